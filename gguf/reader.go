@@ -25,6 +25,13 @@ const maxDims = 4
 // maxNesting bounds arrays of arrays so hostile files cannot exhaust the stack.
 const maxNesting = 8
 
+// maxPrealloc caps how many elements are allocated up front on the word of a
+// count read from the file. Past it, slices grow as elements are actually
+// parsed, so memory stays proportional to the bytes consumed and not to what
+// a hostile header claims (a count that merely fits in a multi-gigabyte
+// mapped file would otherwise allocate several times the file's size).
+const maxPrealloc = 1 << 10
+
 // ErrFormat is wrapped by every error about a malformed file.
 var ErrFormat = errors.New("malformed gguf")
 
@@ -215,7 +222,7 @@ func (p *parser) file() (*File, error) {
 		return nil, p.errorf("metadata count %d cannot fit in the file", nKV)
 	}
 	f := &File{Version: version, byName: make(map[string]int)}
-	f.values = make(map[string]Value, nKV)
+	f.values = make(map[string]Value, min(nKV, maxPrealloc))
 	for i := uint64(0); i < nKV; i++ {
 		key, err := p.str(fmt.Sprintf("metadata key %d", i))
 		if err != nil {
@@ -250,16 +257,17 @@ func (p *parser) file() (*File, error) {
 	if nTensors > p.remaining()/32 {
 		return nil, p.errorf("tensor count %d cannot fit in the file", nTensors)
 	}
-	f.Tensors = make([]TensorInfo, nTensors)
-	for i := range f.Tensors {
-		if err := p.tensorInfo(&f.Tensors[i], i); err != nil {
+	f.Tensors = make([]TensorInfo, 0, min(nTensors, maxPrealloc))
+	for i := uint64(0); i < nTensors; i++ {
+		var t TensorInfo
+		if err := p.tensorInfo(&t, i); err != nil {
 			return nil, err
 		}
-		name := f.Tensors[i].Name
-		if _, dup := f.byName[name]; dup {
-			return nil, p.errorf("duplicate tensor name %q", name)
+		if _, dup := f.byName[t.Name]; dup {
+			return nil, p.errorf("duplicate tensor name %q", t.Name)
 		}
-		f.byName[name] = i
+		f.byName[t.Name] = len(f.Tensors)
+		f.Tensors = append(f.Tensors, t)
 	}
 
 	f.DataOffset = alignUp(p.off, f.Alignment)
@@ -284,7 +292,7 @@ func (p *parser) file() (*File, error) {
 	return f, nil
 }
 
-func (p *parser) tensorInfo(t *TensorInfo, i int) error {
+func (p *parser) tensorInfo(t *TensorInfo, i uint64) error {
 	name, err := p.str(fmt.Sprintf("tensor %d name", i))
 	if err != nil {
 		return err
@@ -406,19 +414,23 @@ func (p *parser) array(depth int, key string) (Value, error) {
 	out := Value{Type: TypeArray, ElemType: et}
 	switch et {
 	case TypeString:
-		a := make([]string, n)
-		for i := range a {
-			if a[i], err = p.str("string element of " + key); err != nil {
+		a := make([]string, 0, min(n, maxPrealloc))
+		for range n {
+			s, err := p.str("string element of " + key)
+			if err != nil {
 				return Value{}, err
 			}
+			a = append(a, s)
 		}
 		out.v = a
 	case TypeArray:
-		a := make([]Value, n)
-		for i := range a {
-			if a[i], err = p.array(depth+1, key); err != nil {
+		a := make([]Value, 0, min(n, maxPrealloc))
+		for range n {
+			e, err := p.array(depth+1, key)
+			if err != nil {
 				return Value{}, err
 			}
+			a = append(a, e)
 		}
 		out.v = a
 	default:

@@ -72,6 +72,11 @@ func (v Value) Any() any { return v.v }
 func ValueOf(x any) (Value, error) {
 	switch x := x.(type) {
 	case Value:
+		// A Value literal such as Value{} carries no Go value matching its
+		// tags and would be encoded as garbage.
+		if err := x.check(0); err != nil {
+			return Value{}, err
+		}
 		return x, nil
 	case uint8:
 		return Value{Type: TypeUint8, v: x}, nil
@@ -127,14 +132,45 @@ func ValueOf(x any) (Value, error) {
 	case []float64:
 		return Value{Type: TypeArray, ElemType: TypeFloat64, v: x}, nil
 	case []Value:
-		for i, e := range x {
-			if e.Type != TypeArray {
-				return Value{}, fmt.Errorf("gguf: nested array element %d is %s, want array", i, e.Type)
-			}
+		v := Value{Type: TypeArray, ElemType: TypeArray, v: x}
+		if err := v.check(0); err != nil {
+			return Value{}, err
 		}
-		return Value{Type: TypeArray, ElemType: TypeArray, v: x}, nil
+		return v, nil
 	}
 	return Value{}, fmt.Errorf("gguf: cannot store a %T as a metadata value", x)
+}
+
+// check reports whether v's Go value matches its type tags and whether its
+// arrays of arrays nest no deeper than the reader accepts, so that the writer
+// never produces a file the reader rejects. depth is v's nesting level.
+func (v Value) check(depth int) error {
+	if v.Type == TypeArray && depth >= maxNesting {
+		return fmt.Errorf("gguf: arrays nest deeper than %d", maxNesting)
+	}
+	a, ok := v.v.([]Value)
+	if !ok {
+		w, err := ValueOf(v.v) // v.v is never a Value or []Value here
+		if err != nil {
+			return err
+		}
+		if w.Type != v.Type || w.ElemType != v.ElemType {
+			return fmt.Errorf("gguf: value tagged %s of %s holds a %T", v.Type, v.ElemType, v.v)
+		}
+		return nil
+	}
+	if v.Type != TypeArray || v.ElemType != TypeArray {
+		return fmt.Errorf("gguf: value tagged %s of %s holds a []Value", v.Type, v.ElemType)
+	}
+	for i, e := range a {
+		if e.Type != TypeArray {
+			return fmt.Errorf("gguf: nested array element %d is %s, want array", i, e.Type)
+		}
+		if err := e.check(depth + 1); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Len is the number of elements of an array value, 0 for scalars.

@@ -13,7 +13,9 @@ import (
 )
 
 // Writer builds a GGUF v3 file: metadata in insertion order, then tensors in
-// insertion order, each aligned.
+// insertion order, each aligned. The layout is llama.cpp's: every tensor's
+// data, the last included, is zero-padded to the alignment, so a file read
+// from llama.cpp and written back is byte-identical.
 type Writer struct {
 	meta    Metadata
 	tensors []TensorInfo
@@ -39,8 +41,10 @@ func (w *Writer) Set(key string, x any) {
 		return
 	}
 	if key == "general.alignment" {
+		// Tensor offsets are fixed by AddTensor, so the alignment may not
+		// change once a tensor is in (setting the same value is harmless).
 		a, ok := v.v.(uint32)
-		if !ok || a == 0 || a&(a-1) != 0 || len(w.tensors) > 0 {
+		if !ok || a == 0 || a&(a-1) != 0 || len(w.tensors) > 0 && uint64(a) != w.alignment() {
 			w.fail(fmt.Errorf("gguf: general.alignment must be a uint32 power of two set before any tensor, got %v", x))
 			return
 		}
@@ -48,10 +52,11 @@ func (w *Writer) Set(key string, x any) {
 	w.meta.set(key, v)
 }
 
-// CopyMetadata copies every key of m (e.g. a file being converted).
+// CopyMetadata copies every key of m (e.g. a file being converted), with the
+// same checks as Set.
 func (w *Writer) CopyMetadata(m *Metadata) {
 	for _, k := range m.keys {
-		w.meta.set(k, m.values[k])
+		w.Set(k, m.values[k])
 	}
 }
 
@@ -133,6 +138,9 @@ func (w *Writer) WriteTo(out io.Writer) (int64, error) {
 		e.zeros(base + int64(t.Offset) - cw.n)
 		e.bytes(t.Data)
 	}
+	// llama.cpp pads after every tensor, and its non-mmap loader reads the
+	// padded size of the last one too, so the file must end aligned.
+	e.pad(align)
 	if e.err == nil {
 		e.err = cw.w.(*bufio.Writer).Flush()
 	}

@@ -20,6 +20,10 @@ its own CUDA kernels.`,
 	}
 	root.AddCommand(
 		newInfoCmd(),
+		newGenCmd(),
+		newQuantizeCmd(),
+		newRunCmd(),
+		newBenchCmd(),
 	)
 	if err := root.Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "gotok:", err)

@@ -1,0 +1,300 @@
+// Package cpu runs llama-family models on the CPU in pure Go (with assembly
+// dot products from package quant): the engine that works everywhere and
+// the reference the GPU kernels are checked against.
+package cpu
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"runtime"
+
+	"gotok/model"
+	"gotok/quant"
+	"gotok/sample"
+)
+
+// MaxBatch is the most prompt tokens that go through a layer together; longer
+// prompts run in chunks of this size.
+const MaxBatch = 64
+
+// Options configures a CPU backend.
+type Options struct {
+	// ContextLen is the KV cache length in tokens (0: the model's, capped at
+	// DefaultMaxContext).
+	ContextLen int
+	// Threads is the number of worker goroutines (0: all cores).
+	Threads int
+}
+
+// DefaultMaxContext caps the default KV cache so that models trained on long
+// contexts do not allocate gigabytes unasked.
+const DefaultMaxContext = 4096
+
+// Backend is the CPU forward pass of one model with its KV cache. It is not
+// safe for concurrent use.
+type Backend struct {
+	m       *model.Model
+	c       model.Config
+	ctxLen  int
+	threads int
+	pool    *pool
+	rope    *ropeTable
+
+	// KV cache, per layer: ctxLen × KVDim floats.
+	kcache, vcache [][]float32
+
+	// Scratch for a batch of up to MaxBatch tokens.
+	x      []float32 // residual stream, T × Dim
+	xn     activations
+	q      []float32 // T × QDim
+	kv     []float32 // T × 2·KVDim (K then V per token)
+	att    activations
+	att2   []float32 // T × Dim
+	gateUp []float32 // T × 2·FFN
+	hidden activations
+	scores [][]float32 // per worker chunk of heads: ctxLen
+	logits []float32
+	outAct activations
+}
+
+// New prepares a backend for m.
+func New(m *model.Model, o Options) (*Backend, error) {
+	c := m.Config
+	ctxLen := o.ContextLen
+	if ctxLen <= 0 {
+		ctxLen = min(c.ContextLen, DefaultMaxContext)
+	}
+	if ctxLen > 1<<20 {
+		return nil, fmt.Errorf("cpu: context of %d tokens is too large", ctxLen)
+	}
+	for _, t := range []*model.Tensor{&m.TokenEmbd, &m.Output} {
+		if t.Cols%32 != 0 && t.Type != quant.F32 {
+			return nil, fmt.Errorf("cpu: tensor %s row length %d", t.Name, t.Cols)
+		}
+	}
+	threads := o.Threads
+	if threads <= 0 {
+		threads = runtime.NumCPU()
+	}
+	b := &Backend{m: m, c: c, ctxLen: ctxLen, threads: threads, pool: newPool(threads)}
+	b.rope = newRopeTable(c.RopeDim, c.RopeBase, c.RopeFreqScale, c.RopeNeox)
+	kvd := c.KVDim()
+	b.kcache = make([][]float32, c.NumLayers)
+	b.vcache = make([][]float32, c.NumLayers)
+	for l := range b.kcache {
+		b.kcache[l] = make([]float32, ctxLen*kvd)
+		b.vcache[l] = make([]float32, ctxLen*kvd)
+	}
+	T := MaxBatch
+	b.x = make([]float32, T*c.Dim)
+	b.xn = newActivations(T, c.Dim)
+	b.q = make([]float32, T*c.QDim())
+	b.kv = make([]float32, T*2*kvd)
+	b.att = newActivations(T, c.QDim())
+	b.att2 = make([]float32, T*c.Dim)
+	b.gateUp = make([]float32, T*2*c.FFNDim)
+	b.hidden = newActivations(T, c.FFNDim)
+	b.scores = make([][]float32, threads)
+	for i := range b.scores {
+		b.scores[i] = make([]float32, ctxLen)
+	}
+	b.logits = make([]float32, c.VocabSize)
+	b.outAct = newActivations(1, c.Dim)
+	return b, nil
+}
+
+func newActivations(t, n int) activations {
+	a := activations{t: t, n: n, f32: make([]float32, t*n)}
+	if n%32 == 0 {
+		a.q8 = make([]byte, t*n/32*quant.Q8_0.BlockBytes())
+	}
+	return a
+}
+
+// Name describes the backend.
+func (b *Backend) Name() string {
+	return fmt.Sprintf("cpu (%d threads)", b.threads)
+}
+
+// ContextLen is the KV cache length.
+func (b *Backend) ContextLen() int { return b.ctxLen }
+
+// Close stops the workers.
+func (b *Backend) Close() error {
+	b.pool.close()
+	return nil
+}
+
+func (b *Backend) check(tokens []int32, pos int) error {
+	if len(tokens) == 0 {
+		return fmt.Errorf("cpu: no tokens")
+	}
+	if pos < 0 || pos+len(tokens) > b.ctxLen {
+		return fmt.Errorf("cpu: positions %d..%d do not fit the context of %d tokens", pos, pos+len(tokens)-1, b.ctxLen)
+	}
+	for _, t := range tokens {
+		if t < 0 || int(t) >= b.c.VocabSize {
+			return fmt.Errorf("cpu: token id %d is out of range (vocabulary of %d)", t, b.c.VocabSize)
+		}
+	}
+	return nil
+}
+
+// Forward runs tokens at positions pos, pos+1, … and returns the logits of
+// the last one. The returned slice is reused by the next call.
+func (b *Backend) Forward(ctx context.Context, tokens []int32, pos int) ([]float32, error) {
+	if err := b.check(tokens, pos); err != nil {
+		return nil, err
+	}
+	for len(tokens) > 0 {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		n := min(len(tokens), MaxBatch)
+		if err := b.forwardBatch(tokens[:n], pos); err != nil {
+			return nil, err
+		}
+		tokens, pos = tokens[n:], pos+n
+	}
+	return b.logits, nil
+}
+
+// Prefill implements backend.Backend.
+func (b *Backend) Prefill(ctx context.Context, tokens []int32, pos int, s *sample.Sampler) (int32, error) {
+	logits, err := b.Forward(ctx, tokens, pos)
+	if err != nil {
+		return 0, err
+	}
+	return s.Sample(logits), nil
+}
+
+// Decode implements backend.Backend.
+func (b *Backend) Decode(ctx context.Context, token int32, pos int, s *sample.Sampler) (int32, error) {
+	return b.Prefill(ctx, []int32{token}, pos, s)
+}
+
+// Logits implements backend.Backend.
+func (b *Backend) Logits(ctx context.Context, token int32, pos int) ([]float32, error) {
+	l, err := b.Forward(ctx, []int32{token}, pos)
+	if err != nil {
+		return nil, err
+	}
+	return append([]float32(nil), l...), nil
+}
+
+// forwardBatch runs len(tokens) ≤ MaxBatch tokens through every layer and
+// leaves the last token's logits in b.logits.
+func (b *Backend) forwardBatch(tokens []int32, pos int) error {
+	c := &b.c
+	T := len(tokens)
+	dim, qd, kvd, ffn := c.Dim, c.QDim(), c.KVDim(), c.FFNDim
+	x := b.x[:T*dim]
+	for t, tok := range tokens {
+		if err := quant.Dequantize(b.m.TokenEmbd.Type, b.m.TokenEmbd.Row(int(tok)), x[t*dim:(t+1)*dim]); err != nil {
+			return fmt.Errorf("cpu: embedding: %w", err)
+		}
+	}
+	xn, att, hidden := &b.xn, &b.att, &b.hidden
+	xn.t, att.t, hidden.t = T, T, T
+
+	for l := range b.m.Layers {
+		ly := &b.m.Layers[l]
+		// Attention block.
+		xn.q8ok = false
+		for t := 0; t < T; t++ {
+			rmsNorm(xn.row(t), x[t*dim:(t+1)*dim], f32s(ly.AttnNorm.Data), c.RMSEps)
+		}
+		b.matmul(xn,
+			product{w: &ly.Wq, out: b.q, outStride: qd},
+			product{w: &ly.Wk, out: b.kv, outStride: 2 * kvd},
+			product{w: &ly.Wv, out: b.kv, outStride: 2 * kvd, outOff: kvd},
+		)
+		kc, vc := b.kcache[l], b.vcache[l]
+		for t := 0; t < T; t++ {
+			q := b.q[t*qd : (t+1)*qd]
+			k := b.kv[t*2*kvd : t*2*kvd+kvd]
+			v := b.kv[t*2*kvd+kvd : (t+1)*2*kvd]
+			if ly.Bq != nil {
+				addTo(q, f32s(ly.Bq.Data))
+				addTo(k, f32s(ly.Bk.Data))
+				addTo(v, f32s(ly.Bv.Data))
+			}
+			b.rope.apply(q, c.NumHeads, c.HeadDim, pos+t)
+			b.rope.apply(k, c.NumKVHeads, c.HeadDim, pos+t)
+			p := pos + t
+			copy(kc[p*kvd:(p+1)*kvd], k)
+			copy(vc[p*kvd:(p+1)*kvd], v)
+		}
+		b.attention(l, T, pos)
+		att.q8ok = false
+		b.matmul(att, product{w: &ly.Wo, out: b.att2, outStride: dim})
+		addTo(x, b.att2[:T*dim])
+
+		// Feed-forward block.
+		xn.q8ok = false
+		for t := 0; t < T; t++ {
+			rmsNorm(xn.row(t), x[t*dim:(t+1)*dim], f32s(ly.FFNNorm.Data), c.RMSEps)
+		}
+		b.matmul(xn,
+			product{w: &ly.Gate, out: b.gateUp, outStride: 2 * ffn},
+			product{w: &ly.Up, out: b.gateUp, outStride: 2 * ffn, outOff: ffn},
+		)
+		for t := 0; t < T; t++ {
+			g := b.gateUp[t*2*ffn : t*2*ffn+ffn]
+			u := b.gateUp[t*2*ffn+ffn : (t+1)*2*ffn]
+			h := hidden.row(t)
+			for i := range h {
+				h[i] = silu(g[i]) * u[i]
+			}
+		}
+		hidden.q8ok = false
+		b.matmul(hidden, product{w: &ly.Down, out: b.att2, outStride: dim})
+		addTo(x, b.att2[:T*dim])
+	}
+
+	// Output head, last token only.
+	out := &b.outAct
+	out.q8ok = false
+	rmsNorm(out.row(0), x[(T-1)*dim:T*dim], f32s(b.m.OutputNorm.Data), c.RMSEps)
+	b.matmul(out, product{w: &b.m.Output, out: b.logits, outStride: c.VocabSize})
+	return nil
+}
+
+// attention computes, for each of the T query tokens and each head, softmax
+// attention over the cached positions up to the token's own (causal).
+func (b *Backend) attention(l, T, pos int) {
+	c := &b.c
+	qd, kvd, hd := c.QDim(), c.KVDim(), c.HeadDim
+	group := c.NumHeads / c.NumKVHeads
+	scale := float32(1 / math.Sqrt(float64(hd)))
+	kc, vc := b.kcache[l], b.vcache[l]
+	items := T * c.NumHeads
+	b.pool.parallelFor(items, 1, func(lo, hi int) {
+		// Each range gets its own scores buffer: ranges are disjoint and
+		// there are at most threads of them.
+		scores := b.scores[lo*len(b.scores)/items]
+		for it := lo; it < hi; it++ {
+			t, h := it/c.NumHeads, it%c.NumHeads
+			n := pos + t + 1
+			q := b.q[t*qd+h*hd : t*qd+(h+1)*hd]
+			koff := (h / group) * hd
+			s := scores[:n]
+			for p := 0; p < n; p++ {
+				s[p] = quant.Dot(q, kc[p*kvd+koff:p*kvd+koff+hd]) * scale
+			}
+			softmax(s)
+			o := b.att.row(t)[h*hd : (h+1)*hd]
+			clear(o)
+			for p := 0; p < n; p++ {
+				quant.Axpy(s[p], vc[p*kvd+koff:p*kvd+koff+hd], o)
+			}
+		}
+	})
+}
+
+func addTo(dst, src []float32) {
+	for i := range dst {
+		dst[i] += src[i]
+	}
+}

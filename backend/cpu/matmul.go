@@ -1,0 +1,118 @@
+package cpu
+
+import (
+	"unsafe"
+
+	"gotok/model"
+	"gotok/quant"
+)
+
+// activations is a batch of T input vectors for the matrix products, in
+// float32 and, for weights with an 8-bit dot product, quantized to Q8_0 once
+// for every product that reads them.
+type activations struct {
+	t    int
+	n    int       // vector length
+	f32  []float32 // t × n
+	q8   []byte    // t × n/32 Q8_0 blocks, valid when quantized
+	q8ok bool
+}
+
+func (a *activations) row(t int) []float32 { return a.f32[t*a.n : (t+1)*a.n] }
+
+func (a *activations) q8row(t int) []byte {
+	rb := a.n / 32 * quant.Q8_0.BlockBytes()
+	return a.q8[t*rb : (t+1)*rb]
+}
+
+// needsQ8 reports whether weights of type t are multiplied against Q8_0
+// activations.
+func needsQ8(t quant.Type) bool { return t == quant.Q4_0 || t == quant.Q8_0 }
+
+func (a *activations) quantize() {
+	if a.q8ok {
+		return
+	}
+	rb := a.n / 32 * quant.Q8_0.BlockBytes()
+	for t := 0; t < a.t; t++ {
+		quant.QuantizeQ8_0(a.row(t), a.q8[t*rb:(t+1)*rb])
+	}
+	a.q8ok = true
+}
+
+// product is one weight matrix applied to a shared input batch: out[t] (a
+// row of stride outStride starting at outOff) = W · x[t].
+type product struct {
+	w         *model.Tensor
+	out       []float32
+	outStride int
+	outOff    int
+}
+
+// matmul computes every product over the batch in one parallel region:
+// their rows are concatenated and split across the workers, so Q, K and V
+// (or gate and up) cost one synchronization, and each weight row is read
+// once for all T tokens.
+func (b *Backend) matmul(x *activations, ps ...product) {
+	total := 0
+	for _, p := range ps {
+		if needsQ8(p.w.Type) {
+			x.quantize()
+		}
+		total += p.w.Rows
+	}
+	b.pool.parallelFor(total, 16, func(lo, hi int) {
+		base := 0
+		for _, p := range ps {
+			rlo, rhi := max(lo-base, 0), min(hi-base, p.w.Rows)
+			if rlo < rhi {
+				matRows(x, p, rlo, rhi)
+			}
+			base += p.w.Rows
+		}
+	})
+}
+
+// matRows computes rows [lo, hi) of one product for every token.
+func matRows(x *activations, p product, lo, hi int) {
+	w := p.w
+	rb := w.RowBytes()
+	nb := w.Cols / 32
+	out := func(t, r int) *float32 { return &p.out[t*p.outStride+p.outOff+r] }
+	switch w.Type {
+	case quant.Q4_0, quant.Q8_0:
+		dot := quant.DotQ4_0Q8_0
+		if w.Type == quant.Q8_0 {
+			dot = quant.DotQ8_0Q8_0
+		}
+		for r := lo; r < hi; r++ {
+			row := w.Data[r*rb : (r+1)*rb]
+			for t := 0; t < x.t; t++ {
+				*out(t, r) = dot(row, x.q8row(t), nb)
+			}
+		}
+	case quant.F32:
+		for r := lo; r < hi; r++ {
+			row := f32s(w.Data[r*rb : (r+1)*rb])
+			for t := 0; t < x.t; t++ {
+				*out(t, r) = quant.Dot(row, x.row(t))
+			}
+		}
+	default:
+		for r := lo; r < hi; r++ {
+			row := w.Data[r*rb : (r+1)*rb]
+			for t := 0; t < x.t; t++ {
+				*out(t, r) = quant.DotF32(w.Type, row, x.row(t))
+			}
+		}
+	}
+}
+
+// f32s views little-endian F32 tensor bytes as floats. GGUF tensor data is
+// aligned (32 bytes at least), so the view is aligned too.
+func f32s(b []byte) []float32 {
+	if len(b) == 0 {
+		return nil
+	}
+	return unsafe.Slice((*float32)(unsafe.Pointer(&b[0])), len(b)/4)
+}

@@ -1,0 +1,164 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"gotok"
+	"gotok/sample"
+)
+
+// loadFlags are the flags of every command that loads a model to run it.
+type loadFlags struct {
+	model   string
+	device  string
+	ctx     int
+	threads int
+	verbose bool
+}
+
+func (l *loadFlags) add(f *pflag.FlagSet) {
+	f.StringVarP(&l.model, "model", "m", "", "GGUF model file (default: $GOTOK_MODEL)")
+	f.StringVar(&l.device, "device", "auto", "cpu, cuda, or auto (CUDA when a GPU is present)")
+	f.IntVarP(&l.ctx, "ctx", "c", 0, "context length in tokens (0: the model's, at most 4096)")
+	f.IntVarP(&l.threads, "threads", "t", 0, "CPU threads (0: all cores)")
+	f.BoolVarP(&l.verbose, "verbose", "v", false, "log what happens to stderr")
+}
+
+func (l *loadFlags) load(stderr io.Writer) (*gotok.Model, time.Duration, error) {
+	path, err := modelPath(l.model)
+	if err != nil {
+		return nil, 0, err
+	}
+	if l.ctx < 0 || l.threads < 0 {
+		return nil, 0, fmt.Errorf("--ctx and --threads must not be negative")
+	}
+	level := slog.LevelInfo
+	if l.verbose {
+		level = slog.LevelDebug
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	start := time.Now()
+	m, err := gotok.Load(path, gotok.Options{Device: l.device, ContextLen: l.ctx, Threads: l.threads, Logger: log})
+	return m, time.Since(start), err
+}
+
+// sampleFlags are the sampler options, named as llama.cpp names them.
+type sampleFlags struct {
+	p    sample.Params
+	seed int64
+}
+
+func (s *sampleFlags) add(f *pflag.FlagSet) {
+	d := sample.DefaultParams()
+	s.p = d
+	f.Float32Var(&s.p.Temperature, "temp", d.Temperature, "temperature; 0 means greedy")
+	f.IntVar(&s.p.TopK, "top-k", d.TopK, "keep the k most likely tokens (0: off)")
+	f.Float32Var(&s.p.TopP, "top-p", d.TopP, "keep the smallest set with this much probability (1: off)")
+	f.Float32Var(&s.p.MinP, "min-p", d.MinP, "drop tokens less likely than this fraction of the best (0: off)")
+	f.Float32Var(&s.p.RepeatPenalty, "repeat-penalty", d.RepeatPenalty, "penalize repeated tokens (1: off)")
+	f.Float32Var(&s.p.PresencePenalty, "presence-penalty", d.PresencePenalty, "subtract from the logits of tokens present (0: off)")
+	f.Float32Var(&s.p.FrequencyPenalty, "frequency-penalty", d.FrequencyPenalty, "subtract this times the count of each token (0: off)")
+	f.IntVar(&s.p.PenaltyLastN, "repeat-last-n", d.PenaltyLastN, "how many recent tokens the penalties look at")
+	f.Int64Var(&s.seed, "seed", -1, "random seed (-1: a random one)")
+}
+
+func (s *sampleFlags) params() sample.Params {
+	p := s.p
+	if s.seed >= 0 {
+		p.Seed = uint64(s.seed)
+	} else {
+		p.Seed = uint64(time.Now().UnixNano())
+	}
+	return p
+}
+
+func newRunCmd() *cobra.Command {
+	var (
+		lf                                 loadFlags
+		sf                                 sampleFlags
+		prompt, promptFile                 string
+		n                                  int
+		stops                              []string
+		ignoreEOS, noSpecial, parseSpecial bool
+	)
+	cmd := &cobra.Command{
+		Use:   "run [-m MODEL] -p PROMPT",
+		Short: "Generate a continuation of a prompt, streamed to stdout",
+		Long: `run continues a prompt with the model and streams the text to stdout as it
+is produced (the prompt itself is not echoed); timings go to stderr.
+Without -m the model named by $GOTOK_MODEL is used. Sampling follows
+llama.cpp's flags and defaults; --temp 0 is greedy, and --seed makes sampled
+runs repeatable. Ctrl-C stops generation and prints the statistics so far.
+
+Example:
+  gotok run -m ../shared/models/stories260K.gguf -p "Once upon a time" -n 64`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if promptFile != "" {
+				data, err := os.ReadFile(promptFile)
+				if err != nil {
+					return err
+				}
+				prompt = string(data)
+			}
+			if n < 0 {
+				return fmt.Errorf("-n must not be negative")
+			}
+			params := sf.params()
+			if err := params.Validate(); err != nil {
+				return err
+			}
+			stderr := cmd.ErrOrStderr()
+			m, loadTime, err := lf.load(stderr)
+			if err != nil {
+				return err
+			}
+			defer m.Close()
+
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt)
+			defer stop()
+			out := cmd.OutOrStdout()
+			opts := gotok.GenerateOptions{MaxTokens: n, Sample: params, Stop: stops, IgnoreEOS: ignoreEOS, NoSpecial: noSpecial, ParseSpecial: parseSpecial}
+			st, err := m.Generate(ctx, prompt, opts, func(text string) error {
+				_, err := io.WriteString(out, text)
+				return err
+			})
+			fmt.Fprintln(out)
+			printStats(stderr, m, loadTime, st)
+			if errors.Is(err, context.Canceled) {
+				return nil
+			}
+			return err
+		},
+	}
+	f := cmd.Flags()
+	lf.add(f)
+	sf.add(f)
+	f.StringVarP(&prompt, "prompt", "p", "", "prompt text")
+	f.StringVarP(&promptFile, "file", "f", "", "read the prompt from a file")
+	f.IntVarP(&n, "n-predict", "n", 256, "most tokens to generate (0: until the context is full)")
+	f.StringArrayVar(&stops, "stop", nil, "stop when this text is generated (repeatable)")
+	f.BoolVar(&ignoreEOS, "ignore-eos", false, "keep generating past end-of-generation tokens")
+	f.BoolVar(&noSpecial, "no-bos", false, "do not add the BOS/EOS tokens the model asks for")
+	f.BoolVar(&parseSpecial, "parse-special", false, "turn special-token text in the prompt into special tokens")
+	return cmd
+}
+
+func printStats(w io.Writer, m *gotok.Model, load time.Duration, st gotok.Stats) {
+	fmt.Fprintf(w, "\nbackend:  %s\n", m.Backend().Name())
+	fmt.Fprintf(w, "load:     %8.1f ms\n", float64(load.Microseconds())/1000)
+	fmt.Fprintf(w, "prompt:   %8.1f ms, %5d tokens, %9.1f tok/s\n", ms(st.PromptDuration), st.PromptTokens, st.PromptTokensPerSecond())
+	fmt.Fprintf(w, "generate: %8.1f ms, %5d tokens, %9.1f tok/s (stop: %s)\n", ms(st.DecodeDuration), st.GeneratedTokens, st.DecodeTokensPerSecond(), st.StopReason)
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

@@ -1,0 +1,241 @@
+package gotok
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"gotok/sample"
+)
+
+// GenerateOptions configures one generation.
+type GenerateOptions struct {
+	// MaxTokens bounds the generated tokens (0: until the context is full).
+	MaxTokens int
+	// Sample configures sampling; the zero value is greedy.
+	Sample sample.Params
+	// Stop ends generation when the text produced contains one of these; the
+	// stop string itself is not emitted.
+	Stop []string
+	// NoSpecial suppresses the BOS/EOS tokens the model's metadata asks to
+	// add around the prompt.
+	NoSpecial bool
+	// ParseSpecial lets special-token text in the prompt (e.g. "<|im_start|>")
+	// become its token instead of plain text.
+	ParseSpecial bool
+	// IgnoreEOS keeps generating past end-of-generation tokens.
+	IgnoreEOS bool
+}
+
+// Stop reasons reported in Stats.
+const (
+	StopEOS       = "eos"
+	StopMaxTokens = "max_tokens"
+	StopString    = "stop_string"
+	StopContext   = "context_full"
+	StopCancelled = "cancelled"
+)
+
+// Stats reports what a generation did and how long it took.
+type Stats struct {
+	PromptTokens    int
+	PromptDuration  time.Duration
+	GeneratedTokens int
+	// DecodeDuration covers the tokens after the first: the first comes out
+	// of the prompt pass.
+	DecodeDuration time.Duration
+	StopReason     string
+}
+
+// PromptTokensPerSecond is the prefill speed.
+func (s Stats) PromptTokensPerSecond() float64 {
+	return rate(s.PromptTokens, s.PromptDuration)
+}
+
+// DecodeTokensPerSecond is the decode speed.
+func (s Stats) DecodeTokensPerSecond() float64 {
+	return rate(s.GeneratedTokens-1, s.DecodeDuration)
+}
+
+func rate(n int, d time.Duration) float64 {
+	if n <= 0 || d <= 0 {
+		return 0
+	}
+	return float64(n) / d.Seconds()
+}
+
+// Token is one generated token and the text it completes (possibly empty
+// while a multi-byte character is incomplete).
+type Token struct {
+	ID   int32
+	Text string
+}
+
+// Encode tokenizes a prompt as Generate does.
+func (m *Model) Encode(prompt string, o GenerateOptions) []int32 {
+	return m.tok.Encode(prompt, !o.NoSpecial, o.ParseSpecial)
+}
+
+// Generate continues prompt and calls emit with each piece of text as it is
+// produced. Cancelling ctx stops it cleanly: the stats so far are returned
+// with the context's error.
+func (m *Model) Generate(ctx context.Context, prompt string, o GenerateOptions, emit func(text string) error) (Stats, error) {
+	tokens := m.Encode(prompt, o)
+	if len(tokens) == 0 {
+		// Nothing to condition on: start from BOS so the model has a
+		// position 0, as llama.cpp does for an empty prompt.
+		if bos := m.tok.BOS(); bos >= 0 {
+			tokens = []int32{bos}
+		} else {
+			return Stats{}, errors.New("generate: empty prompt and the model has no BOS token")
+		}
+	}
+	return m.GenerateTokens(ctx, tokens, o, func(t Token) error {
+		if t.Text == "" {
+			return nil
+		}
+		return emit(t.Text)
+	})
+}
+
+// GenerateTokens continues a tokenized prompt, calling emit per token.
+func (m *Model) GenerateTokens(ctx context.Context, prompt []int32, o GenerateOptions, emit func(Token) error) (st Stats, err error) {
+	st.PromptTokens = len(prompt)
+	if len(prompt) == 0 {
+		return st, errors.New("generate: empty prompt")
+	}
+	if len(prompt) >= m.ctxLen {
+		return st, fmt.Errorf("generate: prompt of %d tokens does not fit the context of %d (leave room for at least one generated token; raise --ctx)", len(prompt), m.ctxLen)
+	}
+	if o.MaxTokens < 0 {
+		return st, fmt.Errorf("generate: negative max tokens %d", o.MaxTokens)
+	}
+	s, err := sample.New(o.Sample)
+	if err != nil {
+		return st, fmt.Errorf("generate: %w", err)
+	}
+	for _, t := range prompt {
+		s.Accept(t)
+	}
+	out := newStopper(o.Stop)
+	dec := m.tok.NewStreamDecoder()
+	limit := o.MaxTokens
+	if room := m.ctxLen - len(prompt); limit == 0 || limit > room {
+		limit = room
+	}
+
+	start := time.Now()
+	tok, err := m.backend.Prefill(ctx, prompt, 0, s)
+	st.PromptDuration = time.Since(start)
+	if err != nil {
+		return st, stopErr(&st, err)
+	}
+	pos := len(prompt)
+	decodeStart := time.Now()
+	defer func() { st.DecodeDuration = time.Since(decodeStart) }()
+	for {
+		if !o.IgnoreEOS && m.tok.IsEOG(tok) {
+			st.StopReason = StopEOS
+			return st, flush(out, dec, emit)
+		}
+		s.Accept(tok)
+		st.GeneratedTokens++
+		text, stopped := out.push(dec.Next(tok))
+		if err := emit(Token{ID: tok, Text: text}); err != nil {
+			return st, err
+		}
+		if stopped {
+			st.StopReason = StopString
+			return st, nil
+		}
+		if st.GeneratedTokens >= limit {
+			st.StopReason = StopMaxTokens
+			if pos >= m.ctxLen {
+				st.StopReason = StopContext
+			}
+			return st, flush(out, dec, emit)
+		}
+		tok, err = m.backend.Decode(ctx, tok, pos, s)
+		if err != nil {
+			return st, stopErr(&st, err)
+		}
+		pos++
+	}
+}
+
+func stopErr(st *Stats, err error) error {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		st.StopReason = StopCancelled
+	}
+	return err
+}
+
+// flush emits text held back by the UTF-8 decoder and the stop matcher.
+func flush(out *stopper, dec interface{ Flush() string }, emit func(Token) error) error {
+	text, stopped := out.push(dec.Flush())
+	if !stopped {
+		text += out.flush()
+	}
+	if text == "" {
+		return nil
+	}
+	return emit(Token{ID: -1, Text: text})
+}
+
+// stopper holds back text that could be the start of a stop string, so a
+// stop string split across tokens is never emitted.
+type stopper struct {
+	stops   []string
+	pending string
+}
+
+func newStopper(stops []string) *stopper {
+	var keep []string
+	for _, s := range stops {
+		if s != "" {
+			keep = append(keep, s)
+		}
+	}
+	return &stopper{stops: keep}
+}
+
+// push adds text and returns what is safe to emit, and whether a stop
+// string was found (the text before it is returned, the rest dropped).
+func (s *stopper) push(text string) (string, bool) {
+	if len(s.stops) == 0 {
+		return text, false
+	}
+	s.pending += text
+	cut := -1
+	for _, stop := range s.stops {
+		if i := strings.Index(s.pending, stop); i >= 0 && (cut < 0 || i < cut) {
+			cut = i
+		}
+	}
+	if cut >= 0 {
+		out := s.pending[:cut]
+		s.pending = ""
+		return out, true
+	}
+	// Keep the longest suffix that is a prefix of some stop string.
+	hold := 0
+	for _, stop := range s.stops {
+		for n := min(len(stop)-1, len(s.pending)); n > hold; n-- {
+			if strings.HasSuffix(s.pending, stop[:n]) {
+				hold = n
+				break
+			}
+		}
+	}
+	out := s.pending[:len(s.pending)-hold]
+	s.pending = s.pending[len(s.pending)-hold:]
+	return out, false
+}
+
+func (s *stopper) flush() string {
+	out := s.pending
+	s.pending = ""
+	return out
+}

@@ -1,0 +1,133 @@
+// Package gotok runs GGUF language models: load a model, tokenize with its
+// own tokenizer, generate text and stream it, on the CPU in pure Go or on an
+// NVIDIA GPU.
+//
+//	m, err := gotok.Load("model.gguf", gotok.Options{})
+//	if err != nil { ... }
+//	defer m.Close()
+//	stats, err := m.Generate(ctx, "Once upon a time", gotok.GenerateOptions{MaxTokens: 64},
+//		func(text string) error { fmt.Print(text); return nil })
+package gotok
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"gotok/backend"
+	"gotok/backend/cpu"
+	"gotok/model"
+	"gotok/tokenizer"
+)
+
+// Options configures Load.
+type Options struct {
+	// Device is "cpu", "cuda" or "auto" (the default: CUDA when a driver and
+	// GPU are present, else the CPU).
+	Device string
+	// ContextLen is the KV cache length in tokens (0: the model's, capped at
+	// 4096).
+	ContextLen int
+	// Threads for the CPU backend (0: all cores).
+	Threads int
+	// Logger receives notices such as the device chosen (nil: discarded).
+	Logger *slog.Logger
+}
+
+// Model is a loaded model with its tokenizer and backend. It runs one
+// generation at a time.
+type Model struct {
+	model   *model.Model
+	tok     *tokenizer.Tokenizer
+	backend backend.Backend
+	ctxLen  int
+}
+
+// ErrNoCUDA is returned when Device is "cuda" and CUDA cannot be used.
+var ErrNoCUDA = errors.New("CUDA is not available")
+
+// Load opens a GGUF model and prepares a backend for it.
+func Load(path string, o Options) (*Model, error) {
+	log := o.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	mm, err := model.Load(path)
+	if err != nil {
+		return nil, err
+	}
+	tok, err := tokenizer.FromGGUF(&mm.File.Metadata)
+	if err != nil {
+		mm.Close()
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if tok.VocabSize() != mm.Config.VocabSize {
+		mm.Close()
+		return nil, fmt.Errorf("%s: tokenizer has %d tokens but the model's embedding has %d rows", path, tok.VocabSize(), mm.Config.VocabSize)
+	}
+	be, err := newBackend(mm, o, log)
+	if err != nil {
+		mm.Close()
+		return nil, err
+	}
+	m := &Model{model: mm, tok: tok, backend: be}
+	m.ctxLen = contextLen(be, mm, o)
+	return m, nil
+}
+
+type contextLener interface{ ContextLen() int }
+
+func contextLen(be backend.Backend, mm *model.Model, o Options) int {
+	if c, ok := be.(contextLener); ok {
+		return c.ContextLen()
+	}
+	if o.ContextLen > 0 {
+		return o.ContextLen
+	}
+	return min(mm.Config.ContextLen, cpu.DefaultMaxContext)
+}
+
+func newBackend(mm *model.Model, o Options, log *slog.Logger) (backend.Backend, error) {
+	switch o.Device {
+	case "", "auto":
+		be, err := newCUDA(mm, o)
+		if err == nil {
+			log.Info("running on the GPU", "device", be.Name())
+			return be, nil
+		}
+		log.Info("running on the CPU", "reason", err)
+	case "cuda":
+		be, err := newCUDA(mm, o)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrNoCUDA, err)
+		}
+		return be, nil
+	case "cpu":
+	default:
+		return nil, fmt.Errorf("unknown device %q (want cpu, cuda or auto)", o.Device)
+	}
+	return cpu.New(mm, cpu.Options{ContextLen: o.ContextLen, Threads: o.Threads})
+}
+
+// Close releases the backend and the mapped file.
+func (m *Model) Close() error {
+	return errors.Join(m.backend.Close(), m.model.Close())
+}
+
+// Tokenizer is the model's tokenizer.
+func (m *Model) Tokenizer() *tokenizer.Tokenizer { return m.tok }
+
+// Config is the model's architecture.
+func (m *Model) Config() model.Config { return m.model.Config }
+
+// Backend is what runs the model.
+func (m *Model) Backend() backend.Backend { return m.backend }
+
+// ContextLen is the KV cache length in tokens.
+func (m *Model) ContextLen() int { return m.ctxLen }
+
+// Params is the number of weights.
+func (m *Model) Params() int64 { return m.model.Params() }
+
+// WeightBytes is the size of the weights.
+func (m *Model) WeightBytes() int64 { return m.model.WeightBytes() }

@@ -1,0 +1,132 @@
+// Package model describes a llama-family model from its GGUF metadata and
+// binds its tensors to their roles, checking every shape and type once so the
+// backends can trust them.
+package model
+
+import (
+	"fmt"
+	"math"
+
+	"gotok/gguf"
+)
+
+// Config holds the hyper-parameters of a llama-family model.
+type Config struct {
+	Arch       string
+	NumLayers  int
+	Dim        int // d_model
+	NumHeads   int
+	NumKVHeads int
+	HeadDim    int
+	FFNDim     int
+	VocabSize  int
+	ContextLen int // the context the model was trained for
+	RMSEps     float32
+	RopeBase   float32
+	RopeDim    int  // leading dimensions of each head that RoPE rotates
+	RopeNeox   bool // NeoX rotation (pairs i, i+RopeDim/2) instead of adjacent pairs
+	// RopeFreqScale multiplies positions (linear RoPE scaling; 1 = none).
+	RopeFreqScale float32
+	// TiedEmbeddings: the output head reuses token_embd.
+	TiedEmbeddings bool
+	// QKVBias: the attention projections carry biases (qwen2).
+	QKVBias bool
+}
+
+// QDim is the width of the concatenated query heads.
+func (c *Config) QDim() int { return c.NumHeads * c.HeadDim }
+
+// KVDim is the width of the concatenated key (or value) heads.
+func (c *Config) KVDim() int { return c.NumKVHeads * c.HeadDim }
+
+// arch describes what differs between the architectures gotok runs.
+type arch struct {
+	ropeNeox bool
+	qkvBias  bool
+}
+
+var archs = map[string]arch{
+	"llama":   {},
+	"mistral": {},
+	"granite": {},
+	"qwen2":   {ropeNeox: true, qkvBias: true},
+}
+
+// ConfigFromMetadata reads the hyper-parameters of m.
+func ConfigFromMetadata(m *gguf.Metadata) (Config, error) {
+	var c Config
+	a, ok := m.String("general.architecture")
+	if !ok {
+		return c, fmt.Errorf("model: general.architecture missing")
+	}
+	spec, ok := archs[a]
+	if !ok {
+		return c, fmt.Errorf("model: architecture %q is not supported (gotok runs llama, mistral, granite, qwen2)", a)
+	}
+	if a == "granite" {
+		// Granite adds embedding/residual/attention/logit multipliers; refuse
+		// rather than run it wrong.
+		for _, k := range []string{"granite.embedding_scale", "granite.residual_scale", "granite.attention.scale", "granite.logit_scale"} {
+			if _, ok := m.Value(k); ok {
+				return c, fmt.Errorf("model: granite multiplier %s is not supported", k)
+			}
+		}
+	}
+	c.Arch, c.RopeNeox, c.QKVBias = a, spec.ropeNeox, spec.qkvBias
+
+	var err error
+	need := func(key string) int {
+		v, ok := m.Int(a + "." + key)
+		if err == nil && !ok {
+			err = fmt.Errorf("model: %s.%s missing or not an integer", a, key)
+		}
+		if err == nil && (v <= 0 || v > math.MaxInt32) {
+			err = fmt.Errorf("model: %s.%s = %d is out of range", a, key, v)
+		}
+		return int(v)
+	}
+	c.NumLayers = need("block_count")
+	c.Dim = need("embedding_length")
+	c.FFNDim = need("feed_forward_length")
+	c.NumHeads = need("attention.head_count")
+	c.ContextLen = need("context_length")
+	if err != nil {
+		return c, err
+	}
+	c.NumKVHeads = int(m.IntOr(a+".attention.head_count_kv", int64(c.NumHeads)))
+	if c.NumKVHeads <= 0 || c.NumHeads%c.NumKVHeads != 0 {
+		return c, fmt.Errorf("model: %d heads cannot share %d KV heads", c.NumHeads, c.NumKVHeads)
+	}
+	c.HeadDim = int(m.IntOr(a+".attention.key_length", int64(c.Dim/c.NumHeads)))
+	if vl := m.IntOr(a+".attention.value_length", int64(c.HeadDim)); vl != int64(c.HeadDim) {
+		return c, fmt.Errorf("model: value_length %d differs from key_length %d (not supported)", vl, c.HeadDim)
+	}
+	if c.HeadDim <= 0 || c.HeadDim%2 != 0 || c.HeadDim > 1024 {
+		return c, fmt.Errorf("model: head dimension %d is not supported", c.HeadDim)
+	}
+	c.RMSEps = float32(m.FloatOr(a+".attention.layer_norm_rms_epsilon", 1e-5))
+	c.RopeBase = float32(m.FloatOr(a+".rope.freq_base", 10000))
+	c.RopeDim = int(m.IntOr(a+".rope.dimension_count", int64(c.HeadDim)))
+	if c.RopeDim <= 0 || c.RopeDim > c.HeadDim || c.RopeDim%2 != 0 {
+		return c, fmt.Errorf("model: rope dimension %d does not fit head dimension %d", c.RopeDim, c.HeadDim)
+	}
+	if !(c.RMSEps > 0) || !(c.RopeBase > 0) {
+		return c, fmt.Errorf("model: bad rms epsilon %g or rope base %g", c.RMSEps, c.RopeBase)
+	}
+	c.RopeFreqScale = 1
+	switch st := m.StringOr(a+".rope.scaling.type", "none"); st {
+	case "none", "":
+	case "linear":
+		f := m.FloatOr(a+".rope.scaling.factor", 1)
+		if !(f > 0) {
+			return c, fmt.Errorf("model: rope scaling factor %g", f)
+		}
+		c.RopeFreqScale = float32(1 / f)
+	default:
+		return c, fmt.Errorf("model: rope scaling %q is not supported", st)
+	}
+	if _, ok := m.Value(a + ".rope.freq_scale"); ok {
+		return c, fmt.Errorf("model: %s.rope.freq_scale is not supported", a)
+	}
+	return c, nil
+}

@@ -1,0 +1,196 @@
+package model
+
+import (
+	"fmt"
+
+	"gotok/gguf"
+	"gotok/quant"
+)
+
+// Tensor is a 2-D (or 1-D) weight: Rows rows of Cols elements, row-major,
+// in its file type. Data views the mapped file.
+type Tensor struct {
+	Name string
+	Type quant.Type
+	Rows int
+	Cols int // row length, ggml's ne[0]
+	Data []byte
+}
+
+// RowBytes is the byte size of one row.
+func (t *Tensor) RowBytes() int { return len(t.Data) / t.Rows }
+
+// Row returns the bytes of row i.
+func (t *Tensor) Row(i int) []byte {
+	n := t.RowBytes()
+	return t.Data[i*n : (i+1)*n]
+}
+
+// Layer holds one transformer block's weights.
+type Layer struct {
+	AttnNorm, Wq, Wk, Wv, Wo Tensor
+	Bq, Bk, Bv               *Tensor // nil unless Config.QKVBias
+	FFNNorm, Gate, Up, Down  Tensor
+}
+
+// Model is a bound llama-family model.
+type Model struct {
+	Config     Config
+	TokenEmbd  Tensor
+	OutputNorm Tensor
+	Output     Tensor // == TokenEmbd when Config.TiedEmbeddings
+	Layers     []Layer
+	File       *gguf.File
+}
+
+// Load opens a GGUF file and binds it.
+func Load(path string) (*Model, error) {
+	f, err := gguf.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	m, err := FromFile(f)
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return m, nil
+}
+
+// Close releases the mapped file.
+func (m *Model) Close() error { return m.File.Close() }
+
+// Params is the number of weight elements.
+func (m *Model) Params() int64 {
+	var n int64
+	for _, t := range m.File.Tensors {
+		n += int64(t.Elements())
+	}
+	return n
+}
+
+// WeightBytes is the size of all tensor data.
+func (m *Model) WeightBytes() int64 {
+	var n int64
+	for _, t := range m.File.Tensors {
+		n += int64(t.Size)
+	}
+	return n
+}
+
+// FromFile binds the tensors of an opened file.
+func FromFile(f *gguf.File) (*Model, error) {
+	c, err := ConfigFromMetadata(&f.Metadata)
+	if err != nil {
+		return nil, err
+	}
+	b := binder{f: f}
+	m := &Model{File: f}
+	m.TokenEmbd = b.matrix("token_embd.weight", c.Dim, -1)
+	if b.err != nil {
+		return nil, b.err
+	}
+	c.VocabSize = m.TokenEmbd.Rows
+	if v, ok := f.Int(c.Arch + ".vocab_size"); ok && int(v) != c.VocabSize {
+		return nil, fmt.Errorf("model: %s.vocab_size %d differs from token_embd rows %d", c.Arch, v, c.VocabSize)
+	}
+	m.OutputNorm = b.vector("output_norm.weight", c.Dim)
+	if _, ok := f.Tensor("output.weight"); ok {
+		m.Output = b.matrix("output.weight", c.Dim, c.VocabSize)
+	} else {
+		c.TiedEmbeddings = true
+		m.Output = m.TokenEmbd
+	}
+	m.Layers = make([]Layer, c.NumLayers)
+	for i := range m.Layers {
+		l := &m.Layers[i]
+		p := fmt.Sprintf("blk.%d.", i)
+		l.AttnNorm = b.vector(p+"attn_norm.weight", c.Dim)
+		l.Wq = b.matrix(p+"attn_q.weight", c.Dim, c.QDim())
+		l.Wk = b.matrix(p+"attn_k.weight", c.Dim, c.KVDim())
+		l.Wv = b.matrix(p+"attn_v.weight", c.Dim, c.KVDim())
+		l.Wo = b.matrix(p+"attn_output.weight", c.QDim(), c.Dim)
+		if c.QKVBias {
+			l.Bq = b.optVector(p+"attn_q.bias", c.QDim())
+			l.Bk = b.optVector(p+"attn_k.bias", c.KVDim())
+			l.Bv = b.optVector(p+"attn_v.bias", c.KVDim())
+		}
+		l.FFNNorm = b.vector(p+"ffn_norm.weight", c.Dim)
+		l.Gate = b.matrix(p+"ffn_gate.weight", c.Dim, c.FFNDim)
+		l.Up = b.matrix(p+"ffn_up.weight", c.Dim, c.FFNDim)
+		l.Down = b.matrix(p+"ffn_down.weight", c.FFNDim, c.Dim)
+	}
+	if b.err != nil {
+		return nil, b.err
+	}
+	if _, ok := f.Tensor("blk.0.attn_q_norm.weight"); ok {
+		return nil, fmt.Errorf("model: QK-norm tensors (blk.N.attn_q_norm) are not supported")
+	}
+	m.Config = c
+	return m, nil
+}
+
+// computeTypes are the weight types the backends can multiply.
+var computeTypes = map[quant.Type]bool{
+	quant.F32: true, quant.F16: true, quant.BF16: true,
+	quant.Q4_0: true, quant.Q4_1: true, quant.Q5_0: true, quant.Q5_1: true, quant.Q8_0: true,
+	quant.Q2_K: true, quant.Q3_K: true, quant.Q4_K: true, quant.Q5_K: true, quant.Q6_K: true,
+}
+
+type binder struct {
+	f   *gguf.File
+	err error
+}
+
+func (b *binder) get(name string) *gguf.TensorInfo {
+	if b.err != nil {
+		return nil
+	}
+	t, ok := b.f.Tensor(name)
+	if !ok {
+		b.err = fmt.Errorf("model: tensor %s missing", name)
+		return nil
+	}
+	if !computeTypes[t.Type] {
+		b.err = fmt.Errorf("model: tensor %s has type %s, which gotok cannot compute with", name, t.Type)
+		return nil
+	}
+	return t
+}
+
+// matrix binds a 2-D tensor with rows of cols elements; rows < 0 accepts any.
+func (b *binder) matrix(name string, cols, rows int) Tensor {
+	t := b.get(name)
+	if t == nil {
+		return Tensor{}
+	}
+	if len(t.Shape) != 2 || t.Shape[0] != uint64(cols) || (rows >= 0 && t.Shape[1] != uint64(rows)) || t.Shape[1] > 1<<31 {
+		b.err = fmt.Errorf("model: tensor %s has shape %v, want [%d %d]", name, t.Shape, cols, rows)
+		return Tensor{}
+	}
+	return Tensor{Name: name, Type: t.Type, Rows: int(t.Shape[1]), Cols: cols, Data: t.Data}
+}
+
+func (b *binder) vector(name string, n int) Tensor {
+	t := b.get(name)
+	if t == nil {
+		return Tensor{}
+	}
+	if len(t.Shape) != 1 || t.Shape[0] != uint64(n) {
+		b.err = fmt.Errorf("model: tensor %s has shape %v, want [%d]", name, t.Shape, n)
+		return Tensor{}
+	}
+	if t.Type != quant.F32 {
+		b.err = fmt.Errorf("model: tensor %s has type %s, want F32", name, t.Type)
+		return Tensor{}
+	}
+	return Tensor{Name: name, Type: t.Type, Rows: 1, Cols: n, Data: t.Data}
+}
+
+func (b *binder) optVector(name string, n int) *Tensor {
+	if _, ok := b.f.Tensor(name); !ok {
+		return nil
+	}
+	t := b.vector(name, n)
+	return &t
+}

@@ -1,0 +1,285 @@
+// Package synth writes seeded, deterministic llama models with random
+// weights, for tests and benchmarks: the shapes of a real model without its
+// download.
+package synth
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"runtime"
+	"sort"
+	"sync"
+
+	"gotok/gguf"
+	"gotok/quant"
+)
+
+// Shape is the architecture of a generated llama model.
+type Shape struct {
+	Layers, Dim, Heads, KVHeads, FFN int
+	Vocab                            int // used when no tokenizer is given
+	Context                          int
+	RopeBase                         float32
+	Tied                             bool
+}
+
+// Presets are the named shapes `gotok gen` knows.
+var Presets = map[string]Shape{
+	// SmolLM-135M / SmolLM2-135M.
+	"smollm-135m": {Layers: 30, Dim: 576, Heads: 9, KVHeads: 3, FFN: 1536, Vocab: 49152, Context: 2048, RopeBase: 100000, Tied: true},
+	// A tiny model for unit tests: every code path, milliseconds a token.
+	"tiny": {Layers: 2, Dim: 64, Heads: 4, KVHeads: 2, FFN: 192, Vocab: 256, Context: 256, RopeBase: 10000, Tied: true},
+}
+
+// PresetNames lists the presets in order.
+func PresetNames() []string {
+	var names []string
+	for n := range Presets {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// Options says what to generate.
+type Options struct {
+	Shape Shape
+	Name  string     // general.name
+	Type  quant.Type // linear weights
+	// EmbedType is token_embd's type; DefaultEmbedType gives llama.cpp's
+	// choice.
+	EmbedType quant.Type
+	Seed      uint64
+	// Tokenizer sets the tokenizer.* metadata; nil writes a plain byte-level
+	// vocabulary of Shape.Vocab tokens. It must report the vocabulary size.
+	Tokenizer func(w *gguf.Writer) (vocab int, err error)
+}
+
+type tensorJob struct {
+	name  string
+	typ   quant.Type
+	shape []uint64
+	std   float32 // random normal weights with this deviation
+	gain  float32 // or, when std is 0, a constant (norm gains)
+	data  []byte
+}
+
+// Generate builds the model in a writer ready to WriteFile.
+func Generate(o Options) (*gguf.Writer, error) {
+	s := o.Shape
+	if s.Layers <= 0 || s.Dim <= 0 || s.Heads <= 0 || s.KVHeads <= 0 || s.FFN <= 0 || s.Dim%s.Heads != 0 || s.Heads%s.KVHeads != 0 {
+		return nil, fmt.Errorf("synth: bad shape %+v", s)
+	}
+	for _, t := range []quant.Type{o.Type, o.EmbedType} {
+		if !quant.QuantizedSupported(t) {
+			return nil, fmt.Errorf("synth: cannot write weights of type %s", t)
+		}
+	}
+	headDim := s.Dim / s.Heads
+	w := gguf.NewWriter()
+	w.Set("general.architecture", "llama")
+	w.Set("general.name", o.Name)
+	w.Set("general.file_type", uint32(fileType(o.Type)))
+	w.Set("general.quantization_version", uint32(2))
+	w.Set("llama.block_count", uint32(s.Layers))
+	w.Set("llama.context_length", uint32(s.Context))
+	w.Set("llama.embedding_length", uint32(s.Dim))
+	w.Set("llama.feed_forward_length", uint32(s.FFN))
+	w.Set("llama.attention.head_count", uint32(s.Heads))
+	w.Set("llama.attention.head_count_kv", uint32(s.KVHeads))
+	w.Set("llama.rope.freq_base", s.RopeBase)
+	w.Set("llama.rope.dimension_count", uint32(headDim))
+	w.Set("llama.attention.layer_norm_rms_epsilon", float32(1e-5))
+	vocab := s.Vocab
+	if o.Tokenizer != nil {
+		v, err := o.Tokenizer(w)
+		if err != nil {
+			return nil, err
+		}
+		vocab = v
+	} else {
+		setByteVocab(w, vocab)
+	}
+	w.Set("llama.vocab_size", uint32(vocab))
+
+	u := func(n int) uint64 { return uint64(n) }
+	// Residual branches are scaled down so the stream stays O(1) through
+	// the layers; the embedding is small and the output norm gain large so
+	// the logits are peaked (greedy stable under rounding) but not one-hot.
+	inStd := func(fanIn int) float32 { return float32(1 / math.Sqrt(float64(fanIn))) }
+	outStd := func(fanIn int) float32 { return inStd(fanIn) / float32(math.Sqrt(float64(2*s.Layers))) }
+	jobs := []*tensorJob{
+		{name: "token_embd.weight", typ: o.EmbedType, shape: []uint64{u(s.Dim), u(vocab)}, std: 0.05},
+		{name: "output_norm.weight", typ: quant.F32, shape: []uint64{u(s.Dim)}, gain: 2.5},
+	}
+	if !s.Tied {
+		jobs = append(jobs, &tensorJob{name: "output.weight", typ: o.Type, shape: []uint64{u(s.Dim), u(vocab)}, std: 0.05})
+	}
+	for l := 0; l < s.Layers; l++ {
+		p := fmt.Sprintf("blk.%d.", l)
+		jobs = append(jobs,
+			&tensorJob{name: p + "attn_norm.weight", typ: quant.F32, shape: []uint64{u(s.Dim)}, gain: 1},
+			&tensorJob{name: p + "attn_q.weight", typ: o.Type, shape: []uint64{u(s.Dim), u(s.Dim)}, std: inStd(s.Dim)},
+			&tensorJob{name: p + "attn_k.weight", typ: o.Type, shape: []uint64{u(s.Dim), u(s.KVHeads * headDim)}, std: inStd(s.Dim)},
+			&tensorJob{name: p + "attn_v.weight", typ: o.Type, shape: []uint64{u(s.Dim), u(s.KVHeads * headDim)}, std: inStd(s.Dim)},
+			&tensorJob{name: p + "attn_output.weight", typ: o.Type, shape: []uint64{u(s.Dim), u(s.Dim)}, std: outStd(s.Dim)},
+			&tensorJob{name: p + "ffn_norm.weight", typ: quant.F32, shape: []uint64{u(s.Dim)}, gain: 1},
+			&tensorJob{name: p + "ffn_gate.weight", typ: o.Type, shape: []uint64{u(s.Dim), u(s.FFN)}, std: inStd(s.Dim)},
+			&tensorJob{name: p + "ffn_up.weight", typ: o.Type, shape: []uint64{u(s.Dim), u(s.FFN)}, std: inStd(s.Dim)},
+			&tensorJob{name: p + "ffn_down.weight", typ: o.Type, shape: []uint64{u(s.FFN), u(s.Dim)}, std: outStd(s.FFN)},
+		)
+	}
+	if err := fill(jobs, o.Seed); err != nil {
+		return nil, err
+	}
+	for _, j := range jobs {
+		w.AddTensor(j.name, j.typ, j.shape, j.data)
+	}
+	return w, nil
+}
+
+// fill makes every tensor's bytes in parallel. Each tensor draws from its own
+// generator seeded by (seed, index), so the result is the same on any number
+// of cores.
+func fill(jobs []*tensorJob, seed uint64) error {
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		first error
+		next  = make(chan int)
+	)
+	for range runtime.GOMAXPROCS(0) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				if err := fillOne(jobs[i], seed, uint64(i)); err != nil {
+					mu.Lock()
+					if first == nil {
+						first = err
+					}
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	for i := range jobs {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	return first
+}
+
+func fillOne(j *tensorJob, seed, index uint64) error {
+	n := 1
+	for _, d := range j.shape {
+		n *= int(d)
+	}
+	x := make([]float32, n)
+	if j.std == 0 {
+		for i := range x {
+			x[i] = j.gain
+		}
+	} else {
+		rng := rand.New(rand.NewPCG(seed, index*0x9e3779b97f4a7c15+1))
+		for i := range x {
+			x[i] = float32(rng.NormFloat64()) * j.std
+		}
+	}
+	size, err := j.typ.RowBytes(uint64(n))
+	if err != nil {
+		return fmt.Errorf("synth: %s: %w", j.name, err)
+	}
+	j.data = make([]byte, size)
+	if err := quant.Quantize(j.typ, x, j.data); err != nil {
+		return fmt.Errorf("synth: %s: %w", j.name, err)
+	}
+	return nil
+}
+
+// setByteVocab writes a minimal byte-level BPE vocabulary: one token per byte
+// (GPT-2's byte-to-unicode mapping), BOS/EOS specials, and a handful of
+// merges so BPE merging is exercised. Vocab sizes above 258 are padded with
+// unused tokens.
+func setByteVocab(w *gguf.Writer, vocab int) {
+	tokens := make([]string, 0, vocab)
+	types := make([]int32, 0, vocab)
+	for b := 0; b < 256; b++ {
+		tokens = append(tokens, string(byteRune(byte(b))))
+		types = append(types, 1) // normal
+	}
+	merges := []string{"Ġ t", "h e", "Ġt he", "Ġ a", "i n", "o n"}
+	for _, m := range merges {
+		var l, r string
+		fmt.Sscan(m, &l, &r)
+		tokens = append(tokens, l+r)
+		types = append(types, 1)
+	}
+	bos := len(tokens)
+	tokens = append(tokens, "<s>", "</s>")
+	types = append(types, 3, 3) // control
+	for len(tokens) < vocab {
+		tokens = append(tokens, fmt.Sprintf("<unused%d>", len(tokens)))
+		types = append(types, 5) // unused
+	}
+	w.Set("tokenizer.ggml.model", "gpt2")
+	w.Set("tokenizer.ggml.pre", "gpt-2")
+	w.Set("tokenizer.ggml.tokens", tokens)
+	w.Set("tokenizer.ggml.token_type", types)
+	w.Set("tokenizer.ggml.merges", merges)
+	w.Set("tokenizer.ggml.bos_token_id", uint32(bos))
+	w.Set("tokenizer.ggml.eos_token_id", uint32(bos+1))
+	w.Set("tokenizer.ggml.add_bos_token", false)
+}
+
+// byteRune is GPT-2's reversible byte → printable rune mapping.
+func byteRune(b byte) rune {
+	switch {
+	case b >= '!' && b <= '~', b >= 0xa1 && b <= 0xac, b >= 0xae:
+		return rune(b)
+	}
+	// The remaining 68 bytes map to 256, 257, … in byte order.
+	n := 0
+	for c := 0; c < int(b); c++ {
+		cb := byte(c)
+		if !(cb >= '!' && cb <= '~' || cb >= 0xa1 && cb <= 0xac || cb >= 0xae) {
+			n++
+		}
+	}
+	return rune(256 + n)
+}
+
+// DefaultEmbedType is token_embd's type in llama.cpp's files whose linear
+// weights are t: Q8_0 for quantized models, t itself for float ones.
+func DefaultEmbedType(t quant.Type) quant.Type {
+	switch t {
+	case quant.F32, quant.F16, quant.BF16:
+		return t
+	}
+	return quant.Q8_0
+}
+
+// fileType is llama.cpp's general.file_type for a model of mostly type t.
+func fileType(t quant.Type) int {
+	switch t {
+	case quant.F32:
+		return 0
+	case quant.F16:
+		return 1
+	case quant.Q4_0:
+		return 2
+	case quant.Q4_1:
+		return 3
+	case quant.Q8_0:
+		return 7
+	case quant.Q5_0:
+		return 8
+	case quant.Q5_1:
+		return 9
+	case quant.BF16:
+		return 32
+	}
+	return 0
+}
