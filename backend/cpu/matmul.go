@@ -77,20 +77,12 @@ func (b *Backend) matmul(x *activations, ps ...product) {
 func matRows(x *activations, p product, lo, hi int) {
 	w := p.w
 	rb := w.RowBytes()
-	nb := w.Cols / 32
 	out := func(t, r int) *float32 { return &p.out[t*p.outStride+p.outOff+r] }
 	switch w.Type {
-	case quant.Q4_0, quant.Q8_0:
-		dot := quant.DotQ4_0Q8_0
-		if w.Type == quant.Q8_0 {
-			dot = quant.DotQ8_0Q8_0
-		}
-		for r := lo; r < hi; r++ {
-			row := w.Data[r*rb : (r+1)*rb]
-			for t := 0; t < x.t; t++ {
-				*out(t, r) = dot(row, x.q8row(t), nb)
-			}
-		}
+	case quant.Q4_0:
+		q8Rows(x, p, lo, hi, quant.MatVecQ4_0Q8_0, quant.DotQ4_0Q8_0x4, quant.DotQ4_0Q8_0)
+	case quant.Q8_0:
+		q8Rows(x, p, lo, hi, quant.MatVecQ8_0Q8_0, quant.DotQ8_0Q8_0x4, quant.DotQ8_0Q8_0)
 	case quant.F32:
 		for r := lo; r < hi; r++ {
 			row := f32s(w.Data[r*rb : (r+1)*rb])
@@ -104,6 +96,41 @@ func matRows(x *activations, p product, lo, hi int) {
 			for t := 0; t < x.t; t++ {
 				*out(t, r) = quant.DotF32(w.Type, row, x.row(t))
 			}
+		}
+	}
+}
+
+// q8Rows computes rows [lo, hi) for weights with an 8-bit kernel. One token
+// (decode) runs the row loop inside the assembly kernel; a batch (prefill)
+// takes four tokens per pass over each row, so the row is unpacked once for
+// four of them.
+func q8Rows(x *activations, p product, lo, hi int,
+	matVec func(w, x []byte, nblocks int, out []float32),
+	dot4 func(w []byte, x *[4][]byte, nblocks int, out *[4]float32),
+	dot func(w, x []byte, nblocks int) float32) {
+	w := p.w
+	rb := w.RowBytes()
+	nb := w.Cols / 32
+	if x.t == 1 {
+		matVec(w.Data[lo*rb:hi*rb], x.q8row(0), nb, p.out[p.outOff+lo:p.outOff+hi])
+		return
+	}
+	var xs [4][]byte
+	var o [4]float32
+	for r := lo; r < hi; r++ {
+		row := w.Data[r*rb : (r+1)*rb]
+		t := 0
+		for ; t+4 <= x.t; t += 4 {
+			for k := range xs {
+				xs[k] = x.q8row(t + k)
+			}
+			dot4(row, &xs, nb, &o)
+			for k, v := range o {
+				p.out[(t+k)*p.outStride+p.outOff+r] = v
+			}
+		}
+		for ; t < x.t; t++ {
+			p.out[t*p.outStride+p.outOff+r] = dot(row, x.q8row(t), nb)
 		}
 	}
 }

@@ -93,7 +93,7 @@ func tokenizerSource(path string) (func(w *gguf.Writer) (int, error), error) {
 		}
 		return func(w *gguf.Writer) (int, error) {
 			v.SetMetadata(w)
-			return v.Size(), nil
+			return len(v.Tokens), nil
 		}, nil
 	}
 	src, err := gguf.Open(path)

@@ -1,0 +1,62 @@
+package cpu
+
+import (
+	"context"
+	"os"
+	"testing"
+
+	"gotok/model"
+)
+
+// benchModel loads $GOTOK_BENCH_MODEL (e.g. a `gotok gen --preset
+// smollm-135m` file) or skips.
+func benchModel(b *testing.B) *model.Model {
+	path := os.Getenv("GOTOK_BENCH_MODEL")
+	if path == "" {
+		b.Skip("set GOTOK_BENCH_MODEL to a GGUF model to benchmark")
+	}
+	m, err := model.Load(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { m.Close() })
+	return m
+}
+
+func BenchmarkDecode(b *testing.B) {
+	m := benchModel(b)
+	be, err := New(m, Options{ContextLen: 512})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer be.Close()
+	ctx := context.Background()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := be.Forward(ctx, []int32{int32(i % 1000)}, i%256); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "tok/s")
+}
+
+func BenchmarkPrefill128(b *testing.B) {
+	m := benchModel(b)
+	be, err := New(m, Options{ContextLen: 512})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer be.Close()
+	prompt := make([]int32, 128)
+	for i := range prompt {
+		prompt[i] = int32(i * 37 % m.Config.VocabSize)
+	}
+	ctx := context.Background()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := be.Forward(ctx, prompt, 0); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.N*len(prompt))/b.Elapsed().Seconds(), "tok/s")
+}
