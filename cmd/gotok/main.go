@@ -9,6 +9,13 @@ import (
 )
 
 func main() {
+	if err := newRootCmd().Execute(); err != nil {
+		fmt.Fprintln(os.Stderr, "gotok:", err)
+		os.Exit(1)
+	}
+}
+
+func newRootCmd() *cobra.Command {
 	root := &cobra.Command{
 		Use:   "gotok",
 		Short: "gotok runs GGUF language models fast, on the CPU or an NVIDIA GPU",
@@ -24,9 +31,7 @@ its own CUDA kernels.`,
 		newQuantizeCmd(),
 		newRunCmd(),
 		newBenchCmd(),
+		newTokenizeCmd(),
 	)
-	if err := root.Execute(); err != nil {
-		fmt.Fprintln(os.Stderr, "gotok:", err)
-		os.Exit(1)
-	}
+	return root
 }

@@ -29,7 +29,7 @@ var Presets = map[string]Shape{
 	// SmolLM-135M / SmolLM2-135M.
 	"smollm-135m": {Layers: 30, Dim: 576, Heads: 9, KVHeads: 3, FFN: 1536, Vocab: 49152, Context: 2048, RopeBase: 100000, Tied: true},
 	// A tiny model for unit tests: every code path, milliseconds a token.
-	"tiny": {Layers: 2, Dim: 64, Heads: 4, KVHeads: 2, FFN: 192, Vocab: 256, Context: 256, RopeBase: 10000, Tied: true},
+	"tiny": {Layers: 2, Dim: 64, Heads: 4, KVHeads: 2, FFN: 192, Vocab: 320, Context: 256, RopeBase: 10000, Tied: true},
 }
 
 // PresetNames lists the presets in order.
@@ -99,6 +99,9 @@ func Generate(o Options) (*gguf.Writer, error) {
 		}
 		vocab = v
 	} else {
+		if vocab < minByteVocab {
+			return nil, fmt.Errorf("synth: a vocabulary of %d is too small for the built-in byte-level tokenizer (at least %d)", vocab, minByteVocab)
+		}
 		setByteVocab(w, vocab)
 	}
 	w.Set("llama.vocab_size", uint32(vocab))
@@ -198,6 +201,10 @@ func fillOne(j *tensorJob, seed, index uint64) error {
 	}
 	return nil
 }
+
+// minByteVocab is the size of the built-in vocabulary before padding: 256
+// bytes, 6 merges, BOS and EOS.
+const minByteVocab = 264
 
 // setByteVocab writes a minimal byte-level BPE vocabulary: one token per byte
 // (GPT-2's byte-to-unicode mapping), BOS/EOS specials, and a handful of

@@ -1,0 +1,220 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"gotok/gguf"
+)
+
+// cli runs the CLI in-process and returns stdout, stderr and the error.
+func cli(t *testing.T, args ...string) (string, string, error) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	root := newRootCmd()
+	root.SetArgs(args)
+	root.SetOut(&out)
+	root.SetErr(&errOut)
+	err := root.Execute()
+	return out.String(), errOut.String(), err
+}
+
+// shared finds ../shared beside the checkout or skips.
+func shared(t *testing.T) string {
+	t.Helper()
+	dir, _ := filepath.Abs(".")
+	for d := dir; d != filepath.Dir(d); d = filepath.Dir(d) {
+		p := filepath.Join(filepath.Dir(d), "shared")
+		if _, err := os.Stat(filepath.Join(p, "models", "stories260K.gguf")); err == nil {
+			return p
+		}
+	}
+	t.Skip("../shared (with models/stories260K.gguf) not found beside the checkout")
+	return ""
+}
+
+func infoJSON(t *testing.T, path string) modelInfo {
+	t.Helper()
+	out, _, err := cli(t, "info", "-m", path, "--json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var info modelInfo
+	if err := json.Unmarshal([]byte(out), &info); err != nil {
+		t.Fatalf("info --json: %v\n%s", err, out)
+	}
+	return info
+}
+
+// The values below were read from the files' metadata by hand once.
+func TestInfoStories260K(t *testing.T) {
+	path := filepath.Join(shared(t), "models", "stories260K.gguf")
+	info := infoJSON(t, path)
+	c := info.Config
+	if c == nil {
+		t.Fatalf("no config: %s", info.ConfigError)
+	}
+	if info.Architecture != "llama" || info.GGUFVersion != 3 || c.NumLayers != 5 || c.Dim != 64 || c.FFNDim != 172 ||
+		c.NumHeads != 8 || c.NumKVHeads != 4 || c.HeadDim != 8 || c.VocabSize != 512 || c.ContextLen != 2048 ||
+		c.RopeDim != 8 || c.RopeBase != 10000 || c.RMSEps != 1e-5 || c.TiedEmbeddings || c.RopeNeox {
+		t.Errorf("stories260K config %+v", *c)
+	}
+	tok := info.Tokenizer
+	if tok.Model != "llama" || tok.VocabSize != 512 || tok.Special["bos"] != 1 || tok.Special["eos"] != 2 || tok.Special["unknown"] != 0 {
+		t.Errorf("stories260K tokenizer %+v", tok)
+	}
+	if len(info.Tensors) != 48 || info.Params != 292_800 || info.ChatTemplate {
+		t.Errorf("stories260K: %d tensors, %d params, chat template %v", len(info.Tensors), info.Params, info.ChatTemplate)
+	}
+	if r := info.Tensors[0]; r.Name != "token_embd.weight" || r.Type != "F32" || r.Bytes != 131072 {
+		t.Errorf("first tensor %+v", r)
+	}
+	text, _, err := cli(t, "info", "-m", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"architecture:  llama", "heads:         8 (KV heads 4, head dim 8)", "blk.4.ffn_down.weight", "total: 48 tensors"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("info output lacks %q:\n%s", want, text)
+		}
+	}
+}
+
+func TestGenSmolLMPreset(t *testing.T) {
+	if testing.Short() {
+		t.Skip("writes a 90 MB model")
+	}
+	tokJSON := filepath.Join(shared(t), "tokenizer-tests", "smollm2-135m-instruct", "tokenizer.json")
+	dir := t.TempDir()
+	a, b := filepath.Join(dir, "a.gguf"), filepath.Join(dir, "b.gguf")
+	for _, p := range []string{a, b} {
+		if _, _, err := cli(t, "gen", "-o", p, "--preset", "smollm-135m", "--tokenizer", tokJSON, "--seed", "3"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	da, _ := os.ReadFile(a)
+	db, _ := os.ReadFile(b)
+	if !bytes.Equal(da, db) {
+		t.Error("two runs of gen with the same seed differ")
+	}
+	// llama.cpp's SmolLM-135M.Q4_0.gguf is 91.7 MB; ours must be within 1%.
+	if n := float64(len(da)); n < 0.99*91.7e6 || n > 1.01*91.7e6 {
+		t.Errorf("smollm-135m Q4_0 is %d bytes, want 91.7 MB ± 1%%", len(da))
+	}
+	info := infoJSON(t, a)
+	c := info.Config
+	if c.NumLayers != 30 || c.Dim != 576 || c.NumHeads != 9 || c.NumKVHeads != 3 || c.HeadDim != 64 || c.FFNDim != 1536 ||
+		c.VocabSize != 49152 || c.RopeBase != 100000 || !c.TiedEmbeddings || info.FileType != "Q4_0" {
+		t.Errorf("smollm-135m config %+v, file type %s", *c, info.FileType)
+	}
+	if info.Tokenizer.Model != "gpt2" || info.Tokenizer.Pre != "smollm" || info.Tokenizer.VocabSize != 49152 {
+		t.Errorf("smollm-135m tokenizer %+v", info.Tokenizer)
+	}
+	types := map[string]string{}
+	for _, r := range info.Tensors {
+		types[r.Name] = r.Type
+	}
+	if types["token_embd.weight"] != "Q8_0" || types["blk.0.attn_q.weight"] != "Q4_0" || types["blk.29.ffn_down.weight"] != "Q4_0" || types["output_norm.weight"] != "F32" {
+		t.Errorf("tensor types %v", types)
+	}
+	if _, ok := types["output.weight"]; ok {
+		t.Error("tied model has output.weight")
+	}
+}
+
+func TestGenTinyRunsAndIsDeterministic(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "tiny.gguf")
+	if _, _, err := cli(t, "gen", "-o", p, "--preset", "tiny", "--type", "q8_0"); err != nil {
+		t.Fatal(err)
+	}
+	out1, _, err := cli(t, "run", "-m", p, "-p", "the cat", "-n", "20", "--temp", "0.8", "--seed", "5", "--device", "cpu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out2, _, _ := cli(t, "run", "-m", p, "-p", "the cat", "-n", "20", "--temp", "0.8", "--seed", "5", "--device", "cpu")
+	if out1 != out2 || out1 == "" {
+		t.Errorf("same seed, different output: %q vs %q", out1, out2)
+	}
+}
+
+func TestQuantizeStories260K(t *testing.T) {
+	src := filepath.Join(shared(t), "models", "stories260K.gguf")
+	dir := t.TempDir()
+	for _, typ := range []string{"q8_0", "q4_0"} {
+		dst := filepath.Join(dir, typ+".gguf")
+		_, stderr, err := cli(t, "quantize", src, dst, "--type", typ)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, err := gguf.Open(dst)
+		if err != nil {
+			t.Fatal(err)
+		}
+		q, _ := f.Tensor("blk.0.attn_q.weight")
+		down, _ := f.Tensor("blk.0.ffn_down.weight") // rows of 172: not a multiple of 32
+		norm, _ := f.Tensor("blk.0.attn_norm.weight")
+		if !strings.EqualFold(q.Type.String(), typ) || down.Type.String() != "F32" || norm.Type.String() != "F32" {
+			t.Errorf("%s: attn_q %s, ffn_down %s, attn_norm %s", typ, q.Type, down.Type, norm.Type)
+		}
+		f.Close()
+		if !strings.Contains(stderr, "blk.0.ffn_down.weight") {
+			t.Errorf("quantize did not say which tensors kept their type:\n%s", stderr)
+		}
+		out, _, err := cli(t, "run", "-m", dst, "-p", "Once upon a time", "-n", "30", "--temp", "0", "--device", "cpu")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(strings.Fields(out)) < 10 {
+			t.Errorf("%s model wrote %q", typ, out)
+		}
+	}
+}
+
+func TestBadInvocations(t *testing.T) {
+	t.Setenv("GOTOK_MODEL", "")
+	dir := t.TempDir()
+	junk := filepath.Join(dir, "junk.gguf")
+	os.WriteFile(junk, []byte("GGUF\x03\x00\x00\x00garbage"), 0o644)
+	cases := [][]string{
+		{"run", "-p", "hi"}, // no model
+		{"info", "-m", filepath.Join(dir, "missing.gguf")},
+		{"info", "-m", junk},
+		{"run", "-m", junk, "-p", "x"},
+		{"gen", "-o", filepath.Join(dir, "x.gguf"), "--preset", "nope"},
+		{"gen", "-o", filepath.Join(dir, "x.gguf"), "--preset", "tiny", "--type", "q9_9"},
+		{"gen", "--preset", "tiny"}, // no -o
+		{"quantize", junk, filepath.Join(dir, "y.gguf"), "--type", "q8_0"},
+		{"bench", "-m", junk},
+		{"run", "--bogus-flag"},
+	}
+	for _, args := range cases {
+		if _, _, err := cli(t, args...); err == nil {
+			t.Errorf("gotok %v: no error", args)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "y.gguf")); err == nil {
+		t.Error("failed quantize left an output file")
+	}
+}
+
+func TestRunErrorsOnPromptPastContext(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "tiny.gguf")
+	if _, _, err := cli(t, "gen", "-o", p, "--preset", "tiny"); err != nil {
+		t.Fatal(err)
+	}
+	long := strings.Repeat("hello world ", 100)
+	_, _, err := cli(t, "run", "-m", p, "-p", long, "--ctx", "32", "--device", "cpu")
+	if err == nil || !strings.Contains(err.Error(), "context") {
+		t.Errorf("prompt past the context: err = %v", err)
+	}
+	_, _, err = cli(t, "run", "-m", p, "-p", "hi", "--device", "tpu")
+	if err == nil || !strings.Contains(err.Error(), "device") {
+		t.Errorf("bad device: err = %v", err)
+	}
+}
