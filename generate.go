@@ -82,22 +82,22 @@ func (m *Model) Encode(prompt string, o GenerateOptions) []int32 {
 // produced. Cancelling ctx stops it cleanly: the stats so far are returned
 // with the context's error.
 func (m *Model) Generate(ctx context.Context, prompt string, o GenerateOptions, emit func(text string) error) (Stats, error) {
-	tokens := m.Encode(prompt, o)
-	if len(tokens) == 0 {
-		// Nothing to condition on: start from BOS so the model has a
-		// position 0, as llama.cpp does for an empty prompt.
-		if bos := m.tok.BOS(); bos >= 0 {
-			tokens = []int32{bos}
-		} else {
-			return Stats{}, errors.New("generate: empty prompt and the model has no BOS token")
-		}
-	}
-	return m.GenerateTokens(ctx, tokens, o, func(t Token) error {
+	return m.GenerateTokens(ctx, m.promptTokens(prompt, o), o, func(t Token) error {
 		if t.Text == "" {
 			return nil
 		}
 		return emit(t.Text)
 	})
+}
+
+// promptTokens encodes the prompt; an empty one becomes BOS alone, so the
+// model has a position 0 to start from, as in llama.cpp.
+func (m *Model) promptTokens(prompt string, o GenerateOptions) []int32 {
+	tokens := m.Encode(prompt, o)
+	if len(tokens) == 0 && m.tok.BOS() >= 0 {
+		tokens = []int32{m.tok.BOS()}
+	}
+	return tokens
 }
 
 // GenerateTokens continues a tokenized prompt, calling emit per token.
@@ -238,4 +238,40 @@ func (s *stopper) flush() string {
 	out := s.pending
 	s.pending = ""
 	return out
+}
+
+// Stream is a generation running in the background whose tokens arrive on a
+// channel.
+type Stream struct {
+	// Tokens delivers each generated token; it is closed when generation ends.
+	Tokens <-chan Token
+	done   chan struct{}
+	stats  Stats
+	err    error
+}
+
+// Wait blocks until generation ends and returns its stats and error. The
+// caller must drain Tokens (or cancel the context) for it to end.
+func (s *Stream) Wait() (Stats, error) {
+	<-s.done
+	return s.stats, s.err
+}
+
+// Stream starts generating in the background; see Generate.
+func (m *Model) Stream(ctx context.Context, prompt string, o GenerateOptions) *Stream {
+	tokens := make(chan Token, 16)
+	s := &Stream{Tokens: tokens, done: make(chan struct{})}
+	go func() {
+		defer close(s.done)
+		defer close(tokens)
+		s.stats, s.err = m.GenerateTokens(ctx, m.promptTokens(prompt, o), o, func(t Token) error {
+			select {
+			case tokens <- t:
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		})
+	}()
+	return s
 }
