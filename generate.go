@@ -121,9 +121,11 @@ func (m *Model) GenerateTokens(ctx context.Context, prompt []int32, o GenerateOp
 	}
 	out := newStopper(o.Stop)
 	dec := m.tok.NewStreamDecoder()
-	limit := o.MaxTokens
+	// Every generated token but the last is fed back at the next position,
+	// so the context holds the prompt plus room generated tokens.
+	limit, limitReason := o.MaxTokens, StopMaxTokens
 	if room := m.ctxLen - len(prompt); limit == 0 || limit > room {
-		limit = room
+		limit, limitReason = room, StopContext
 	}
 
 	start := time.Now()
@@ -151,10 +153,7 @@ func (m *Model) GenerateTokens(ctx context.Context, prompt []int32, o GenerateOp
 			return st, nil
 		}
 		if st.GeneratedTokens >= limit {
-			st.StopReason = StopMaxTokens
-			if pos >= m.ctxLen {
-				st.StopReason = StopContext
-			}
+			st.StopReason = limitReason
 			return st, flush(out, dec, emit)
 		}
 		tok, err = m.backend.Decode(ctx, tok, pos, s)

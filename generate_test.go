@@ -1,0 +1,99 @@
+package gotok
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"gotok/sample"
+)
+
+func TestStopperHoldsBackSplitStops(t *testing.T) {
+	s := newStopper([]string{"END", "\n\n"})
+	var out strings.Builder
+	pieces := []string{"hello ", "E", "N", "ough", " then\n", "x E", "ND tail"}
+	stopped := false
+	for _, p := range pieces {
+		text, stop := s.push(p)
+		out.WriteString(text)
+		if stop {
+			stopped = true
+			break
+		}
+	}
+	if !stopped || out.String() != "hello ENough then\nx " {
+		t.Errorf("got %q, stopped %v", out.String(), stopped)
+	}
+	// Without stop strings everything passes straight through.
+	s = newStopper(nil)
+	if text, stop := s.push("E"); text != "E" || stop {
+		t.Errorf("no stops: %q %v", text, stop)
+	}
+	// Held-back text comes out at the end.
+	s = newStopper([]string{"STOP"})
+	text, _ := s.push("abc ST")
+	if text+s.flush() != "abc ST" {
+		t.Errorf("flush lost text: %q", text)
+	}
+}
+
+func loadStories(t *testing.T) *Model {
+	t.Helper()
+	m, err := Load(filepath.Join(sharedDir(t), "models", "stories260K.gguf"), Options{Device: "cpu", ContextLen: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	return m
+}
+
+func TestGenerateStopsAndLimits(t *testing.T) {
+	m := loadStories(t)
+	ctx := context.Background()
+	collect := func(prompt string, o GenerateOptions) (string, Stats, error) {
+		var sb strings.Builder
+		st, err := m.Generate(ctx, prompt, o, func(s string) error { sb.WriteString(s); return nil })
+		return sb.String(), st, err
+	}
+	text, st, err := collect("Once upon a time", GenerateOptions{MaxTokens: 40, Stop: []string{"Lily"}})
+	if err != nil || st.StopReason != StopString || strings.Contains(text, "Lily") || !strings.HasPrefix(text, ", there was") {
+		t.Errorf("stop string: %q %+v %v", text, st, err)
+	}
+	_, st, err = collect("Once upon a time", GenerateOptions{})
+	if err != nil || st.StopReason != StopContext && st.StopReason != StopEOS {
+		t.Errorf("unbounded run: %+v %v", st, err)
+	}
+	if st.PromptTokens+st.GeneratedTokens > m.ContextLen() {
+		t.Errorf("generated past the context: %+v", st)
+	}
+	_, _, err = collect(strings.Repeat("Once upon a time ", 40), GenerateOptions{})
+	if err == nil || !strings.Contains(err.Error(), "context") {
+		t.Errorf("prompt past the context: %v", err)
+	}
+	if _, _, err = collect("x", GenerateOptions{Sample: sampleParamsBadTopP()}); err == nil {
+		t.Error("bad sampler params: no error")
+	}
+}
+
+func TestGenerateCancel(t *testing.T) {
+	m := loadStories(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	n := 0
+	st, err := m.Generate(ctx, "Once", GenerateOptions{MaxTokens: 50}, func(string) error {
+		n++
+		if n == 5 {
+			cancel()
+		}
+		return nil
+	})
+	if !errors.Is(err, context.Canceled) || st.StopReason != StopCancelled || st.GeneratedTokens < 5 || st.GeneratedTokens > 7 {
+		t.Errorf("cancel: %+v %v", st, err)
+	}
+}
+
+func sampleParamsBadTopP() (p sample.Params) {
+	p.Temperature, p.TopP = 0.8, 1.5
+	return p
+}
