@@ -138,6 +138,11 @@ func (m *Model) GenerateTokens(ctx context.Context, prompt []int32, o GenerateOp
 	decodeStart := time.Now()
 	defer func() { st.DecodeDuration = time.Since(decodeStart) }()
 	for {
+		if tok < 0 {
+			// The sampler found no finite logit: the forward pass produced
+			// NaN, and any token would be a silent wrong answer.
+			return st, fmt.Errorf("generate: no valid logits at position %d (NaN in the forward pass)", pos-1)
+		}
 		if !o.IgnoreEOS && m.tok.IsEOG(tok) {
 			st.StopReason = StopEOS
 			return st, flush(out, dec, emit)

@@ -481,8 +481,9 @@ func BenchmarkSample(b *testing.B) {
 		})
 	}
 	// Normal logits with sd 2 are flatter than a language model's: top-p
-	// 0.95 then keeps thousands of tokens. With a few clear favourites, as
-	// a trained model usually has, top-k 0 costs little more than top-k 40.
+	// 0.95 then keeps thousands of tokens to sort. With a few clear
+	// favourites, as a trained model usually has, little is sorted and the
+	// cost is top-p's normalizer: one exp per vocabulary entry.
 	peaked := slices.Clone(l)
 	for i := range 20 {
 		peaked[i*2000] += 12
