@@ -57,7 +57,11 @@ type typeInfo struct {
 	blockBytes int // bytes per block
 }
 
-var types = map[Type]typeInfo{
+// typeCount bounds the type ids; types is indexed by id so that the size
+// lookups on hot paths are an array load, not a map lookup.
+const typeCount = 40
+
+var types = [typeCount]typeInfo{
 	F32:     {"F32", 1, 4},
 	F16:     {"F16", 1, 2},
 	Q4_0:    {"Q4_0", 32, 18},
@@ -92,27 +96,36 @@ var types = map[Type]typeInfo{
 	MXFP4:   {"MXFP4", 32, 17},
 }
 
+// info returns t's layout; ok is false for ids this package does not know.
+func (t Type) info() (ti typeInfo, ok bool) {
+	if t >= typeCount || types[t].blockSize == 0 {
+		return typeInfo{}, false
+	}
+	return types[t], true
+}
+
 // Known reports whether t is a GGML type id this package knows the layout of.
-func (t Type) Known() bool { _, ok := types[t]; return ok }
+func (t Type) Known() bool { _, ok := t.info(); return ok }
 
 func (t Type) String() string {
-	if ti, ok := types[t]; ok {
+	if ti, ok := t.info(); ok {
 		return ti.name
 	}
 	return fmt.Sprintf("type(%d)", uint32(t))
 }
 
-// BlockSize is the number of elements in one block (1 for plain types).
-func (t Type) BlockSize() int { return types[t].blockSize }
+// BlockSize is the number of elements in one block (1 for plain types, 0 for
+// unknown types).
+func (t Type) BlockSize() int { ti, _ := t.info(); return ti.blockSize }
 
-// BlockBytes is the byte size of one block.
-func (t Type) BlockBytes() int { return types[t].blockBytes }
+// BlockBytes is the byte size of one block (0 for unknown types).
+func (t Type) BlockBytes() int { ti, _ := t.info(); return ti.blockBytes }
 
 // ParseType maps a type name such as "q4_0" or "F16" to its Type.
 func ParseType(name string) (Type, error) {
 	for t, ti := range types {
-		if equalFold(ti.name, name) {
-			return t, nil
+		if ti.blockSize != 0 && equalFold(ti.name, name) {
+			return Type(t), nil
 		}
 	}
 	return 0, fmt.Errorf("quant: unknown type %q", name)
@@ -140,7 +153,7 @@ func equalFold(a, b string) bool {
 // RowBytes returns the byte size of n elements of type t. It fails when t is
 // unknown, n is not a multiple of the block size, or the size overflows.
 func (t Type) RowBytes(n uint64) (uint64, error) {
-	ti, ok := types[t]
+	ti, ok := t.info()
 	if !ok {
 		return 0, fmt.Errorf("quant: unknown tensor type %d", uint32(t))
 	}

@@ -1,13 +1,11 @@
 package gotok
 
 import (
-	"errors"
-
 	"gotok/backend"
+	"gotok/backend/cuda"
 	"gotok/model"
 )
 
-// newCUDA is wired to backend/cuda once it lands.
 func newCUDA(mm *model.Model, o Options) (backend.Backend, error) {
-	return nil, errors.New("this build has no CUDA backend")
+	return cuda.New(mm, cuda.Options{ContextLen: o.ContextLen})
 }

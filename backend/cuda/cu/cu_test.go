@@ -1,0 +1,346 @@
+package cu
+
+import (
+	"encoding/binary"
+	"errors"
+	"math"
+	"math/rand/v2"
+	"strings"
+	"testing"
+)
+
+// openOrSkip opens device 0 or skips the test with the reason CUDA is unusable.
+func openOrSkip(t *testing.T) *Context {
+	t.Helper()
+	if err := Available(); err != nil {
+		t.Skipf("no CUDA here: %v", err)
+	}
+	c, err := Open(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func TestAvailableSaysWhy(t *testing.T) {
+	err := Available()
+	if err == nil {
+		t.Log("CUDA is available")
+		return
+	}
+	if !strings.HasPrefix(err.Error(), "cuda: ") {
+		t.Errorf("error %q does not say it comes from cuda", err)
+	}
+	t.Logf("CUDA unavailable, as reported: %v", err)
+}
+
+func TestDeviceInfo(t *testing.T) {
+	c := openOrSkip(t)
+	i := c.Info
+	t.Logf("device: %v, driver %d, L2 %d KiB, smem opt-in %d KiB", i, i.DriverVersion, i.L2Bytes>>10, i.MaxSharedOptin>>10)
+	if i.Name == "" || i.SMCount <= 0 || i.TotalMem <= 0 || i.Major < 3 {
+		t.Errorf("implausible device info %+v", i)
+	}
+	free, total, err := c.MemInfo()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if free <= 0 || free > total {
+		t.Errorf("MemInfo free %d total %d", free, total)
+	}
+}
+
+func randomBytes(r *rand.Rand, n int) []byte {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(r.Uint32())
+	}
+	return b
+}
+
+func TestCopyRoundTrip(t *testing.T) {
+	c := openOrSkip(t)
+	r := rand.New(rand.NewPCG(1, 2))
+	const n = 1<<20 + 12
+	src := randomBytes(r, n)
+	a, err := c.Alloc(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Free(a)
+	b, err := c.Alloc(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Free(b)
+	if err := c.CopyHtoD(a, src); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.CopyDtoD(b, a, n); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, n)
+	if err := c.CopyDtoH(got, b); err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != string(src) {
+		t.Fatal("device round trip changed the bytes")
+	}
+	if err := c.MemsetD32(b.Offset(8), 0xdeadbeef, 3); err != nil {
+		t.Fatal(err)
+	}
+	word := make([]byte, 20)
+	if err := c.CopyDtoH(word, b.Offset(4)); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 5; i++ {
+		v := binary.LittleEndian.Uint32(word[4*i:])
+		want := binary.LittleEndian.Uint32(src[4+4*i:])
+		if i >= 1 && i <= 3 {
+			want = 0xdeadbeef
+		}
+		if v != want {
+			t.Errorf("word %d after memset = %#x, want %#x", i, v, want)
+		}
+	}
+}
+
+func TestPinnedAsyncCopy(t *testing.T) {
+	c := openOrSkip(t)
+	s, err := c.NewStream()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.DestroyStream(s)
+	h, err := c.AllocHost(4096)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.FreeHost(h)
+	r := rand.New(rand.NewPCG(3, 4))
+	want := randomBytes(r, 4096)
+	copy(h.Bytes, want)
+	d, err := c.Alloc(4096)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Free(d)
+	if err := c.CopyHtoDAsync(d, h, 0, 4096, s); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.SyncStream(s); err != nil {
+		t.Fatal(err)
+	}
+	clear(h.Bytes)
+	if err := c.CopyDtoHAsync(h, 0, d, 4096, s); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.SyncStream(s); err != nil {
+		t.Fatal(err)
+	}
+	if string(h.Bytes) != string(want) {
+		t.Fatal("pinned async round trip changed the bytes")
+	}
+	if err := c.CopyHtoDAsync(d, h, 4000, 200, s); err == nil {
+		t.Error("an out-of-range async copy was accepted")
+	}
+}
+
+// addPTX adds a float32 constant to n floats: small enough to read, and
+// PTX 7.0 / sm_80 so every driver that runs the engine JITs it.
+const addPTX = `
+.version 7.0
+.target sm_80
+.address_size 64
+
+.visible .entry add_const(
+	.param .u64 p,
+	.param .u32 n,
+	.param .f32 k
+)
+{
+	.reg .pred %p<2>;
+	.reg .b32 %r<6>;
+	.reg .f32 %f<4>;
+	.reg .b64 %rd<5>;
+	ld.param.u64 %rd1, [p];
+	ld.param.u32 %r1, [n];
+	ld.param.f32 %f3, [k];
+	mov.u32 %r2, %ctaid.x;
+	mov.u32 %r3, %ntid.x;
+	mov.u32 %r4, %tid.x;
+	mad.lo.s32 %r5, %r2, %r3, %r4;
+	setp.ge.u32 %p1, %r5, %r1;
+	@%p1 bra DONE;
+	cvta.to.global.u64 %rd2, %rd1;
+	mul.wide.u32 %rd3, %r5, 4;
+	add.s64 %rd4, %rd2, %rd3;
+	ld.global.f32 %f1, [%rd4];
+	add.f32 %f2, %f1, %f3;
+	st.global.f32 [%rd4], %f2;
+DONE:
+	ret;
+}
+`
+
+func floatsToBytes(f []float32) []byte {
+	b := make([]byte, 4*len(f))
+	for i, v := range f {
+		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(v))
+	}
+	return b
+}
+
+func bytesToFloats(b []byte) []float32 {
+	f := make([]float32, len(b)/4)
+	for i := range f {
+		f[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
+	}
+	return f
+}
+
+func TestLaunchGraphAndEvents(t *testing.T) {
+	c := openOrSkip(t)
+	m, err := c.LoadModule("add", []byte(addPTX))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Unload()
+	f, err := m.Function("add_const")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Function("no_such_kernel"); err == nil {
+		t.Error("looking up a missing kernel succeeded")
+	}
+	const n = 1000
+	r := rand.New(rand.NewPCG(5, 6))
+	x := make([]float32, n)
+	for i := range x {
+		x[i] = r.Float32()*2 - 1
+	}
+	d, err := c.Alloc(4 * n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Free(d)
+	if err := c.CopyHtoD(d, floatsToBytes(x)); err != nil {
+		t.Fatal(err)
+	}
+	s, err := c.NewStream()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.DestroyStream(s)
+	launch := Launch{Grid: Dim((n + 127) / 128), Block: Dim(128), Stream: s}
+	if err := c.Launch(f, launch, Args{d, uint32(n), float32(1.5)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Launch(f, launch, Args{d, n, float32(1.5)}); err == nil {
+		t.Error("a Go int kernel argument was accepted")
+	}
+	g, err := c.Capture(s, func() error {
+		if err := c.Launch(f, launch, Args{d, uint32(n), float32(0.25)}); err != nil {
+			return err
+		}
+		return c.Launch(f, launch, Args{d, uint32(n), float32(-2)})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Destroy()
+	if g.Nodes != 2 {
+		t.Errorf("graph has %d nodes, want 2", g.Nodes)
+	}
+	start, _ := c.NewEvent()
+	end, _ := c.NewEvent()
+	defer c.DestroyEvent(start)
+	defer c.DestroyEvent(end)
+	const replays = 10
+	c.Record(start, s)
+	for i := 0; i < replays; i++ {
+		if err := g.Launch(s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.Record(end, s)
+	if err := c.SyncEvent(end); err != nil {
+		t.Fatal(err)
+	}
+	ms, err := c.Elapsed(start, end)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d replays of a 2-kernel graph: %.1f µs each", replays, 1000*ms/replays)
+	buf := make([]byte, 4*n)
+	if err := c.CopyDtoH(buf, d); err != nil {
+		t.Fatal(err)
+	}
+	got := bytesToFloats(buf)
+	for i, v := range got {
+		want := x[i] + 1.5
+		for j := 0; j < replays; j++ {
+			want = want + 0.25 - 2
+		}
+		if math.Abs(float64(v-want)) > 1e-5 {
+			t.Fatalf("x[%d] = %v, want %v", i, v, want)
+		}
+	}
+}
+
+func TestLaunchPDL(t *testing.T) {
+	c := openOrSkip(t)
+	if c.Info.Major < 9 {
+		t.Skipf("PDL needs sm_90, device is sm_%d%d", c.Info.Major, c.Info.Minor)
+	}
+	m, err := c.LoadModule("add", []byte(addPTX))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Unload()
+	f, _ := m.Function("add_const")
+	d, _ := c.Alloc(4 * 256)
+	defer c.Free(d)
+	c.MemsetD32(d, 0, 256)
+	l := Launch{Grid: Dim(2), Block: Dim(128), PDL: true}
+	// Without griddepcontrol in the kernel PDL still orders whole kernels
+	// when each one ends before the next reads; this checks the launch path.
+	if err := c.Launch(f, l, Args{d, uint32(256), float32(1)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Synchronize(); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 4*256)
+	c.CopyDtoH(buf, d)
+	for i, v := range bytesToFloats(buf) {
+		if v != 1 {
+			t.Fatalf("x[%d] = %v after a PDL launch, want 1", i, v)
+		}
+	}
+}
+
+func TestBadPTXReportsLog(t *testing.T) {
+	c := openOrSkip(t)
+	bad := strings.Replace(addPTX, "add.f32 %f2, %f1, %f3;", "add.f32 %f2, %f1, %f99;", 1)
+	_, err := c.LoadModule("bad", []byte(bad))
+	if err == nil {
+		t.Fatal("loading broken PTX succeeded")
+	}
+	var e *Error
+	if !asError(err, &e) || e.Log == "" {
+		t.Errorf("error carries no JIT log: %v", err)
+	}
+	t.Logf("as reported: %v", err)
+}
+
+func TestAllocErrorsNameTheCall(t *testing.T) {
+	c := openOrSkip(t)
+	_, err := c.Alloc(1 << 62)
+	if err == nil || !strings.Contains(err.Error(), "cuMemAlloc") {
+		t.Errorf("huge allocation: %v, want an error naming cuMemAlloc", err)
+	}
+}
+
+func asError(err error, e **Error) bool { return errors.As(err, e) }

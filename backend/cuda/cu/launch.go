@@ -1,0 +1,123 @@
+package cu
+
+import (
+	"fmt"
+	"math"
+	"runtime"
+	"unsafe"
+)
+
+// Dim3 is a grid or block shape.
+type Dim3 struct{ X, Y, Z int }
+
+// Dim returns a one-dimensional shape.
+func Dim(x int) Dim3 { return Dim3{x, 1, 1} }
+
+// Launch describes one kernel launch.
+type Launch struct {
+	Grid, Block Dim3
+	Shared      int // dynamic shared memory, bytes
+	Stream      Stream
+	PDL         bool // programmatic dependent launch: may start before the previous kernel ends (sm_90+)
+}
+
+// Args are kernel arguments in declaration order. Each is a DevicePtr,
+// int32, uint32, float32 or uint64; Go ints are refused so that a kernel's
+// int parameter is never silently given 8 bytes.
+type Args []any
+
+// pack stores each argument in its own 8-byte slot, as the driver's
+// kernelParams wants: an array of pointers, each to one argument's bytes.
+func (a Args) pack() ([]uint64, error) {
+	vals := make([]uint64, len(a))
+	for i, v := range a {
+		switch v := v.(type) {
+		case DevicePtr:
+			vals[i] = uint64(v)
+		case int32:
+			vals[i] = uint64(uint32(v))
+		case uint32:
+			vals[i] = uint64(v)
+		case float32:
+			vals[i] = uint64(math.Float32bits(v))
+		case uint64:
+			vals[i] = v
+		default:
+			return nil, fmt.Errorf("kernel argument %d has unsupported type %T", i, v)
+		}
+	}
+	return vals, nil
+}
+
+// launchConfig mirrors CUlaunchConfig.
+type launchConfig struct {
+	gridX, gridY, gridZ    uint32
+	blockX, blockY, blockZ uint32
+	shared                 uint32
+	_                      uint32
+	stream                 uintptr
+	attrs                  unsafe.Pointer
+	numAttrs               uint32
+	_                      uint32
+}
+
+// launchAttr mirrors CUlaunchAttribute (id, padding, 64-byte value union).
+type launchAttr struct {
+	id    uint32
+	_     uint32
+	value [8]uint64
+}
+
+const attrProgrammaticStreamSerialization = 6
+
+// Launch enqueues f with args. With l.PDL set it uses cuLaunchKernelEx with
+// programmatic stream serialization, so the kernel may begin while the
+// previous one drains; the kernel must wait (griddepcontrol.wait) before
+// reading what that one wrote.
+func (c *Context) Launch(f *Function, l Launch, args Args) error {
+	vals, err := args.pack()
+	if err != nil {
+		return fmt.Errorf("launching %s: %w", f.Name, err)
+	}
+	var pin runtime.Pinner
+	defer pin.Unpin()
+	var params []unsafe.Pointer
+	if len(vals) > 0 {
+		pin.Pin(&vals[0])
+		params = make([]unsafe.Pointer, len(vals))
+		for i := range vals {
+			params[i] = unsafe.Pointer(&vals[i])
+		}
+	}
+	var pp uintptr
+	if len(params) > 0 {
+		pin.Pin(&params[0])
+		pp = uintptr(unsafe.Pointer(&params[0]))
+	}
+	for _, d := range []Dim3{l.Grid, l.Block} {
+		if d.X <= 0 || d.Y <= 0 || d.Z <= 0 {
+			return fmt.Errorf("launching %s: bad shape grid %v block %v", f.Name, l.Grid, l.Block)
+		}
+	}
+	if !l.PDL {
+		err = c.do("cuLaunchKernel "+f.Name, c.d.fn.cuLaunchKernel, f.h,
+			uintptr(l.Grid.X), uintptr(l.Grid.Y), uintptr(l.Grid.Z),
+			uintptr(l.Block.X), uintptr(l.Block.Y), uintptr(l.Block.Z),
+			uintptr(l.Shared), uintptr(l.Stream), pp, 0)
+		return err
+	}
+	if c.d.fn.cuLaunchKernelEx == 0 {
+		return fmt.Errorf("launching %s: the driver has no cuLaunchKernelEx (needs CUDA 11.8+)", f.Name)
+	}
+	attr := &launchAttr{id: attrProgrammaticStreamSerialization}
+	attr.value[0] = 1
+	pin.Pin(attr)
+	cfg := &launchConfig{
+		gridX: uint32(l.Grid.X), gridY: uint32(l.Grid.Y), gridZ: uint32(l.Grid.Z),
+		blockX: uint32(l.Block.X), blockY: uint32(l.Block.Y), blockZ: uint32(l.Block.Z),
+		shared: uint32(l.Shared), stream: uintptr(l.Stream),
+		attrs: unsafe.Pointer(attr), numAttrs: 1,
+	}
+	return c.do("cuLaunchKernelEx "+f.Name, c.d.fn.cuLaunchKernelEx,
+		uintptr(unsafe.Pointer(cfg)), f.h, pp, 0)
+}

@@ -1,0 +1,433 @@
+package cuda
+
+import (
+	"context"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"gotok/backend"
+	"gotok/backend/cpu"
+	"gotok/backend/cuda/cu"
+	"gotok/model"
+	"gotok/model/synth"
+	"gotok/quant"
+	"gotok/sample"
+)
+
+var _ backend.Backend = (*Backend)(nil)
+
+func skipWithoutGPU(t *testing.T) {
+	t.Helper()
+	if err := cu.Available(); err != nil {
+		t.Skipf("no CUDA here: %v", err)
+	}
+}
+
+func genModel(t *testing.T, shape synth.Shape, typ quant.Type, seed uint64) *model.Model {
+	t.Helper()
+	w, err := synth.Generate(synth.Options{Shape: shape, Type: typ, EmbedType: synth.DefaultEmbedType(typ), Seed: seed})
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "m.gguf")
+	if err := w.WriteFile(path); err != nil {
+		t.Fatal(err)
+	}
+	m, err := model.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	return m
+}
+
+func f64s(f []float32) []float64 {
+	d := make([]float64, len(f))
+	for i, v := range f {
+		d[i] = float64(v)
+	}
+	return d
+}
+
+// compareWithCPU feeds the same tokens to both engines and checks every
+// step's logits; it returns the worst relative error.
+func compareWithCPU(t *testing.T, m *model.Model, steps int, tol float64, seed uint64) float64 {
+	t.Helper()
+	ctx := context.Background()
+	g, err := New(m, Options{ContextLen: 256})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	c, err := cpu.New(m, cpu.Options{ContextLen: 256})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	r := rand.New(rand.NewPCG(seed, seed))
+	worst := 0.0
+	for pos := 0; pos < steps; pos++ {
+		tok := int32(r.IntN(m.Config.VocabSize))
+		want, err := c.Logits(ctx, tok, pos)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := g.Logits(ctx, tok, pos)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e := relErr(got, f64s(want))
+		worst = max(worst, e)
+		if !(e <= tol) {
+			t.Fatalf("position %d: logits relative error %.3g > %.1g", pos, e, tol)
+		}
+	}
+	return worst
+}
+
+func TestEngineMatchesCPU(t *testing.T) {
+	skipWithoutGPU(t)
+	tiny := synth.Presets["tiny"]
+	// The CPU engine multiplies Q4_0/Q8_0 weights by activations rounded to
+	// Q8_0; the GPU keeps them in float32, hence the looser bound there.
+	for _, tc := range []struct {
+		typ quant.Type
+		tol float64
+	}{{quant.F32, 1e-4}, {quant.F16, 1e-4}, {quant.Q8_0, 3e-2}, {quant.Q4_0, 3e-2}} {
+		m := genModel(t, tiny, tc.typ, 3)
+		worst := compareWithCPU(t, m, 40, tc.tol, 9)
+		t.Logf("%s: worst logits relative error over 40 steps %.3g (bound %.1g)", tc.typ, worst, tc.tol)
+	}
+	untied := tiny
+	untied.Tied = false
+	worst := compareWithCPU(t, genModel(t, untied, quant.Q4_0, 4), 20, 3e-2, 10)
+	t.Logf("untied Q4_0: worst %.3g", worst)
+}
+
+// TestDebugMode runs the per-layer check against the float64 twin: a
+// correct engine reports no divergence, and a corrupted weight is found in
+// the layer that holds it.
+func TestDebugMode(t *testing.T) {
+	skipWithoutGPU(t)
+	t.Setenv(debugEnv, "1")
+	m := genModel(t, synth.Presets["tiny"], quant.Q8_0, 6)
+	ctx := context.Background()
+	g, err := New(m, Options{ContextLen: 32})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for pos := 0; pos < 8; pos++ {
+		if _, err := g.Logits(ctx, int32(pos*7), pos); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if g.debug.diverged != "" {
+		t.Errorf("a correct engine diverged: %s", g.debug.diverged)
+	}
+	g.Close()
+
+	// Scale layer 1's FFN norm on the device only: the twin keeps the original.
+	g, err = New(m, Options{ContextLen: 32})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	norm := bytesF32(m.Layers[1].FFNNorm.Data)
+	for i := range norm {
+		norm[i] *= 1.5
+	}
+	if err := g.c.CopyHtoD(g.layers[1].ffnNorm, f32Bytes(norm)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.Logits(ctx, 3, 0); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(g.debug.diverged, "layer 1") {
+		t.Errorf("divergence report %q does not name layer 1", g.debug.diverged)
+	}
+	t.Logf("reported: %s", g.debug.diverged)
+}
+
+// stories260K finds the real test model: $GOTOK_STORIES260K, or ../shared
+// beside the checkout.
+func stories260K(t *testing.T) *model.Model {
+	t.Helper()
+	path := os.Getenv("GOTOK_STORIES260K")
+	if path == "" {
+		path = filepath.Join("..", "..", "..", "shared", "models", "stories260K.gguf")
+	}
+	if _, err := os.Stat(path); err != nil {
+		t.Skipf("stories260K.gguf not found (%v)", err)
+	}
+	m, err := model.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	return m
+}
+
+// TestStories260KGreedy decodes 200 tokens greedily from BOS on both engines:
+// the tokens must be identical and the logits close.
+func TestStories260KGreedy(t *testing.T) {
+	skipWithoutGPU(t)
+	m := stories260K(t)
+	worst := compareWithCPU(t, m, 60, 1e-4, 1)
+	t.Logf("stories260K: worst logits relative error over 60 steps %.3g", worst)
+
+	ctx := context.Background()
+	greedy := func(be backend.Backend) []int32 {
+		s, err := sample.New(sample.Params{Temperature: 0})
+		if err != nil {
+			t.Fatal(err)
+		}
+		toks := []int32{1}
+		for pos := 0; pos < 200; pos++ {
+			next, err := be.Decode(ctx, toks[pos], pos, s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			toks = append(toks, next)
+		}
+		return toks
+	}
+	g, err := New(m, Options{ContextLen: 256})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	c, err := cpu.New(m, cpu.Options{ContextLen: 256})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	gt, ct := greedy(g), greedy(c)
+	for i := range ct {
+		if gt[i] != ct[i] {
+			t.Fatalf("greedy tokens differ at %d: gpu %v… cpu %v…", i, gt[i:min(i+8, len(gt))], ct[i:min(i+8, len(ct))])
+		}
+	}
+	t.Logf("200 greedy tokens identical; %s", g.Name())
+}
+
+// TestSampledDecodeUsesSampler checks the host fallback for non-greedy
+// samplers: the same seed gives the CPU engine's tokens.
+func TestSampledDecodeMatchesCPU(t *testing.T) {
+	skipWithoutGPU(t)
+	m := stories260K(t)
+	ctx := context.Background()
+	run := func(be backend.Backend) []int32 {
+		s, err := sample.New(sample.Params{Temperature: 0.8, TopK: 40, TopP: 0.95, Seed: 42, RepeatPenalty: 1.1, PenaltyLastN: 64})
+		if err != nil {
+			t.Fatal(err)
+		}
+		toks := []int32{1}
+		s.Accept(1)
+		for pos := 0; pos < 100; pos++ {
+			next, err := be.Decode(ctx, toks[pos], pos, s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s.Accept(next)
+			toks = append(toks, next)
+		}
+		return toks
+	}
+	g, err := New(m, Options{ContextLen: 128})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	c, err := cpu.New(m, cpu.Options{ContextLen: 128})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	gt, ct := run(g), run(c)
+	same := 0
+	for same < len(ct) && gt[same] == ct[same] {
+		same++
+	}
+	// Logits differ in the last bits, so a draw that lands on a boundary
+	// between candidates may go the other way; that should be rare.
+	if same < 50 {
+		t.Errorf("sampled tokens diverge at %d of %d", same, len(ct))
+	}
+	t.Logf("sampled tokens agree for %d of %d", same, len(ct))
+}
+
+func TestErrors(t *testing.T) {
+	skipWithoutGPU(t)
+	m := genModel(t, synth.Presets["tiny"], quant.Q4_0, 5)
+	g, err := New(m, Options{ContextLen: 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	ctx := context.Background()
+	if _, err := g.Decode(ctx, int32(m.Config.VocabSize), 0, nil); err == nil {
+		t.Error("an out-of-range token was accepted")
+	}
+	if _, err := g.Decode(ctx, 1, 16, nil); err == nil {
+		t.Error("a position past the context was accepted")
+	}
+	if _, err := g.Prefill(ctx, make([]int32, 17), 0, nil); err == nil {
+		t.Error("a prompt longer than the context was accepted")
+	}
+}
+
+// TestDecodeSpeed measures decode on the model at $GOTOK_BENCH_MODEL: a
+// file, or a synth preset name such as smollm-135m, generated here as `gotok
+// gen --preset NAME` does (Q4_0, token_embd Q8_0, seed 1). It reports tok/s
+// at tg128 from an empty cache and after a 2048-token context, kernels per
+// token and device memory.
+func TestDecodeSpeed(t *testing.T) {
+	path := os.Getenv("GOTOK_BENCH_MODEL")
+	if path == "" {
+		t.Skip("set GOTOK_BENCH_MODEL to a model file or a synth preset")
+	}
+	skipWithoutGPU(t)
+	var m *model.Model
+	if shape, ok := synth.Presets[path]; ok {
+		m = genModel(t, shape, quant.Q4_0, 1)
+	} else {
+		var err error
+		if m, err = model.Load(path); err != nil {
+			t.Fatal(err)
+		}
+		defer m.Close()
+	}
+	g, err := New(m, Options{ContextLen: 4096})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	st := g.Stats()
+	t.Logf("%s", g.Name())
+	t.Logf("kernels per token %d, graph nodes %d, weights %.1f MB, device memory taken %.1f MB",
+		st.KernelsPerToken, st.GraphNodes, float64(st.WeightBytes)/1e6, float64(st.DeviceBytes)/1e6)
+
+	// A few steps against the CPU engine on the real shapes first.
+	if c, err := cpu.New(m, cpu.Options{ContextLen: 64}); err == nil {
+		ctx := context.Background()
+		for pos := 0; pos < 4; pos++ {
+			want, _ := c.Logits(ctx, int32(100+pos), pos)
+			got, err := g.Logits(ctx, int32(100+pos), pos)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("position %d: logits relative error vs CPU %.3g", pos, relErr(got, f64s(want)))
+		}
+		c.Close()
+	}
+
+	run := func(start, n int) (tokPerSec float64, median time.Duration) {
+		tok := int32(1)
+		times := make([]time.Duration, n)
+		t0 := time.Now()
+		for i := 0; i < n; i++ {
+			s := time.Now()
+			next, err := g.step(tok, start+i)
+			if err != nil {
+				t.Fatal(err)
+			}
+			times[i] = time.Since(s)
+			tok = next
+		}
+		total := time.Since(t0)
+		sort.Slice(times, func(i, j int) bool { return times[i] < times[j] })
+		return float64(n) / total.Seconds(), times[n/2]
+	}
+	run(0, 32) // warm up
+	for rep := 0; rep < 3; rep++ {
+		tps, med := run(0, 128)
+		t.Logf("tg128 @ depth 0: %.0f tok/s (median step %v)", tps, med)
+	}
+	run(0, 2048) // fill the cache
+	for rep := 0; rep < 3; rep++ {
+		tps, med := run(2048, 128)
+		t.Logf("tg128 @ depth 2048: %.0f tok/s (median step %v)", tps, med)
+	}
+	// Device time alone: back-to-back replays timed with events.
+	start, _ := g.c.NewEvent()
+	end, _ := g.c.NewEvent()
+	defer g.c.DestroyEvent(start)
+	defer g.c.DestroyEvent(end)
+	for _, depth := range []int{0, 2048} {
+		w := g.host.Uint32s()
+		w[ioToken], w[ioPos] = 1, uint32(depth+100)
+		const n = 200
+		g.c.Record(start, g.stream)
+		for i := 0; i < n; i++ {
+			if err := g.graph.Launch(g.stream); err != nil {
+				t.Fatal(err)
+			}
+		}
+		g.c.Record(end, g.stream)
+		if err := g.c.SyncEvent(end); err != nil {
+			t.Fatal(err)
+		}
+		ms, _ := g.c.Elapsed(start, end)
+		us := 1000 * float64(ms) / n
+		t.Logf("graph replay @ depth %d: %.1f µs/token on the device (%.0f tok/s), %.2f µs per kernel", depth+100, us, 1e6/us, us/float64(st.KernelsPerToken))
+	}
+	profileStep(t, g, 2148)
+}
+
+// profileStep times each kind of kernel on its own: for every kernel name,
+// a graph of the step's launches of that kernel alone (on the state the real
+// steps left), replayed back to back between two events. Kernels of one kind
+// then run without their neighbours' overlap, so the sum is an upper bound.
+func profileStep(t *testing.T, g *Backend, pos int) {
+	counts := map[string]int{}
+	var order []string
+	l := &launcher{c: g.c, k: g.k, stream: g.stream, sms: g.c.Info.SMCount, pdl: g.c.Info.Major >= 9}
+	l.keep = func(f *cu.Function) bool {
+		if counts[f.Name] == 0 {
+			order = append(order, f.Name)
+		}
+		counts[f.Name]++
+		return false
+	}
+	if err := g.recordStep(l, nil); err != nil { // only counts: nothing is launched
+		t.Fatal(err)
+	}
+	g.c.SyncStream(g.stream)
+	start, _ := g.c.NewEvent()
+	end, _ := g.c.NewEvent()
+	defer g.c.DestroyEvent(start)
+	defer g.c.DestroyEvent(end)
+	w := g.host.Uint32s()
+	w[ioToken], w[ioPos] = 1, uint32(pos)
+	total := 0.0
+	t.Logf("profile at position %d, each kernel kind alone:", pos)
+	for _, name := range order {
+		l := &launcher{c: g.c, k: g.k, stream: g.stream, sms: g.c.Info.SMCount, pdl: g.c.Info.Major >= 9}
+		l.keep = func(f *cu.Function) bool { return f.Name == name }
+		graph, err := g.c.Capture(g.stream, func() error { return g.recordStep(l, nil) })
+		if err != nil {
+			t.Fatal(err)
+		}
+		const reps = 50
+		graph.Launch(g.stream)
+		g.c.Record(start, g.stream)
+		for i := 0; i < reps; i++ {
+			graph.Launch(g.stream)
+		}
+		g.c.Record(end, g.stream)
+		if err := g.c.SyncEvent(end); err != nil {
+			t.Fatal(err)
+		}
+		ms, _ := g.c.Elapsed(start, end)
+		graph.Destroy()
+		us := 1000 * float64(ms) / reps
+		total += us
+		t.Logf("  %-16s %3d× %7.1f µs per step (%.2f µs each, with the graph's 2 copies)", name, counts[name], us, us/float64(counts[name]))
+	}
+	t.Logf("  sum %.1f µs", total)
+}

@@ -1,0 +1,36 @@
+// embed: the token's embedding row, dequantized to float32, as the residual
+// stream's start. The step's input (token, position) is read from io, pinned
+// host memory mapped into the device's address space, which the host writes
+// before each replay of the graph; the position is published to device
+// memory (pos) for the later kernels. The row layout is the uploaded one
+// (the output head shares it when embeddings are tied).
+#include "common.cuh"
+
+template <int T> __device__ __forceinline__ float embed_elem(const u8 *q, const f16 *d, long row, int nb, int e);
+
+template <> __device__ __forceinline__ float embed_elem<WT_F32>(const u8 *q, const f16 *, long row, int nb, int e) {
+	return ((const float *)q)[row * nb * 32 + e];
+}
+template <> __device__ __forceinline__ float embed_elem<WT_F16>(const u8 *q, const f16 *, long row, int nb, int e) {
+	return f16_to_f32(((const f16 *)q)[row * nb * 32 + e]);
+}
+template <> __device__ __forceinline__ float embed_elem<WT_Q4_0>(const u8 *q, const f16 *d, long row, int nb, int e) {
+	long blk = row * nb + (e >> 5);
+	int j = e & 31;
+	int nib = j < 16 ? q[blk * 16 + j] & 15 : q[blk * 16 + j - 16] >> 4;
+	return f16_to_f32(d[blk]) * (float)(nib - 8);
+}
+template <> __device__ __forceinline__ float embed_elem<WT_Q8_0>(const u8 *q, const f16 *d, long row, int nb, int e) {
+	long blk = row * nb + (e >> 5);
+	return f16_to_f32(d[blk]) * (float)(signed char)q[blk * 32 + (e & 31)];
+}
+
+#define EMBED(name, T)                                                                                             \
+	extern "C" __global__ void embed_##name(const int *io, int *pos, const u8 *q, const f16 *d, int k, float *x) {  \
+		pdl_wait_and_release();                                                                                    \
+		const volatile int *vio = io;                                                                              \
+		int e = blockIdx.x * blockDim.x + threadIdx.x;                                                             \
+		if (e == 0) *pos = vio[1];                                                                                 \
+		if (e < k) x[e] = embed_elem<T>(q, d, vio[0], (k + 31) >> 5, e);                                           \
+	}
+FOR_EACH_WEIGHT_TYPE(EMBED)

@@ -1,0 +1,94 @@
+package kernels
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+)
+
+// sourceHashes hashes the kernel sources in this directory, as
+// scripts/build-ptx.sh does.
+func sourceHashes(t *testing.T) map[string]string {
+	t.Helper()
+	var names []string
+	for _, pat := range []string{"*.cu", "*.cuh"} {
+		m, err := filepath.Glob(pat)
+		if err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, m...)
+	}
+	sort.Strings(names)
+	h := map[string]string{}
+	for _, n := range names {
+		b, err := os.ReadFile(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := sha256.Sum256(b)
+		h[n] = hex.EncodeToString(s[:])
+	}
+	return h
+}
+
+// TestPTXIsFresh fails when a kernel source changed after its PTX was built:
+// run scripts/build-ptx.sh on a GPU machine and commit its output.
+func TestPTXIsFresh(t *testing.T) {
+	man, err := Manifest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := sourceHashes(t)
+	for name, sum := range src {
+		got, ok := man[name]
+		switch {
+		case !ok:
+			t.Errorf("%s is not in ptx/manifest.txt: rebuild the PTX (scripts/build-ptx.sh)", name)
+		case got != sum:
+			t.Errorf("%s changed since its PTX was built: rebuild the PTX (scripts/build-ptx.sh)", name)
+		}
+	}
+	for name := range man {
+		if _, ok := src[name]; !ok {
+			t.Errorf("ptx/manifest.txt lists %s, which no longer exists: rebuild the PTX", name)
+		}
+	}
+	for name := range src {
+		op, ok := strings.CutSuffix(name, ".cu")
+		if !ok {
+			continue
+		}
+		for _, target := range []string{"sm80", "sm90"} {
+			b, err := PTX(op, target, "")
+			if err != nil {
+				t.Error(err)
+				continue
+			}
+			if !strings.Contains(string(b), ".entry") {
+				t.Errorf("%s.%s.ptx has no kernel entry", op, target)
+			}
+		}
+	}
+}
+
+func TestTarget(t *testing.T) {
+	for major, want := range map[int]string{7: "sm80", 8: "sm80", 9: "sm90", 10: "sm90", 12: "sm90"} {
+		if got := Target(major); got != want {
+			t.Errorf("Target(%d) = %s, want %s", major, got, want)
+		}
+	}
+}
+
+func TestParseManifest(t *testing.T) {
+	m, err := parseManifest([]byte("# nvcc 13.0\nabc  x.cu\n\ndef y.cuh\n"))
+	if err != nil || len(m) != 2 || m["x.cu"] != "abc" || m["y.cuh"] != "def" {
+		t.Errorf("parseManifest = %v, %v", m, err)
+	}
+	if _, err := parseManifest([]byte("only-one-field\n")); err == nil {
+		t.Error("a malformed manifest line was accepted")
+	}
+}

@@ -1,0 +1,164 @@
+package cuda
+
+import (
+	"math"
+
+	"gotok/quant"
+)
+
+// The CPU twins of the kernels: plain loops in float64, the oracles the GPU
+// tests compare against. They read weights in GGML's own layout, so they
+// check the upload re-layout too.
+
+// refDequant returns a rows×cols matrix in GGML layout as float64 rows.
+func refDequant(typ quant.Type, data []byte, rows, cols int) ([][]float64, error) {
+	rb := len(data) / rows
+	out := make([][]float64, rows)
+	tmp := make([]float32, cols)
+	for r := range out {
+		if err := quant.Dequantize(typ, data[r*rb:(r+1)*rb], tmp); err != nil {
+			return nil, err
+		}
+		out[r] = make([]float64, cols)
+		for i, v := range tmp {
+			out[r][i] = float64(v)
+		}
+	}
+	return out, nil
+}
+
+// refRMSNorm returns x/rms(x)*w, or x itself when w is nil.
+func refRMSNorm(x, w []float32, eps float32) []float64 {
+	out := make([]float64, len(x))
+	scale := 1.0
+	if w != nil {
+		ss := 0.0
+		for _, v := range x {
+			ss += float64(v) * float64(v)
+		}
+		scale = 1 / math.Sqrt(ss/float64(len(x))+float64(eps))
+	}
+	for i, v := range x {
+		out[i] = float64(v) * scale
+		if w != nil {
+			out[i] *= float64(w[i])
+		}
+	}
+	return out
+}
+
+// refMatvec returns W·x.
+func refMatvec(w [][]float64, x []float64) []float64 {
+	y := make([]float64, len(w))
+	for r, row := range w {
+		s := 0.0
+		for i, v := range row {
+			s += v * x[i]
+		}
+		y[r] = s
+	}
+	return y
+}
+
+// refRopeTable is the (cos, sin) table the engine uploads: for each position
+// and rotated pair i, the angle pos·freqScale·base^(-2i/ropeDim), in float64
+// as the CPU engine computes it.
+func refRopeTable(ctx, ropeDim int, base, freqScale float32) []float32 {
+	half := ropeDim / 2
+	t := make([]float32, 2*ctx*half)
+	for p := 0; p < ctx; p++ {
+		for i := 0; i < half; i++ {
+			f := math.Pow(float64(base), -float64(2*i)/float64(ropeDim))
+			s, c := math.Sincos(float64(p) * float64(freqScale) * f)
+			t[2*(p*half+i)], t[2*(p*half+i)+1] = float32(c), float32(s)
+		}
+	}
+	return t
+}
+
+// refRope rotates each head of v in place with the table row of pos.
+func refRope(v []float64, heads, headDim, ropeDim int, neox bool, cs []float32, pos int) {
+	half := ropeDim / 2
+	for h := 0; h < heads; h++ {
+		x := v[h*headDim : (h+1)*headDim]
+		for i := 0; i < half; i++ {
+			a, b := 2*i, 2*i+1
+			if neox {
+				a, b = i, i+half
+			}
+			c, s := float64(cs[2*(pos*half+i)]), float64(cs[2*(pos*half+i)+1])
+			x0, x1 := x[a], x[b]
+			x[a] = x0*c - x1*s
+			x[b] = x0*s + x1*c
+		}
+	}
+}
+
+// refAttention returns softmax(q·Kᵀ·scale)·V per head over positions
+// 0..n-1; caches are [kvHead][ctx][headDim].
+func refAttention(q, kc, vc []float32, nHead, nKV, headDim, ctx, n int, scale float32) []float64 {
+	out := make([]float64, nHead*headDim)
+	group := nHead / nKV
+	for h := 0; h < nHead; h++ {
+		kvh := h / group
+		s := make([]float64, n)
+		m := math.Inf(-1)
+		for t := 0; t < n; t++ {
+			d := 0.0
+			for i := 0; i < headDim; i++ {
+				d += float64(q[h*headDim+i]) * float64(kc[(kvh*ctx+t)*headDim+i])
+			}
+			s[t] = d * float64(scale)
+			m = math.Max(m, s[t])
+		}
+		z := 0.0
+		for t := range s {
+			s[t] = math.Exp(s[t] - m)
+			z += s[t]
+		}
+		for t := 0; t < n; t++ {
+			for i := 0; i < headDim; i++ {
+				out[h*headDim+i] += s[t] / z * float64(vc[(kvh*ctx+t)*headDim+i])
+			}
+		}
+	}
+	return out
+}
+
+// refSiLUMul returns SiLU(g)*u elementwise.
+func refSiLUMul(g, u []float64) []float64 {
+	h := make([]float64, len(g))
+	for i := range g {
+		h[i] = g[i] / (1 + math.Exp(-g[i])) * u[i]
+	}
+	return h
+}
+
+// refArgmax returns the index of the largest value, the lowest among equals;
+// NaN never wins.
+func refArgmax(x []float32) int {
+	best := -1
+	for i, v := range x {
+		if v == v && (best < 0 || v > x[best]) {
+			best = i
+		}
+	}
+	return max(best, 0)
+}
+
+// relErr is ‖got−want‖/‖want‖, +Inf if got has a NaN or Inf.
+func relErr(got []float32, want []float64) float64 {
+	num, den := 0.0, 0.0
+	for i, g := range got {
+		if math.IsNaN(float64(g)) || math.IsInf(float64(g), 0) {
+			return math.Inf(1)
+		}
+		d := float64(g) - want[i]
+		num += d * d
+		den += want[i] * want[i]
+	}
+	if den == 0 {
+		return math.Sqrt(num)
+	}
+	return math.Sqrt(num / den)
+}

@@ -1,0 +1,54 @@
+//go:build amd64 && !purego
+
+package quant
+
+// cpuid executes CPUID with the given leaf and sub-leaf.
+func cpuid(leaf, subleaf uint32) (eax, ebx, ecx, edx uint32)
+
+// xgetbv reads extended control register 0.
+func xgetbv() (eax, edx uint32)
+
+// hasAVX2FMA reports whether the CPU has AVX2, FMA and F16C and the OS
+// saves the YMM registers, which is what the assembly kernels need. It
+// reads CPUID directly so the package needs no golang.org/x/sys.
+func hasAVX2FMA() bool {
+	maxLeaf, _, _, _ := cpuid(0, 0)
+	if maxLeaf < 7 {
+		return false
+	}
+	_, _, ecx1, _ := cpuid(1, 0)
+	const (
+		fma     = 1 << 12
+		osxsave = 1 << 27
+		avx     = 1 << 28
+		f16c    = 1 << 29
+	)
+	if ecx1&(fma|osxsave|avx|f16c) != fma|osxsave|avx|f16c {
+		return false
+	}
+	if xcr0, _ := xgetbv(); xcr0&6 != 6 { // XMM and YMM state enabled
+		return false
+	}
+	_, ebx7, _, _ := cpuid(7, 0)
+	return ebx7&(1<<5) != 0 // AVX2
+}
+
+// hasAVX512VNNI reports whether the CPU has AVX512-VNNI and AVX512VL (for
+// VPDPBUSD on YMM registers) and the OS saves the AVX-512 state, which EVEX
+// encodings need even at 256 bits.
+func hasAVX512VNNI() bool {
+	maxLeaf, _, _, _ := cpuid(0, 0)
+	if maxLeaf < 7 {
+		return false
+	}
+	if xcr0, _ := xgetbv(); xcr0&0xe6 != 0xe6 { // XMM, YMM, opmask, ZMM state
+		return false
+	}
+	_, ebx7, ecx7, _ := cpuid(7, 0)
+	const (
+		avx512f  = 1 << 16 // EBX
+		avx512vl = 1 << 31 // EBX
+		vnni     = 1 << 11 // ECX
+	)
+	return ebx7&(avx512f|avx512vl) == avx512f|avx512vl && ecx7&vnni != 0
+}

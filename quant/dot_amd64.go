@@ -1,0 +1,46 @@
+//go:build amd64 && !purego
+
+package quant
+
+// useAVX2 selects the assembly kernels in dot_amd64.s, and useVNNI their
+// AVX512-VNNI variants where those exist. Both are set once, at package
+// initialization, from CPUID.
+var (
+	useAVX2 = hasAVX2FMA()
+	useVNNI = useAVX2 && hasAVX512VNNI()
+)
+
+// The kernels take raw pointers; their Go callers have checked the lengths.
+
+//go:noescape
+func dotQ4_0Q8_0AVX2(w, x *byte, nblocks int) float32
+
+//go:noescape
+func dotQ8_0Q8_0AVX2(w, x *byte, nblocks int) float32
+
+//go:noescape
+func matVecQ4_0Q8_0AVX2(w, x *byte, nblocks int, out *float32, rows int)
+
+//go:noescape
+func matVecQ8_0Q8_0AVX2(w, x *byte, nblocks int, out *float32, rows int)
+
+//go:noescape
+func matVecQ4_0Q8_0VNNI(w, x *byte, nblocks int, out *float32, rows int)
+
+//go:noescape
+func matVecQ8_0Q8_0VNNI(w, x *byte, nblocks int, out *float32, rows int)
+
+//go:noescape
+func dotQ4_0Q8_0x4AVX2(w, x0, x1, x2, x3 *byte, nblocks int, out *[4]float32)
+
+//go:noescape
+func dotQ8_0Q8_0x4AVX2(w, x0, x1, x2, x3 *byte, nblocks int, out *[4]float32)
+
+//go:noescape
+func quantizeQ8_0AVX2(x *float32, dst *byte, nblocks int)
+
+//go:noescape
+func dotF32AVX2(a, b *float32, n int) float32
+
+//go:noescape
+func axpyAVX2(a float32, x, y *float32, n int)

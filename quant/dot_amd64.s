@@ -1,0 +1,789 @@
+//go:build amd64 && !purego
+
+#include "textflag.h"
+
+// AVX2 + FMA + F16C kernels. Each block's integer dot product is formed
+// with VPMADDUBSW (u8 × s8 → s16 pairs) and VPMADDWD against ones (→ s32),
+// converted to float and FMA-accumulated with the product of the two block
+// scales, which VCVTPH2PS converts from fp16.
+//
+// Q4_0 nibbles are unpacked without a lane-crossing insert: VBROADCASTI128
+// puts the 16 bytes in both 128-bit lanes, VPSRLVD shifts only the high
+// lane's dwords right by 4, and a mask keeps one nibble per byte, giving the
+// 32 codes in element order. The codes are then unsigned (0..15), so
+// instead of llama.cpp's sign trick the single-row kernels compute
+// Σ(q−8)·y as maddubs(q, y) − maddubs(8, y): one instruction fewer per
+// block, and exact for any y. The x4 kernels, which share one weight block
+// among four activation blocks, use the sign trick (|q−8| once, sign moved
+// onto each y), which is cheaper there; it needs y ≠ −128.
+//
+// The ...VNNI variants of the MatVec kernels, for CPUs with AVX512-VNNI and
+// AVX512VL (e.g. AMD Zen 4, Intel Ice Lake and later), replace the
+// VPMADDUBSW/VPMADDWD pair by one VPDPBUSD on 256-bit registers; they give
+// bit-identical results, as the integer sums are exact either way.
+
+// Dword shift counts for VPSRLVD: 0 in the low lane, 4 in the high lane.
+DATA nibbleShift<>+0x00(SB)/8, $0
+DATA nibbleShift<>+0x08(SB)/8, $0
+DATA nibbleShift<>+0x10(SB)/8, $0x0000000400000004
+DATA nibbleShift<>+0x18(SB)/8, $0x0000000400000004
+GLOBL nibbleShift<>(SB), RODATA|NOPTR, $32
+
+// VPERMD indices that undo the lane interleaving of VPACKSSDW/VPACKSSWB.
+DATA packPerm<>+0x00(SB)/4, $0
+DATA packPerm<>+0x04(SB)/4, $4
+DATA packPerm<>+0x08(SB)/4, $1
+DATA packPerm<>+0x0c(SB)/4, $5
+DATA packPerm<>+0x10(SB)/4, $2
+DATA packPerm<>+0x14(SB)/4, $6
+DATA packPerm<>+0x18(SB)/4, $3
+DATA packPerm<>+0x1c(SB)/4, $7
+GLOBL packPerm<>(SB), RODATA|NOPTR, $32
+
+// Constants of the Q4_0/Q8_0 kernels:
+// Y12 nibble shift counts, Y13 bytes 0x0f, Y14 bytes 0x08, Y15 int16 ones.
+#define SETUP_CONSTS \
+	VMOVDQU nibbleShift<>(SB), Y12; \
+	MOVL $0x0f0f0f0f, AX; \
+	VMOVD AX, X13; \
+	VPBROADCASTD X13, Y13; \
+	MOVL $0x08080808, AX; \
+	VMOVD AX, X14; \
+	VPBROADCASTD X14, Y14; \
+	VPCMPEQW Y15, Y15, Y15; \
+	VPSRLW $15, Y15, Y15
+
+// BLOCK_SCALE sets Y4 to 8 copies of d(w)·d(x), the fp16 scales at the
+// start of the blocks at w and x. Clobbers Y5.
+#define BLOCK_SCALE(w, x) \
+	VPBROADCASTW (w), X4; \
+	VCVTPH2PS X4, Y4; \
+	VPBROADCASTW (x), X5; \
+	VCVTPH2PS X5, Y5; \
+	VMULPS Y5, Y4, Y4
+
+// Q4_0_BLOCK adds the product of the Q4_0 block at SI and the Q8_0 block at
+// DI to the 8 float lanes of acc. Clobbers Y1-Y5.
+#define Q4_0_BLOCK(acc) \
+	VBROADCASTI128 2(SI), Y1; \
+	VPSRLVD Y12, Y1, Y1; \
+	VPAND Y13, Y1, Y1; \
+	VMOVDQU 2(DI), Y2; \
+	VPMADDUBSW Y2, Y1, Y1; \
+	VPMADDUBSW Y2, Y14, Y3; \
+	VPSUBW Y3, Y1, Y1; \
+	VPMADDWD Y15, Y1, Y1; \
+	VCVTDQ2PS Y1, Y1; \
+	BLOCK_SCALE(SI, DI); \
+	VFMADD231PS Y4, Y1, acc
+
+// Q8_0_BLOCK adds the product of the Q8_0 blocks at SI and DI to acc.
+// Clobbers Y1-Y5.
+#define Q8_0_BLOCK(acc) \
+	VMOVDQU 2(SI), Y1; \
+	VMOVDQU 2(DI), Y2; \
+	VPABSB Y1, Y3; \
+	VPSIGNB Y1, Y2, Y2; \
+	VPMADDUBSW Y2, Y3, Y3; \
+	VPMADDWD Y15, Y3, Y3; \
+	VCVTDQ2PS Y3, Y3; \
+	BLOCK_SCALE(SI, DI); \
+	VFMADD231PS Y4, Y3, acc
+
+// HSUM leaves the sum of the 8 lanes of y (whose low half is x) in x[0].
+// Clobbers tmp.
+#define HSUM(y, x, tmp) \
+	VEXTRACTF128 $1, y, tmp; \
+	VADDPS tmp, x, x; \
+	VPERMILPS $0x4e, x, tmp; \
+	VADDPS tmp, x, x; \
+	VPERMILPS $0xb1, x, tmp; \
+	VADDSS tmp, x, x
+
+// ROW_LOOP runs BLOCK over CX block pairs at SI and DI, advancing both by
+// a block, two blocks at a time into Y0 and Y6 (two accumulators hide the
+// FMA latency). It leaves the row's 8-lane sum in Y0.
+#define ROW_LOOP(BLOCK, wstride, label2, labeltail, labeldone) \
+	VXORPS Y0, Y0, Y0; \
+	VXORPS Y6, Y6, Y6; \
+label2: \
+	CMPQ CX, $2; \
+	JL labeltail; \
+	BLOCK(Y0); \
+	ADDQ $wstride, SI; \
+	ADDQ $34, DI; \
+	BLOCK(Y6); \
+	ADDQ $wstride, SI; \
+	ADDQ $34, DI; \
+	SUBQ $2, CX; \
+	JMP label2; \
+labeltail: \
+	TESTQ CX, CX; \
+	JZ labeldone; \
+	BLOCK(Y0); \
+	ADDQ $wstride, SI; \
+	ADDQ $34, DI; \
+labeldone: \
+	VADDPS Y6, Y0, Y0
+
+// X4_TERM adds to acc the product of the weight block whose signed codes
+// are in Y4 (|codes| in Y5, scale in Y6) with the Q8_0 block at xp, and
+// advances xp. Clobbers Y7, Y8.
+#define X4_TERM(xp, acc) \
+	VMOVDQU 2(xp), Y7; \
+	VPSIGNB Y4, Y7, Y7; \
+	VPMADDUBSW Y7, Y5, Y7; \
+	VPMADDWD Y15, Y7, Y7; \
+	VCVTDQ2PS Y7, Y7; \
+	VPBROADCASTW (xp), X8; \
+	VCVTPH2PS X8, Y8; \
+	VMULPS Y6, Y8, Y8; \
+	VFMADD231PS Y8, Y7, acc; \
+	ADDQ $34, xp
+
+// X4_TERMS runs X4_TERM for the four activation rows in R8-R11 into Y0-Y3.
+#define X4_TERMS \
+	VPABSB Y4, Y5; \
+	VPBROADCASTW (SI), X6; \
+	VCVTPH2PS X6, Y6; \
+	X4_TERM(R8, Y0); \
+	X4_TERM(R9, Y1); \
+	X4_TERM(R10, Y2); \
+	X4_TERM(R11, Y3)
+
+// X4_FINISH stores the horizontal sums of Y0-Y3 to out[0..3] at DX.
+#define X4_FINISH \
+	VHADDPS Y1, Y0, Y0; \
+	VHADDPS Y3, Y2, Y2; \
+	VHADDPS Y2, Y0, Y0; \
+	VEXTRACTF128 $1, Y0, X1; \
+	VADDPS X1, X0, X0; \
+	VMOVUPS X0, (DX); \
+	VZEROUPPER
+
+// ROUND_Q8 scales v by Y8 and rounds it half away from zero to int32 lanes:
+// trunc(v + copysign(0.49999997, v)) equals roundf(v) for every float32 in
+// the int8 range (the sum's own rounding breaks exactly the ties that need
+// breaking; checked exhaustively when this was written, see
+// TestRoundHalfAwayTrick). Y14 holds the sign mask and Y13 0.49999997.
+#define ROUND_Q8(v) \
+	VMULPS Y8, v, v; \
+	VANDPS Y14, v, Y9; \
+	VORPS Y13, Y9, Y9; \
+	VADDPS Y9, v, v; \
+	VCVTTPS2DQ v, v
+
+// The MatVec kernels walk four rows at once (rows 0-2 at SI, SI+R12,
+// SI+2·R12, row 3 at R13; R12 is the row stride) so that each activation
+// block is loaded, and its scale and correction term computed, once per
+// four rows: about 12 instructions per row-block instead of 15. Leftover
+// rows take the single-row loop.
+
+// PREFETCH_START points R14 PFDIST bytes ahead of the group's first row.
+// Each block step advances R14 by the bytes the step consumes (one block of
+// each of four rows) and prefetches what it passes, so R14 sweeps the
+// weights linearly, PFDIST ahead of the rows being read, without gaps. The
+// hardware prefetcher alone cannot follow four short interleaved row
+// streams: without this the kernel ran at half speed from DRAM.
+//
+// PFDIST covers DRAM latency at the kernels' consumption rate with room to
+// spare; measured from DRAM on Zen 4, 4096 beat 1024 and 2048 and tied 8192.
+#define PFDIST 4096
+#define PREFETCH_START \
+	MOVQ $PFDIST, R14; \
+	ADDQ SI, R14
+
+// MATVEC4_SHARED loads the activation block at DI: codes to Y2, the
+// Q4_0 offset term maddubs(8, y) to Y3, and its scale to Y4.
+#define MATVEC4_SHARED \
+	VMOVDQU 2(DI), Y2; \
+	VPMADDUBSW Y2, Y14, Y3; \
+	VPBROADCASTW (DI), X4; \
+	VCVTPH2PS X4, Y4
+
+// Q4_0_ROW_TERM adds the product of the Q4_0 block whose codes are at
+// codes and scale at scale with the shared activation block to acc.
+// Clobbers Y5, Y6.
+#define Q4_0_ROW_TERM(codes, scale, acc) \
+	VBROADCASTI128 codes, Y5; \
+	VPSRLVD Y12, Y5, Y5; \
+	VPAND Y13, Y5, Y5; \
+	VPMADDUBSW Y2, Y5, Y5; \
+	VPSUBW Y3, Y5, Y5; \
+	VPMADDWD Y15, Y5, Y5; \
+	VCVTDQ2PS Y5, Y5; \
+	VPBROADCASTW scale, X6; \
+	VCVTPH2PS X6, Y6; \
+	VMULPS Y4, Y6, Y6; \
+	VFMADD231PS Y6, Y5, acc
+
+// Q8_0_ROW_TERM is Q4_0_ROW_TERM for a Q8_0 weight block (Y3 unused).
+#define Q8_0_ROW_TERM(codes, scale, acc) \
+	VMOVDQU codes, Y5; \
+	VPABSB Y5, Y6; \
+	VPSIGNB Y5, Y2, Y5; \
+	VPMADDUBSW Y5, Y6, Y5; \
+	VPMADDWD Y15, Y5, Y5; \
+	VCVTDQ2PS Y5, Y5; \
+	VPBROADCASTW scale, X6; \
+	VCVTPH2PS X6, Y6; \
+	VMULPS Y4, Y6, Y6; \
+	VFMADD231PS Y6, Y5, acc
+
+// MATVEC4_STORE stores the sums of Y0, Y1, Y7, Y8 to four floats at R8,
+// then moves SI from row 1 (where the block loop left it) to row 4, R8 on
+// by four, and R9 down by four rows.
+#define MATVEC4_STORE \
+	VHADDPS Y1, Y0, Y0; \
+	VHADDPS Y8, Y7, Y7; \
+	VHADDPS Y7, Y0, Y0; \
+	VEXTRACTF128 $1, Y0, X1; \
+	VADDPS X1, X0, X0; \
+	VMOVUPS X0, (R8); \
+	LEAQ (SI)(R12*2), SI; \
+	ADDQ R12, SI; \
+	ADDQ $16, R8; \
+	SUBQ $4, R9
+
+// MATVEC4_SHARED_VNNI loads the activation block at DI: codes to Y2,
+// −8·Σy per dword (the Q4_0 offset term) to Y3, and its scale to Y4.
+#define MATVEC4_SHARED_VNNI \
+	VMOVDQU 2(DI), Y2; \
+	VPXOR Y3, Y3, Y3; \
+	VPSUBB Y2, Y3, Y9; \
+	VPDPBUSD Y9, Y14, Y3; \
+	VPBROADCASTW (DI), X4; \
+	VCVTPH2PS X4, Y4
+
+// Q4_0_ROW_TERM_VNNI is Q4_0_ROW_TERM with one VPDPBUSD, accumulating
+// Σq·y onto the shared −8·Σy, for VPMADDUBSW, VPSUBW and VPMADDWD.
+#define Q4_0_ROW_TERM_VNNI(codes, scale, acc) \
+	VBROADCASTI128 codes, Y5; \
+	VPSRLVD Y12, Y5, Y5; \
+	VPAND Y13, Y5, Y5; \
+	VMOVDQA Y3, Y6; \
+	VPDPBUSD Y2, Y5, Y6; \
+	VCVTDQ2PS Y6, Y5; \
+	VPBROADCASTW scale, X6; \
+	VCVTPH2PS X6, Y6; \
+	VMULPS Y4, Y6, Y6; \
+	VFMADD231PS Y6, Y5, acc
+
+// Q8_0_ROW_TERM_VNNI is Q8_0_ROW_TERM with VPDPBUSD into a zeroed register
+// for VPMADDUBSW and VPMADDWD.
+#define Q8_0_ROW_TERM_VNNI(codes, scale, acc) \
+	VMOVDQU codes, Y5; \
+	VPABSB Y5, Y6; \
+	VPSIGNB Y5, Y2, Y5; \
+	VPXOR Y9, Y9, Y9; \
+	VPDPBUSD Y5, Y6, Y9; \
+	VCVTDQ2PS Y9, Y5; \
+	VPBROADCASTW scale, X6; \
+	VCVTPH2PS X6, Y6; \
+	VMULPS Y4, Y6, Y6; \
+	VFMADD231PS Y6, Y5, acc
+
+// func dotQ4_0Q8_0AVX2(w, x *byte, nblocks int) float32
+TEXT ·dotQ4_0Q8_0AVX2(SB), NOSPLIT, $0-28
+	MOVQ w+0(FP), SI
+	MOVQ x+8(FP), DI
+	MOVQ nblocks+16(FP), CX
+	SETUP_CONSTS
+	ROW_LOOP(Q4_0_BLOCK, 18, loop2, tail, done)
+	HSUM(Y0, X0, X1)
+	VZEROUPPER
+	MOVSS X0, ret+24(FP)
+	RET
+
+// func dotQ8_0Q8_0AVX2(w, x *byte, nblocks int) float32
+TEXT ·dotQ8_0Q8_0AVX2(SB), NOSPLIT, $0-28
+	MOVQ w+0(FP), SI
+	MOVQ x+8(FP), DI
+	MOVQ nblocks+16(FP), CX
+	SETUP_CONSTS
+	ROW_LOOP(Q8_0_BLOCK, 34, loop2, tail, done)
+	HSUM(Y0, X0, X1)
+	VZEROUPPER
+	MOVSS X0, ret+24(FP)
+	RET
+
+// func matVecQ4_0Q8_0AVX2(w, x *byte, nblocks int, out *float32, rows int)
+TEXT ·matVecQ4_0Q8_0AVX2(SB), NOSPLIT, $0-40
+	MOVQ w+0(FP), SI
+	MOVQ x+8(FP), R10
+	MOVQ nblocks+16(FP), R11
+	MOVQ out+24(FP), R8
+	MOVQ rows+32(FP), R9
+	SETUP_CONSTS
+	MOVQ R11, R12
+	IMULQ $18, R12 // row stride
+
+rows4:
+	CMPQ R9, $4
+	JL rows1
+	MOVQ R10, DI
+	MOVQ R11, CX
+	LEAQ (SI)(R12*2), R13
+	ADDQ R12, R13 // row 3
+	PREFETCH_START
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y7, Y7, Y7
+	VXORPS Y8, Y8, Y8
+
+blocks4:
+	PREFETCHT0 (R14)
+	PREFETCHT0 64(R14)
+	ADDQ $72, R14
+	MATVEC4_SHARED
+	Q4_0_ROW_TERM(2(SI), (SI), Y0)
+	Q4_0_ROW_TERM(2(SI)(R12*1), (SI)(R12*1), Y1)
+	Q4_0_ROW_TERM(2(SI)(R12*2), (SI)(R12*2), Y7)
+	Q4_0_ROW_TERM(2(R13), (R13), Y8)
+	ADDQ $18, SI
+	ADDQ $18, R13
+	ADDQ $34, DI
+	DECQ CX
+	JNZ blocks4
+	MATVEC4_STORE
+	JMP rows4
+
+rows1:
+	TESTQ R9, R9
+	JZ end
+
+row:
+	MOVQ R10, DI
+	MOVQ R11, CX
+	ROW_LOOP(Q4_0_BLOCK, 18, loop2, tail, done)
+	HSUM(Y0, X0, X1)
+	VMOVSS X0, (R8)
+	ADDQ $4, R8
+	DECQ R9
+	JNZ row
+
+end:
+	VZEROUPPER
+	RET
+
+// func matVecQ4_0Q8_0VNNI(w, x *byte, nblocks int, out *float32, rows int)
+TEXT ·matVecQ4_0Q8_0VNNI(SB), NOSPLIT, $0-40
+	MOVQ w+0(FP), SI
+	MOVQ x+8(FP), R10
+	MOVQ nblocks+16(FP), R11
+	MOVQ out+24(FP), R8
+	MOVQ rows+32(FP), R9
+	SETUP_CONSTS
+	MOVQ R11, R12
+	IMULQ $18, R12 // row stride
+
+rows4:
+	CMPQ R9, $4
+	JL rows1
+	MOVQ R10, DI
+	MOVQ R11, CX
+	LEAQ (SI)(R12*2), R13
+	ADDQ R12, R13 // row 3
+	PREFETCH_START
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y7, Y7, Y7
+	VXORPS Y8, Y8, Y8
+
+blocks4:
+	PREFETCHT0 (R14)
+	PREFETCHT0 64(R14)
+	ADDQ $72, R14
+	MATVEC4_SHARED_VNNI
+	Q4_0_ROW_TERM_VNNI(2(SI), (SI), Y0)
+	Q4_0_ROW_TERM_VNNI(2(SI)(R12*1), (SI)(R12*1), Y1)
+	Q4_0_ROW_TERM_VNNI(2(SI)(R12*2), (SI)(R12*2), Y7)
+	Q4_0_ROW_TERM_VNNI(2(R13), (R13), Y8)
+	ADDQ $18, SI
+	ADDQ $18, R13
+	ADDQ $34, DI
+	DECQ CX
+	JNZ blocks4
+	MATVEC4_STORE
+	JMP rows4
+
+rows1:
+	TESTQ R9, R9
+	JZ end
+
+row:
+	MOVQ R10, DI
+	MOVQ R11, CX
+	ROW_LOOP(Q4_0_BLOCK, 18, loop2, tail, done)
+	HSUM(Y0, X0, X1)
+	VMOVSS X0, (R8)
+	ADDQ $4, R8
+	DECQ R9
+	JNZ row
+
+end:
+	VZEROUPPER
+	RET
+
+// func matVecQ8_0Q8_0AVX2(w, x *byte, nblocks int, out *float32, rows int)
+TEXT ·matVecQ8_0Q8_0AVX2(SB), NOSPLIT, $0-40
+	MOVQ w+0(FP), SI
+	MOVQ x+8(FP), R10
+	MOVQ nblocks+16(FP), R11
+	MOVQ out+24(FP), R8
+	MOVQ rows+32(FP), R9
+	SETUP_CONSTS
+	MOVQ R11, R12
+	IMULQ $34, R12 // row stride
+
+rows4:
+	CMPQ R9, $4
+	JL rows1
+	MOVQ R10, DI
+	MOVQ R11, CX
+	LEAQ (SI)(R12*2), R13
+	ADDQ R12, R13 // row 3
+	PREFETCH_START
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y7, Y7, Y7
+	VXORPS Y8, Y8, Y8
+
+blocks4:
+	PREFETCHT0 (R14)
+	PREFETCHT0 64(R14)
+	PREFETCHT0 128(R14)
+	ADDQ $136, R14
+	MATVEC4_SHARED
+	Q8_0_ROW_TERM(2(SI), (SI), Y0)
+	Q8_0_ROW_TERM(2(SI)(R12*1), (SI)(R12*1), Y1)
+	Q8_0_ROW_TERM(2(SI)(R12*2), (SI)(R12*2), Y7)
+	Q8_0_ROW_TERM(2(R13), (R13), Y8)
+	ADDQ $34, SI
+	ADDQ $34, R13
+	ADDQ $34, DI
+	DECQ CX
+	JNZ blocks4
+	MATVEC4_STORE
+	JMP rows4
+
+rows1:
+	TESTQ R9, R9
+	JZ end
+
+row:
+	MOVQ R10, DI
+	MOVQ R11, CX
+	ROW_LOOP(Q8_0_BLOCK, 34, loop2, tail, done)
+	HSUM(Y0, X0, X1)
+	VMOVSS X0, (R8)
+	ADDQ $4, R8
+	DECQ R9
+	JNZ row
+
+end:
+	VZEROUPPER
+	RET
+
+// func matVecQ8_0Q8_0VNNI(w, x *byte, nblocks int, out *float32, rows int)
+TEXT ·matVecQ8_0Q8_0VNNI(SB), NOSPLIT, $0-40
+	MOVQ w+0(FP), SI
+	MOVQ x+8(FP), R10
+	MOVQ nblocks+16(FP), R11
+	MOVQ out+24(FP), R8
+	MOVQ rows+32(FP), R9
+	SETUP_CONSTS
+	MOVQ R11, R12
+	IMULQ $34, R12 // row stride
+
+rows4:
+	CMPQ R9, $4
+	JL rows1
+	MOVQ R10, DI
+	MOVQ R11, CX
+	LEAQ (SI)(R12*2), R13
+	ADDQ R12, R13 // row 3
+	PREFETCH_START
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y7, Y7, Y7
+	VXORPS Y8, Y8, Y8
+
+blocks4:
+	PREFETCHT0 (R14)
+	PREFETCHT0 64(R14)
+	PREFETCHT0 128(R14)
+	ADDQ $136, R14
+	MATVEC4_SHARED
+	Q8_0_ROW_TERM_VNNI(2(SI), (SI), Y0)
+	Q8_0_ROW_TERM_VNNI(2(SI)(R12*1), (SI)(R12*1), Y1)
+	Q8_0_ROW_TERM_VNNI(2(SI)(R12*2), (SI)(R12*2), Y7)
+	Q8_0_ROW_TERM_VNNI(2(R13), (R13), Y8)
+	ADDQ $34, SI
+	ADDQ $34, R13
+	ADDQ $34, DI
+	DECQ CX
+	JNZ blocks4
+	MATVEC4_STORE
+	JMP rows4
+
+rows1:
+	TESTQ R9, R9
+	JZ end
+
+row:
+	MOVQ R10, DI
+	MOVQ R11, CX
+	ROW_LOOP(Q8_0_BLOCK, 34, loop2, tail, done)
+	HSUM(Y0, X0, X1)
+	VMOVSS X0, (R8)
+	ADDQ $4, R8
+	DECQ R9
+	JNZ row
+
+end:
+	VZEROUPPER
+	RET
+
+// func dotQ4_0Q8_0x4AVX2(w, x0, x1, x2, x3 *byte, nblocks int, out *[4]float32)
+TEXT ·dotQ4_0Q8_0x4AVX2(SB), NOSPLIT, $0-56
+	MOVQ w+0(FP), SI
+	MOVQ x0+8(FP), R8
+	MOVQ x1+16(FP), R9
+	MOVQ x2+24(FP), R10
+	MOVQ x3+32(FP), R11
+	MOVQ nblocks+40(FP), CX
+	MOVQ out+48(FP), DX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	SETUP_CONSTS
+	TESTQ CX, CX
+	JLE done
+
+loop:
+	VBROADCASTI128 2(SI), Y4
+	VPSRLVD Y12, Y4, Y4
+	VPAND Y13, Y4, Y4
+	VPSUBB Y14, Y4, Y4
+	X4_TERMS
+	ADDQ $18, SI
+	DECQ CX
+	JNZ loop
+
+done:
+	X4_FINISH
+	RET
+
+// func dotQ8_0Q8_0x4AVX2(w, x0, x1, x2, x3 *byte, nblocks int, out *[4]float32)
+TEXT ·dotQ8_0Q8_0x4AVX2(SB), NOSPLIT, $0-56
+	MOVQ w+0(FP), SI
+	MOVQ x0+8(FP), R8
+	MOVQ x1+16(FP), R9
+	MOVQ x2+24(FP), R10
+	MOVQ x3+32(FP), R11
+	MOVQ nblocks+40(FP), CX
+	MOVQ out+48(FP), DX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	SETUP_CONSTS
+	TESTQ CX, CX
+	JLE done
+
+loop:
+	VMOVDQU 2(SI), Y4
+	X4_TERMS
+	ADDQ $34, SI
+	DECQ CX
+	JNZ loop
+
+done:
+	X4_FINISH
+	RET
+
+// func quantizeQ8_0AVX2(x *float32, dst *byte, nblocks int)
+TEXT ·quantizeQ8_0AVX2(SB), NOSPLIT, $0-24
+	MOVQ x+0(FP), SI
+	MOVQ dst+8(FP), DI
+	MOVQ nblocks+16(FP), CX
+	MOVL $0x7fffffff, AX
+	VMOVD AX, X15
+	VPBROADCASTD X15, Y15 // |·| mask
+	MOVL $0x80000000, AX
+	VMOVD AX, X14
+	VPBROADCASTD X14, Y14 // sign mask
+	MOVL $0x3effffff, AX
+	VMOVD AX, X13
+	VPBROADCASTD X13, Y13 // 0.49999997
+	MOVL $0x42fe0000, AX
+	VMOVD AX, X12         // 127.0
+	MOVL $0x3f800000, AX
+	VMOVD AX, X11         // 1.0
+	VMOVDQU packPerm<>(SB), Y10
+	TESTQ CX, CX
+	JLE done
+
+loop:
+	VMOVUPS (SI), Y0
+	VMOVUPS 32(SI), Y1
+	VMOVUPS 64(SI), Y2
+	VMOVUPS 96(SI), Y3
+
+	// amax = max |x|
+	VANDPS Y15, Y0, Y4
+	VANDPS Y15, Y1, Y5
+	VMAXPS Y5, Y4, Y4
+	VANDPS Y15, Y2, Y5
+	VMAXPS Y5, Y4, Y4
+	VANDPS Y15, Y3, Y5
+	VMAXPS Y5, Y4, Y4
+	VEXTRACTF128 $1, Y4, X5
+	VMAXPS X5, X4, X4
+	VPERMILPS $0x4e, X4, X5
+	VMAXPS X5, X4, X4
+	VPERMILPS $0xb1, X4, X5
+	VMAXSS X5, X4, X4
+
+	// d = amax/127, stored as fp16 (round to nearest even);
+	// id = d != 0 ? 1/d : 0, as the reference computes it.
+	VDIVSS X12, X4, X4
+	VCVTPS2PH $0, X4, X5
+	VMOVD X5, AX
+	MOVW AX, (DI)
+	VXORPS X6, X6, X6
+	VCMPSS $4, X6, X4, X7
+	VDIVSS X4, X11, X8
+	VANDPS X7, X8, X8
+	VBROADCASTSS X8, Y8
+
+	ROUND_Q8(Y0)
+	ROUND_Q8(Y1)
+	ROUND_Q8(Y2)
+	ROUND_Q8(Y3)
+	VPACKSSDW Y1, Y0, Y0
+	VPACKSSDW Y3, Y2, Y2
+	VPACKSSWB Y2, Y0, Y0
+	VPERMD Y0, Y10, Y0
+	VMOVDQU Y0, 2(DI)
+
+	ADDQ $128, SI
+	ADDQ $34, DI
+	DECQ CX
+	JNZ loop
+
+done:
+	VZEROUPPER
+	RET
+
+// func dotF32AVX2(a, b *float32, n int) float32
+TEXT ·dotF32AVX2(SB), NOSPLIT, $0-28
+	MOVQ a+0(FP), SI
+	MOVQ b+8(FP), DI
+	MOVQ n+16(FP), CX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+
+loop32:
+	CMPQ CX, $32
+	JL loop8
+	VMOVUPS (SI), Y4
+	VMOVUPS 32(SI), Y5
+	VMOVUPS 64(SI), Y6
+	VMOVUPS 96(SI), Y7
+	VFMADD231PS (DI), Y4, Y0
+	VFMADD231PS 32(DI), Y5, Y1
+	VFMADD231PS 64(DI), Y6, Y2
+	VFMADD231PS 96(DI), Y7, Y3
+	ADDQ $128, SI
+	ADDQ $128, DI
+	SUBQ $32, CX
+	JMP loop32
+
+loop8:
+	CMPQ CX, $8
+	JL reduce
+	VMOVUPS (SI), Y4
+	VFMADD231PS (DI), Y4, Y0
+	ADDQ $32, SI
+	ADDQ $32, DI
+	SUBQ $8, CX
+	JMP loop8
+
+reduce:
+	VADDPS Y1, Y0, Y0
+	VADDPS Y3, Y2, Y2
+	VADDPS Y2, Y0, Y0
+	HSUM(Y0, X0, X1)
+	TESTQ CX, CX
+	JZ done
+
+scalar:
+	VMOVSS (SI), X4
+	VFMADD231SS (DI), X4, X0
+	ADDQ $4, SI
+	ADDQ $4, DI
+	DECQ CX
+	JNZ scalar
+
+done:
+	VZEROUPPER
+	MOVSS X0, ret+24(FP)
+	RET
+
+// func axpyAVX2(a float32, x, y *float32, n int)
+TEXT ·axpyAVX2(SB), NOSPLIT, $0-32
+	VBROADCASTSS a+0(FP), Y0
+	MOVQ x+8(FP), SI
+	MOVQ y+16(FP), DI
+	MOVQ n+24(FP), CX
+
+loop32:
+	CMPQ CX, $32
+	JL loop8
+	VMOVUPS (DI), Y1
+	VMOVUPS 32(DI), Y2
+	VMOVUPS 64(DI), Y3
+	VMOVUPS 96(DI), Y4
+	VFMADD231PS (SI), Y0, Y1
+	VFMADD231PS 32(SI), Y0, Y2
+	VFMADD231PS 64(SI), Y0, Y3
+	VFMADD231PS 96(SI), Y0, Y4
+	VMOVUPS Y1, (DI)
+	VMOVUPS Y2, 32(DI)
+	VMOVUPS Y3, 64(DI)
+	VMOVUPS Y4, 96(DI)
+	ADDQ $128, SI
+	ADDQ $128, DI
+	SUBQ $32, CX
+	JMP loop32
+
+loop8:
+	CMPQ CX, $8
+	JL scalar
+	VMOVUPS (DI), Y1
+	VFMADD231PS (SI), Y0, Y1
+	VMOVUPS Y1, (DI)
+	ADDQ $32, SI
+	ADDQ $32, DI
+	SUBQ $8, CX
+	JMP loop8
+
+scalar:
+	TESTQ CX, CX
+	JZ done
+	VMOVSS (DI), X1
+	VFMADD231SS (SI), X0, X1
+	VMOVSS X1, (DI)
+	ADDQ $4, SI
+	ADDQ $4, DI
+	DECQ CX
+	JMP scalar
+
+done:
+	VZEROUPPER
+	RET

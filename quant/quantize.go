@@ -1,0 +1,37 @@
+package quant
+
+import "fmt"
+
+// quantizers maps each type Quantize supports to its row encoder, a port of
+// ggml's quantize_row_*_ref (the rounding used to create model files).
+var quantizers = map[Type]func(src []float32, dst []byte){
+	F32:  quantF32,
+	F16:  quantF16,
+	BF16: quantBF16,
+	Q4_0: quantQ4_0,
+	Q4_1: quantQ4_1,
+	Q5_0: quantQ5_0,
+	Q5_1: quantQ5_1,
+	Q8_0: quantQ8_0,
+}
+
+// QuantizedSupported reports whether Quantize can encode type t.
+func QuantizedSupported(t Type) bool {
+	_, ok := quantizers[t]
+	return ok
+}
+
+// Quantize encodes src as type t into dst, which must be exactly the size of
+// len(src) elements of t. The rounding is llama.cpp's reference rounding, so
+// the bytes match what ggml writes for the same input.
+func Quantize(t Type, src []float32, dst []byte) error {
+	enc, ok := quantizers[t]
+	if !ok {
+		return fmt.Errorf("quant: quantize: unsupported type %v", t)
+	}
+	if err := checkRow(t, len(dst), len(src)); err != nil {
+		return fmt.Errorf("quant: quantize: %w", err)
+	}
+	enc(src, dst)
+	return nil
+}

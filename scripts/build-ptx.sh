@@ -1,0 +1,23 @@
+#!/bin/sh
+# build-ptx.sh: compile backend/cuda/kernels/*.cu to PTX with nvcc (on a GPU
+# machine: nvcc is not needed anywhere else) and write the manifest of source
+# hashes that the kernels package's test checks. Output goes to
+# backend/cuda/kernels/ptx/, or to $1 when given.
+#
+#   compute_80: runs on Ampere and every newer GPU (the driver JITs it)
+#   compute_90: Hopper and newer; adds programmatic dependent launch
+set -eu
+NVCC=${NVCC:-/usr/local/cuda/bin/nvcc}
+cd "$(dirname "$0")/../backend/cuda/kernels"
+out=${1:-ptx}
+mkdir -p "$out"
+for f in *.cu; do
+	op=${f%.cu}
+	"$NVCC" -ptx -O3 -std=c++17 -arch=compute_80 -o "$out/$op.sm80.ptx" "$f"
+	"$NVCC" -ptx -O3 -std=c++17 -arch=compute_90 -o "$out/$op.sm90.ptx" "$f"
+done
+{
+	echo "# sha256 of the kernel sources; $("$NVCC" --version | tail -n 2 | head -n 1)"
+	sha256sum *.cu *.cuh
+} >"$out/manifest.txt"
+echo "built $(ls "$out"/*.ptx | wc -l) PTX files in $out"
