@@ -3,9 +3,10 @@ module gotok
 go 1.26.8
 
 require (
-	github.com/dlclark/regexp2 v1.12.0 // indirect
-	github.com/ebitengine/purego v0.11.3 // indirect
-	github.com/inconshreveable/mousetrap v1.1.0 // indirect
-	github.com/spf13/cobra v1.10.2 // indirect
-	github.com/spf13/pflag v1.0.9 // indirect
+	github.com/dlclark/regexp2 v1.12.0
+	github.com/ebitengine/purego v0.11.3
+	github.com/spf13/cobra v1.10.2
+	github.com/spf13/pflag v1.0.9
 )
+
+require github.com/inconshreveable/mousetrap v1.1.0 // indirect
