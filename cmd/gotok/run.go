@@ -46,7 +46,20 @@ func (l *loadFlags) load(stderr io.Writer) (*gotok.Model, time.Duration, error) 
 	if l.verbose {
 		level = slog.LevelDebug
 	}
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	// Notices read as "gotok: running on the CPU reason=...": no time stamps
+	// or levels, which only clutter a terminal.
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{
+		Level: level,
+		ReplaceAttr: func(groups []string, a slog.Attr) slog.Attr {
+			switch a.Key {
+			case slog.TimeKey, slog.LevelKey:
+				return slog.Attr{}
+			case slog.MessageKey:
+				return slog.String(slog.MessageKey, "gotok: "+a.Value.String())
+			}
+			return a
+		},
+	}))
 	start := time.Now()
 	m, err := gotok.Load(path, gotok.Options{Device: l.device, ContextLen: l.ctx, Threads: l.threads, Logger: log})
 	return m, time.Since(start), err
