@@ -213,8 +213,14 @@ func relErr(got []float32, want []float64) float64 {
 
 // genModel writes and loads a synthetic model.
 func genModel(t *testing.T, shape synth.Shape, typ quant.Type, seed uint64) *model.Model {
+	return genModelEmbed(t, shape, typ, synth.DefaultEmbedType(typ), seed)
+}
+
+// genModelEmbed is genModel with token_embd (and so the tied output head) of
+// type embed.
+func genModelEmbed(t *testing.T, shape synth.Shape, typ, embed quant.Type, seed uint64) *model.Model {
 	t.Helper()
-	w, err := synth.Generate(synth.Options{Shape: shape, Type: typ, EmbedType: synth.DefaultEmbedType(typ), Seed: seed})
+	w, err := synth.Generate(synth.Options{Shape: shape, Type: typ, EmbedType: embed, Seed: seed})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -246,6 +252,11 @@ func TestLogitsMatchFloat64Reference(t *testing.T) {
 		{"f32", tiny, quant.F32, false, 1e-4},
 		{"f32-untied", untied, quant.F32, false, 1e-4},
 		{"f16", tiny, quant.F16, false, 1e-4},
+		{"bf16", tiny, quant.BF16, false, 1e-4},
+		// Types without an 8-bit kernel go through the float32 dot product.
+		{"q4_1", tiny, quant.Q4_1, false, 1e-4},
+		{"q5_0", tiny, quant.Q5_0, false, 1e-4},
+		{"q5_1", tiny, quant.Q5_1, false, 1e-4},
 		// Quantized weights: the same dequantized weights on both sides.
 		// Against a reference that rounds activations through Q8_0 where
 		// the engine does, only float32 rounding remains.
@@ -258,7 +269,13 @@ func TestLogitsMatchFloat64Reference(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			m := genModel(t, tc.shape, tc.typ, 7)
+			// The head takes the weights' type so each case runs one kernel
+			// path; Q4_0 uses llama.cpp's Q8_0 embedding.
+			embed := tc.typ
+			if tc.typ == quant.Q4_0 {
+				embed = quant.Q8_0
+			}
+			m := genModelEmbed(t, tc.shape, tc.typ, embed, 7)
 			ref := newRef(t, m)
 			ref.q8 = tc.q8
 			b, err := New(m, Options{ContextLen: 64, Threads: 2})
