@@ -25,7 +25,7 @@ func newTokenizeCmd() *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "tokenize -m MODEL [TEXT]",
-		Short: "print the tokens of a text with a model's tokenizer",
+		Short: "Print the tokens of a text with a model's tokenizer",
 		Long: `tokenize prints the tokens of TEXT, or of standard input when TEXT is
 omitted (byte for byte, trailing newline included), one per line as
 id<TAB>'piece'. Non-printable characters in pieces are escaped.
