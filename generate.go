@@ -40,7 +40,10 @@ const (
 
 // Stats reports what a generation did and how long it took.
 type Stats struct {
-	PromptTokens    int
+	PromptTokens int
+	// PromptReused counts the prompt's leading tokens whose keys and values
+	// were already cached by the previous generation and not recomputed.
+	PromptReused    int
 	PromptDuration  time.Duration
 	GeneratedTokens int
 	// DecodeDuration covers the tokens after the first: the first comes out
@@ -49,9 +52,17 @@ type Stats struct {
 	StopReason     string
 }
 
-// PromptTokensPerSecond is the prefill speed.
+// PromptTokensPerSecond is the prefill speed over the tokens computed.
 func (s Stats) PromptTokensPerSecond() float64 {
-	return rate(s.PromptTokens, s.PromptDuration)
+	return rate(s.PromptTokens-s.PromptReused, s.PromptDuration)
+}
+
+func commonPrefix(a, b []int32) int {
+	n := 0
+	for n < len(a) && n < len(b) && a[n] == b[n] {
+		n++
+	}
+	return n
 }
 
 // DecodeTokensPerSecond is the decode speed.
@@ -102,6 +113,8 @@ func (m *Model) promptTokens(prompt string, o GenerateOptions) []int32 {
 
 // GenerateTokens continues a tokenized prompt, calling emit per token.
 func (m *Model) GenerateTokens(ctx context.Context, prompt []int32, o GenerateOptions, emit func(Token) error) (st Stats, err error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	st.PromptTokens = len(prompt)
 	if len(prompt) == 0 {
 		return st, errors.New("generate: empty prompt")
@@ -128,12 +141,17 @@ func (m *Model) GenerateTokens(ctx context.Context, prompt []int32, o GenerateOp
 		limit, limitReason = room, StopContext
 	}
 
+	// Reuse the cached prefix; at least one token must run to get logits.
+	reuse := min(commonPrefix(m.cached, prompt), len(prompt)-1)
+	m.cached = m.cached[:0] // invalid until the prefill has written it
 	start := time.Now()
-	tok, err := m.backend.Prefill(ctx, prompt, 0, s)
+	tok, err := m.backend.Prefill(ctx, prompt[reuse:], reuse, s)
 	st.PromptDuration = time.Since(start)
+	st.PromptReused = reuse
 	if err != nil {
 		return st, stopErr(&st, err)
 	}
+	m.cached = append(m.cached, prompt...)
 	pos := len(prompt)
 	decodeStart := time.Now()
 	defer func() { st.DecodeDuration = time.Since(decodeStart) }()
@@ -161,8 +179,10 @@ func (m *Model) GenerateTokens(ctx context.Context, prompt []int32, o GenerateOp
 			st.StopReason = limitReason
 			return st, flush(out, dec, emit)
 		}
+		m.cached = append(m.cached, tok)
 		tok, err = m.backend.Decode(ctx, tok, pos, s)
 		if err != nil {
+			m.cached = m.cached[:pos] // the failed step may have written pos
 			return st, stopErr(&st, err)
 		}
 		pos++

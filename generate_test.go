@@ -97,3 +97,36 @@ func sampleParamsBadTopP() (p sample.Params) {
 	p.Temperature, p.TopP = 0.8, 1.5
 	return p
 }
+
+func TestPromptPrefixIsReused(t *testing.T) {
+	m := loadStories(t)
+	ctx := context.Background()
+	run := func(m *Model, prompt string) (string, Stats) {
+		var sb strings.Builder
+		st, err := m.Generate(ctx, prompt, GenerateOptions{MaxTokens: 10}, func(s string) error { sb.WriteString(s); return nil })
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sb.String(), st
+	}
+	first, st1 := run(m, "Once upon a time")
+	if st1.PromptReused != 0 {
+		t.Errorf("first generation reused %d tokens", st1.PromptReused)
+	}
+	// The next turn extends the first prompt and its reply: the cache holds
+	// all of it but the reply's last token.
+	second := "Once upon a time" + first + " Then"
+	got, st2 := run(m, second)
+	if st2.PromptReused < st1.PromptTokens {
+		t.Errorf("second generation reused %d tokens, want at least %d", st2.PromptReused, st1.PromptTokens)
+	}
+	fresh := loadStories(t)
+	want, _ := run(fresh, second)
+	if got != want {
+		t.Errorf("with reuse %q, fresh %q", got, want)
+	}
+	// A different prompt reuses only what matches.
+	if _, st3 := run(m, "Lily went"); st3.PromptReused > 1 {
+		t.Errorf("unrelated prompt reused %d tokens", st3.PromptReused)
+	}
+}

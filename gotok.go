@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 
 	"gotok/backend"
 	"gotok/backend/cpu"
@@ -34,13 +35,18 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-// Model is a loaded model with its tokenizer and backend. It runs one
-// generation at a time.
+// Model is a loaded model with its tokenizer and backend. It is safe for
+// concurrent use, but runs one generation at a time: concurrent calls wait.
 type Model struct {
+	mu      sync.Mutex // serializes generations: one KV cache
 	model   *model.Model
 	tok     *tokenizer.Tokenizer
 	backend backend.Backend
 	ctxLen  int
+	// cached holds the tokens whose keys and values are in the backend's
+	// cache at positions 0, 1, …; a prompt that starts with them (the next
+	// turn of a chat) skips recomputing that prefix.
+	cached []int32
 }
 
 // ErrNoCUDA is returned when Device is "cuda" and CUDA cannot be used.

@@ -63,14 +63,14 @@ func TestStories260KGreedyMatchesGolden(t *testing.T) {
 	if n > len(golden) {
 		n = len(golden)
 	}
-	prefix := commonPrefix(got, golden)
+	prefix := commonPrefixString(got, golden)
 	toks := m.Tokenizer().Encode(got[:prefix], false, false)
 	if len(toks) < 200 {
 		t.Fatalf("greedy text agrees with the golden sample for only %d tokens (%d bytes):\n got: %q\nwant: %q", len(toks), prefix, got[:min(n, prefix+80)], golden[:min(len(golden), prefix+80)])
 	}
 }
 
-func commonPrefix(a, b string) int {
+func commonPrefixString(a, b string) int {
 	i := 0
 	for i < len(a) && i < len(b) && a[i] == b[i] {
 		i++
