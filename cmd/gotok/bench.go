@@ -44,6 +44,10 @@ per test with llama-bench's field names (n_prompt, n_gen, avg_ts, stddev_ts, …
 					return fmt.Errorf("test sizes must not be negative")
 				}
 			}
+			path, err := modelPath(lf.model)
+			if err != nil {
+				return err
+			}
 			m, _, err := lf.load(cmd.ErrOrStderr())
 			if err != nil {
 				return err
@@ -68,7 +72,7 @@ per test with llama-bench's field names (n_prompt, n_gen, avg_ts, stddev_ts, …
 				if err != nil {
 					return err
 				}
-				r.ModelFilename = filepath.Base(lf.model)
+				r.ModelFilename = filepath.Base(path)
 				results = append(results, r)
 				if !asJSON {
 					fmt.Fprintf(cmd.ErrOrStderr(), "%s: %.2f ± %.2f tok/s\n", t.name(), r.AvgTS, r.StddevTS)

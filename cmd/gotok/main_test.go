@@ -218,3 +218,32 @@ func TestRunErrorsOnPromptPastContext(t *testing.T) {
 		t.Errorf("bad device: err = %v", err)
 	}
 }
+
+func TestBenchJSON(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "tiny.gguf")
+	if _, _, err := cli(t, "gen", "-o", p, "--preset", "tiny"); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("GOTOK_MODEL", p)
+	out, _, err := cli(t, "bench", "-p", "16,32", "-n", "8", "-r", "2", "--json", "--device", "cpu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rows []map[string]any
+	if err := json.Unmarshal([]byte(out), &rows); err != nil {
+		t.Fatalf("bench --json: %v\n%s", err, out)
+	}
+	if len(rows) != 3 {
+		t.Fatalf("%d rows, want pp16, pp32, tg8", len(rows))
+	}
+	for i, want := range [][2]float64{{16, 0}, {32, 0}, {0, 8}} {
+		r := rows[i]
+		if r["n_prompt"] != want[0] || r["n_gen"] != want[1] || !(r["avg_ts"].(float64) > 0) || r["stddev_ts"] == nil || r["model_filename"] != "tiny.gguf" {
+			t.Errorf("row %d: %v", i, r)
+		}
+	}
+	table, _, err := cli(t, "bench", "-p", "16", "-n", "4", "-r", "1", "--device", "cpu")
+	if err != nil || !strings.Contains(table, "pp16") || !strings.Contains(table, "tg4") {
+		t.Errorf("bench table: %v\n%s", err, table)
+	}
+}
