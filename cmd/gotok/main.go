@@ -30,6 +30,7 @@ its own CUDA kernels.`,
 		newGenCmd(),
 		newQuantizeCmd(),
 		newRunCmd(),
+		newChatCmd(),
 		newBenchCmd(),
 		newTokenizeCmd(),
 	)
