@@ -309,13 +309,8 @@ func TestDecodeSpeed(t *testing.T) {
 	defer g.Close()
 	st := g.Stats()
 	t.Logf("%s", g.Name())
-	budget := st.WeightBytes + st.KVBytes + 64<<20
-	t.Logf("kernels per token %d (sampled %d), graph nodes %d, weights %.1f MB + KV cache %.1f MB + 64 MiB = %.1f MB; device memory taken %.1f MB",
-		st.KernelsPerToken, st.SampledKernelsPerToken, st.GraphNodes, float64(st.WeightBytes)/1e6, float64(st.KVBytes)/1e6,
-		float64(budget)/1e6, float64(st.DeviceBytes)/1e6)
-	if st.DeviceBytes > budget {
-		t.Errorf("device memory %d bytes exceeds weights + KV cache + 64 MiB = %d", st.DeviceBytes, budget)
-	}
+	t.Logf("kernels per token %d, graph nodes %d, weights %.1f MB, device memory taken %.1f MB",
+		st.KernelsPerToken, st.GraphNodes, float64(st.WeightBytes)/1e6, float64(st.DeviceBytes)/1e6)
 
 	// A few steps against the CPU engine on the real shapes first.
 	if c, err := cpu.New(m, cpu.Options{ContextLen: 64}); err == nil {
@@ -358,58 +353,29 @@ func TestDecodeSpeed(t *testing.T) {
 		tps, med := run(2048, 128)
 		t.Logf("tg128 @ depth 2048: %.0f tok/s (median step %v)", tps, med)
 	}
-	// Sampled decoding (llama.cpp's default chain with a repeat penalty),
-	// the token drawn on the device.
-	sp := sample.DefaultParams()
-	sp.RepeatPenalty = 1.1
-	for rep := 0; rep < 3; rep++ {
-		s, err := sample.New(sp)
-		if err != nil {
-			t.Fatal(err)
-		}
-		tok := int32(1)
-		s.Accept(tok)
-		t0 := time.Now()
-		for i := 0; i < 128; i++ {
-			if tok, err = g.Decode(context.Background(), tok, i, s); err != nil {
-				t.Fatal(err)
-			}
-			s.Accept(tok)
-		}
-		t.Logf("tg128 @ depth 0, sampled on the device (%+v): %.0f tok/s", sp, 128/time.Since(t0).Seconds())
-	}
 	// Device time alone: back-to-back replays timed with events.
 	start, _ := g.c.NewEvent()
 	end, _ := g.c.NewEvent()
 	defer g.c.DestroyEvent(start)
 	defer g.c.DestroyEvent(end)
-	for _, tc := range []struct {
-		graph   *cu.Graph
-		what    string
-		kernels int
-	}{{g.graph, "greedy", st.KernelsPerToken}, {g.sampleGraph, "sampled", st.SampledKernelsPerToken}} {
-		for _, depth := range []int{0, 2048} {
-			w := g.host.Uint32s()
-			w[ioToken], w[ioPos] = 1, uint32(depth+100)
-			encodeParams(w[ioParams:], sp, 0, g.cfg.VocabSize)
-			const n = 200
-			g.c.Record(start, g.stream)
-			for i := 0; i < n; i++ {
-				if err := tc.graph.Launch(g.stream); err != nil {
-					t.Fatal(err)
-				}
-			}
-			g.c.Record(end, g.stream)
-			if err := g.c.SyncEvent(end); err != nil {
+	for _, depth := range []int{0, 2048} {
+		w := g.host.Uint32s()
+		w[ioToken], w[ioPos] = 1, uint32(depth+100)
+		const n = 200
+		g.c.Record(start, g.stream)
+		for i := 0; i < n; i++ {
+			if err := g.graph.Launch(g.stream); err != nil {
 				t.Fatal(err)
 			}
-			ms, _ := g.c.Elapsed(start, end)
-			us := 1000 * float64(ms) / n
-			t.Logf("%s graph replay @ depth %d: %.1f µs/token on the device (%.0f tok/s), %.2f µs per kernel",
-				tc.what, depth+100, us, 1e6/us, us/float64(tc.kernels))
 		}
+		g.c.Record(end, g.stream)
+		if err := g.c.SyncEvent(end); err != nil {
+			t.Fatal(err)
+		}
+		ms, _ := g.c.Elapsed(start, end)
+		us := 1000 * float64(ms) / n
+		t.Logf("graph replay @ depth %d: %.1f µs/token on the device (%.0f tok/s), %.2f µs per kernel", depth+100, us, 1e6/us, us/float64(st.KernelsPerToken))
 	}
-	profileStep(t, g, 100)
 	profileStep(t, g, 2148)
 }
 
@@ -428,7 +394,7 @@ func profileStep(t *testing.T, g *Backend, pos int) {
 		counts[f.Name]++
 		return false
 	}
-	if err := g.recordStep(l, false, nil); err != nil { // only counts: nothing is launched
+	if err := g.recordStep(l, nil); err != nil { // only counts: nothing is launched
 		t.Fatal(err)
 	}
 	g.c.SyncStream(g.stream)
@@ -443,7 +409,7 @@ func profileStep(t *testing.T, g *Backend, pos int) {
 	for _, name := range order {
 		l := &launcher{c: g.c, k: g.k, stream: g.stream, sms: g.c.Info.SMCount, pdl: g.c.Info.Major >= 9}
 		l.keep = func(f *cu.Function) bool { return f.Name == name }
-		graph, err := g.c.Capture(g.stream, func() error { return g.recordStep(l, false, nil) })
+		graph, err := g.c.Capture(g.stream, func() error { return g.recordStep(l, nil) })
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -461,7 +427,7 @@ func profileStep(t *testing.T, g *Backend, pos int) {
 		graph.Destroy()
 		us := 1000 * float64(ms) / reps
 		total += us
-		t.Logf("  %-16s %3d× %7.1f µs per step (%.2f µs each, with one graph launch)", name, counts[name], us, us/float64(counts[name]))
+		t.Logf("  %-16s %3d× %7.1f µs per step (%.2f µs each, with the graph's 2 copies)", name, counts[name], us, us/float64(counts[name]))
 	}
 	t.Logf("  sum %.1f µs", total)
 }

@@ -23,7 +23,8 @@ type launcher struct {
 	keep func(f *cu.Function) bool
 }
 
-// matvecWarps is the warps per block of the matrix kernels.
+// matvecWarps is the warps per block of the matrix kernels: each warp takes
+// one pair of rows at a time.
 const matvecWarps = 4
 
 func (l *launcher) launch(f *cu.Function, grid cu.Dim3, block, shared int, args cu.Args) error {
@@ -38,18 +39,10 @@ func (l *launcher) launch(f *cu.Function, grid cu.Dim3, block, shared int, args 
 	return err
 }
 
-// rowsPerWarp mirrors mv_shape<T>::R in kernels/decode.cuh: the rows one
-// warp of a matrix kernel takes at a time.
-func rowsPerWarp(t gpuType) int {
-	if t == wtQ4_0 || t == wtQ8_0 {
-		return 4
-	}
-	return 2
-}
-
-// warpBlocks is the grid for n warps' worth of work, at most limit blocks
-// (0: no limit); grid-stride loops cover the rest.
-func warpBlocks(n, limit int) int {
+// pairBlocks is the grid for n row pairs, at most limit blocks (0: no limit):
+// grid-stride loops cover the rest, and fewer blocks normalize the input
+// fewer times.
+func pairBlocks(n, limit int) int {
 	b := (n + matvecWarps - 1) / matvecWarps
 	if limit > 0 && b > limit {
 		b = limit
@@ -59,12 +52,11 @@ func warpBlocks(n, limit int) int {
 
 func i32(v int) int32 { return int32(v) }
 
-// embed writes row io[0] of m (dequantized) to x, copies the position io[1]
-// to pos and the nParams sampler words at io[ioParams] to params; io may be
-// host-mapped memory.
-func (l *launcher) embed(io, pos, params cu.DevicePtr, nParams int, m *deviceMatrix, x cu.DevicePtr) error {
-	return l.launch(l.k.embed[m.Type], cu.Dim((max(m.Cols, nParams)+255)/256), 256, 0,
-		cu.Args{io, pos, params, i32(nParams), m.Q, m.D, i32(m.Cols), x})
+// embed writes row io[0] of m (dequantized) to x and copies the position
+// io[1] to pos; io may be host-mapped memory.
+func (l *launcher) embed(io, pos cu.DevicePtr, m *deviceMatrix, x cu.DevicePtr) error {
+	return l.launch(l.k.embed[m.Type], cu.Dim((m.Cols+255)/256), 256, 0,
+		cu.Args{io, pos, m.Q, m.D, i32(m.Cols), x})
 }
 
 // qkvArgs are the attention-input step's operands.
@@ -87,26 +79,14 @@ type qkvArgs struct {
 
 func (l *launcher) qkvRope(a qkvArgs) error {
 	pairs := (a.nHead + 2*a.nKV) * a.headDim / 2
-	perWarp := rowsPerWarp(a.w.Type) / 2
 	neox := int32(0)
 	if a.neox {
 		neox = 1
 	}
-	return l.launch(l.k.qkvRope[a.w.Type], cu.Dim(warpBlocks((pairs+perWarp-1)/perWarp, 0)), 32*matvecWarps, 0, cu.Args{
+	return l.launch(l.k.qkvRope[a.w.Type], cu.Dim(pairBlocks(pairs, 0)), 32*matvecWarps, xsBytes(a.w.Cols), cu.Args{
 		a.x, a.normW, a.eps, i32(a.w.Cols), a.w.Q, a.w.D, a.bias, i32(a.nHead), i32(a.nKV), i32(a.headDim),
 		a.ropeCS, i32(a.ropeDim), neox, a.pos, a.q, a.kCache, a.vCache, i32(a.ctxMax)})
 }
-
-// The attention kernel's shape: mirrors ATT_SPLITS, ATT_MAXG and
-// ATT_THREADS in kernels/attention.cu.
-const (
-	attSplits   = 32
-	attMaxGroup = 8
-	attThreads  = 128
-	// attMinChunk is the fewest positions a split takes: short contexts
-	// use few splits, and one split needs no merge.
-	attMinChunk = 32
-)
 
 // attnArgs are the attention step's operands.
 type attnArgs struct {
@@ -115,122 +95,68 @@ type attnArgs struct {
 	nHead, nKV        int
 	pos               cu.DevicePtr
 	scale             float32
-	minChunk          int          // attMinChunk; tests vary it
-	partAcc, partML   cu.DevicePtr // attnPartials floats each
+	chunk, splits     int
+	partAcc, partML   cu.DevicePtr
 	tickets           cu.DevicePtr // nHead zeroed uint32
 	out               cu.DevicePtr // nHead*headDim floats
 }
 
-// attnGroup is the query heads one attention block takes: the largest
-// divisor of the heads per KV head that is at most attMaxGroup.
-func attnGroup(nHead, nKV int) int {
-	per := nHead / nKV
-	for g := min(per, attMaxGroup); g > 1; g-- {
-		if per%g == 0 {
-			return g
-		}
-	}
-	return 1
-}
+// maxAttnSplits bounds the splits: the merge keeps one weight per split in
+// the 4*attnThreads floats of shared memory the kernel has for reductions.
+const maxAttnSplits = 4 * attnThreads
 
-// attnPartials is the floats of partAcc and partML the kernel needs.
-func attnPartials(nHead, headDim int) (acc, ml int) {
-	return nHead * attSplits * headDim, 2 * nHead * attSplits
-}
+const attnThreads = 128
 
 func (l *launcher) attention(a attnArgs) error {
-	g := attnGroup(a.nHead, a.nKV)
-	maxChunk := max(a.minChunk, (a.ctxMax+attSplits-1)/attSplits)
-	maxChunk = (maxChunk + 3) &^ 3 // keeps the float4 scratch after it aligned
-	d4 := a.headDim / 4
-	groups := max(1, attThreads/d4)
-	cols := g * d4
-	groups2 := max(1, attThreads/cols)
-	red := max(groups*g*a.headDim, g*attSplits+4*groups2*cols)
-	shared := 4 * (g*a.headDim + g*maxChunk + red)
-	if shared > max(48<<10, l.c.Info.MaxSharedOptin-1024) {
-		return fmt.Errorf("cuda: attention over %d positions needs %d bytes of shared memory, more than the device has", a.ctxMax, shared)
+	if a.splits > maxAttnSplits {
+		return fmt.Errorf("cuda: %d attention splits exceed %d", a.splits, maxAttnSplits)
 	}
-	return l.launch(l.k.attention, cu.Dim3{X: a.nHead / g, Y: attSplits, Z: 1}, attThreads, shared, cu.Args{
-		a.q, a.kCache, a.vCache, i32(a.ctxMax), i32(a.headDim), i32(a.nHead), i32(a.nKV), i32(g), a.pos, a.scale,
-		i32(a.minChunk), i32(maxChunk), a.partAcc, a.partML, a.tickets, a.out})
+	shared := 4 * (a.headDim + a.chunk + max(4*attnThreads, a.headDim))
+	return l.launch(l.k.attention, cu.Dim3{X: a.nHead, Y: a.splits, Z: 1}, attnThreads, shared, cu.Args{
+		a.q, a.kCache, a.vCache, i32(a.ctxMax), i32(a.headDim), i32(a.nHead), i32(a.nKV), a.pos, a.scale,
+		i32(a.chunk), a.partAcc, a.partML, a.tickets, a.out})
 }
 
 // gateUp writes SiLU(gate·n)*(up·n) to h, n = rmsnorm(x)·normW.
 func (l *launcher) gateUp(x, normW cu.DevicePtr, eps float32, gate, up *deviceMatrix, h cu.DevicePtr) error {
-	perWarp := rowsPerWarp(gate.Type) / 2
-	return l.launch(l.k.gateUp[gate.Type], cu.Dim(warpBlocks((gate.Rows+perWarp-1)/perWarp, 0)), 32*matvecWarps, 0, cu.Args{
+	return l.launch(l.k.gateUp[gate.Type], cu.Dim(pairBlocks(gate.Rows, 0)), 32*matvecWarps, xsBytes(gate.Cols), cu.Args{
 		x, normW, eps, i32(gate.Cols), gate.Q, gate.D, up.Q, up.D, i32(gate.Rows), h})
 }
 
 // matvec writes w·n to y, n = rmsnorm(in)·normW, or n = in when normW is 0.
 func (l *launcher) matvec(in, normW cu.DevicePtr, eps float32, w *deviceMatrix, y cu.DevicePtr) error {
-	r := rowsPerWarp(w.Type)
-	return l.launch(l.k.matvec[w.Type], cu.Dim(warpBlocks((w.Rows+r-1)/r, 0)), 32*matvecWarps, 0, cu.Args{
+	return l.launch(l.k.matvec[w.Type], cu.Dim(pairBlocks((w.Rows+1)/2, 8*l.sms)), 32*matvecWarps, xsBytes(w.Cols), cu.Args{
 		in, normW, eps, i32(w.Cols), w.Q, w.D, i32(w.Rows), y})
 }
 
 // matvecAdd adds w·in to y.
 func (l *launcher) matvecAdd(in cu.DevicePtr, w *deviceMatrix, y cu.DevicePtr) error {
-	r := rowsPerWarp(w.Type)
-	return l.launch(l.k.matvecAdd[w.Type], cu.Dim(warpBlocks((w.Rows+r-1)/r, 0)), 32*matvecWarps, 0, cu.Args{
+	return l.launch(l.k.matvecAdd[w.Type], cu.Dim(pairBlocks((w.Rows+1)/2, 8*l.sms)), 32*matvecWarps, xsBytes(w.Cols), cu.Args{
 		in, i32(w.Cols), w.Q, w.D, i32(w.Rows), y})
 }
 
-// logitsBlocksPerSM bounds the output head's grid: enough warps to keep many
-// weight loads in flight, few enough that every block is resident at once.
-const logitsBlocksPerSM = 3
-
-// logitsBlocks is the logits kernel's grid.
-func (l *launcher) logitsBlocks(w *deviceMatrix) int {
-	r := rowsPerWarp(w.Type)
-	return warpBlocks((w.Rows+r-1)/r, logitsBlocksPerSM*l.sms)
-}
+// logitsBlocks is the logits kernel's grid: enough warps to keep many row
+// loads in flight, few enough that blocks stay resident.
+func (l *launcher) logitsBlocks(rows int) int { return pairBlocks((rows+1)/2, 16*l.sms) }
 
 // logitsArgs are the output head's operands.
 type logitsArgs struct {
-	x, normW     cu.DevicePtr
-	eps          float32
-	w            *deviceMatrix
-	logits       cu.DevicePtr
-	counts       cu.DevicePtr // penalty history counts per token, or 0: no penalties
-	params       cu.DevicePtr // samp_params (read when counts is set)
-	partV, partI cu.DevicePtr // logitsBlocks floats and ints
-	ticket       cu.DevicePtr // a zeroed uint32
-	best         cu.DevicePtr // the argmax (int32, -1: all NaN)
-	result       cu.DevicePtr // the argmax again, or 0: not written
+	x, normW       cu.DevicePtr
+	eps            float32
+	w              *deviceMatrix
+	logits         cu.DevicePtr
+	partV, partI   cu.DevicePtr // logitsBlocks floats and ints
+	ticket, result cu.DevicePtr // a zeroed uint32; the int32 token id
 }
 
-// logits computes w·rmsnorm(x)·normW into logits, penalized when counts is
-// set, and writes their argmax.
+// logits computes w·rmsnorm(x)·normW into logits and writes their argmax.
 func (l *launcher) logits(a logitsArgs) error {
 	w := a.w
-	return l.launch(l.k.logits[w.Type], cu.Dim(l.logitsBlocks(w)), 32*matvecWarps, 0, cu.Args{
-		a.x, a.normW, a.eps, i32(w.Cols), w.Q, w.D, i32(w.Rows), a.logits, a.counts, a.params, a.partV, a.partI,
-		a.ticket, a.best, a.result})
+	return l.launch(l.k.logits[w.Type], cu.Dim(l.logitsBlocks(w.Rows)), 32*matvecWarps, xsBytes(w.Cols), cu.Args{
+		a.x, a.normW, a.eps, i32(w.Cols), w.Q, w.D, i32(w.Rows), a.logits, a.partV, a.partI, a.ticket, a.result})
 }
 
-// The sampler kernel's shape: mirrors SAMP_THREADS, SAMP_CAP and
-// SAMP_OVERFLOW in kernels/sampler.cu.
-const (
-	sampThreads  = 1024
-	sampCap      = 4096
-	sampOverflow = -2
-	sampShared   = sampCap*8*2 + 2*sampThreads*4 // keys, weights, bins
-)
-
-// sampleArgs are the sampler chain's operands.
-type sampleArgs struct {
-	logits cu.DevicePtr // penalized by the logits kernel
-	n      int
-	params cu.DevicePtr
-	best   cu.DevicePtr // the argmax of logits
-	hist   cu.DevicePtr // {length, oldest, ring[lastN]}
-	counts cu.DevicePtr // per token id
-	result cu.DevicePtr // the token, -1 (all NaN) or sampOverflow
-}
-
-func (l *launcher) sample(a sampleArgs) error {
-	return l.launch(l.k.sampleChain, cu.Dim(1), sampThreads, sampShared, cu.Args{
-		a.logits, i32(a.n), a.params, a.best, a.hist, a.counts, a.result})
+// argmax writes the index of the largest of n logits to out (int32).
+func (l *launcher) argmax(logits cu.DevicePtr, n int, out cu.DevicePtr) error {
+	return l.launch(l.k.argmax, cu.Dim(1), 1024, 0, cu.Args{logits, i32(n), out})
 }

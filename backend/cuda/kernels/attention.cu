@@ -1,255 +1,147 @@
 // attention: one query token against the KV cache, flash-decoding style.
+// Block (h, s) takes query head h and the positions [s*chunk, (s+1)*chunk)
+// of its KV head (grouped-query: kv head = h / (n_head/n_kv_head)), and
+// writes an unnormalized partial: the max score m, the sum of exp(score-m)
+// and the exp-weighted sum of V rows. The last block of each head to finish
+// (a ticket counter per head, left at zero again) merges the head's partials
+// into out, once, so the output projection reads a plain vector. Splits past
+// the current length do nothing but take their ticket.
 //
-// Block (g, s) takes the G query heads g*G … g*G+G-1, which share one KV
-// head (grouped-query attention: each K and V row is read once for all G),
-// and split s of the current length n = pos+1: ATT_SPLITS splits of
-// c = max(min_chunk, ⌈n/ATT_SPLITS⌉) positions, so short contexts use few
-// blocks and long ones all of them. Splits past n exit at once. With one
-// split the block writes the normalized output; otherwise each writes an
-// unnormalized partial (the max score m, the sum of exp(score-m) and the
-// exp-weighted sum of V rows), and the last of the head group's splits to
-// finish (a ticket counter, left at zero again) merges them, all its
-// threads at once, so the output projection reads a plain vector.
-//
-// The grid is fixed, so one captured graph serves every position: the
-// length comes from pos_ptr in device memory, which the embedding kernel
-// wrote two launches earlier and is safe to read before the PDL wait, as
-// are the cache rows before pos (earlier steps wrote them). Those rows are
-// asked of L2 before the wait; only q and the row at pos come from the
-// previous kernel.
+// The grid is fixed by the context size, so one captured graph serves every
+// position: the length comes from pos_ptr in device memory.
 #include "common.cuh"
 
-#define ATT_SPLITS 32 // splits of the context per head group (the grid's y)
-#define ATT_MAXG 8    // query heads per block at most
-#define ATT_THREADS 128
-
-__device__ __forceinline__ float4 ldcg4(const float *p) { return __ldcg((const float4 *)p); }
-
-extern "C" __global__ void __launch_bounds__(ATT_THREADS)
-    attention(const float *q, const float *k_cache, const float *v_cache, int ctx_max, int head_dim, int n_head,
-              int n_kv_head, int G, const int *pos_ptr, float scale, int min_chunk, int max_chunk, float *part_acc,
-              float *part_ml, unsigned *tickets, float *out) {
-	// qs[G*D] | p[G*max_chunk] | red[…]
-	extern __shared__ float4 sm4[];
-	__shared__ float scratch[2][ATT_THREADS / 32][ATT_MAXG];
-	__shared__ bool last;
-	float *sm = (float *)sm4;
-	const int D = head_dim, tid = threadIdx.x, lane = tid & 31, w = tid >> 5, nw = ATT_THREADS / 32;
-	const int hb = blockIdx.x, s = blockIdx.y, h0 = hb * G;
-	const int kvh = h0 / (n_head / n_kv_head);
-	const int n = *pos_ptr + 1;
-	const int c = max(min_chunk, (n + ATT_SPLITS - 1) / ATT_SPLITS);
-	const int nvalid = (n + c - 1) / c;
-	if (s >= nvalid) return; // past the current length
-	const int t0 = s * c, cnt = min(n, t0 + c) - t0;
-	const float *kc = k_cache + ((long)kvh * ctx_max + t0) * D;
-	const float *vc = v_cache + ((long)kvh * ctx_max + t0) * D;
-	// Ask L2 for this split's K and V rows, 128-byte lines, before the wait.
-	for (int l = tid; l * 32 < cnt * D; l += ATT_THREADS) {
-		asm volatile("prefetch.global.L2 [%0];" ::"l"(kc + l * 32));
-		asm volatile("prefetch.global.L2 [%0];" ::"l"(vc + l * 32));
-	}
-	pdl_wait_and_release();
-	float *qs = sm, *p = sm + G * D, *red = p + G * max_chunk;
-	for (int i = tid; i < G * D; i += ATT_THREADS) qs[i] = q[h0 * D + i];
-	__syncthreads();
-
-	// Scores: a thread per position, its K row read once for all G heads.
-	float mx[ATT_MAXG], l[ATT_MAXG];
-#pragma unroll
-	for (int h = 0; h < ATT_MAXG; h++) mx[h] = -INFINITY, l[h] = 0.f;
-	const int D4 = D / 4;
-	for (int t = tid; t < cnt; t += ATT_THREADS) {
-		const float4 *kr = (const float4 *)(kc + (long)t * D);
-		float dot[ATT_MAXG];
-#pragma unroll
-		for (int h = 0; h < ATT_MAXG; h++) dot[h] = 0.f;
-#pragma unroll 8
-		for (int j = 0; j < D4; j++) {
-			float4 a = kr[j];
-#pragma unroll
-			for (int h = 0; h < ATT_MAXG; h++) {
-				if (h < G) {
-					float4 b = ((const float4 *)qs)[h * D4 + j];
-					dot[h] += a.x * b.x + a.y * b.y + a.z * b.z + a.w * b.w;
-				}
-			}
-		}
-#pragma unroll
-		for (int h = 0; h < ATT_MAXG; h++) {
-			if (h < G) {
-				p[h * max_chunk + t] = dot[h] * scale;
-				mx[h] = fmaxf(mx[h], dot[h] * scale);
-			}
-		}
-	}
-	// Block max of every head at once: one barrier for all of them.
-#pragma unroll
-	for (int h = 0; h < ATT_MAXG; h++) {
-		mx[h] = warp_max(mx[h]);
-		if (lane == 0 && h < G) scratch[0][w][h] = mx[h];
-	}
-	__syncthreads();
-#pragma unroll
-	for (int h = 0; h < ATT_MAXG; h++) {
-		if (h < G) {
-			mx[h] = scratch[0][0][h];
-			for (int j = 1; j < nw; j++) mx[h] = fmaxf(mx[h], scratch[0][j][h]);
-		}
-	}
-	for (int t = tid; t < cnt; t += ATT_THREADS) {
-#pragma unroll
-		for (int h = 0; h < ATT_MAXG; h++) {
-			if (h < G) {
-				float e = expf(p[h * max_chunk + t] - mx[h]);
-				p[h * max_chunk + t] = e;
-				l[h] += e;
-			}
-		}
-	}
-#pragma unroll
-	for (int h = 0; h < ATT_MAXG; h++) {
-		l[h] = warp_sum(l[h]);
-		if (lane == 0 && h < G) scratch[1][w][h] = l[h];
-	}
-	__syncthreads(); // also publishes p
-#pragma unroll
-	for (int h = 0; h < ATT_MAXG; h++) {
-		if (h < G) {
-			l[h] = 0.f;
-			for (int j = 0; j < nw; j++) l[h] += scratch[1][j][h];
-		}
-	}
-
-	// p·V: a thread owns a float4 column of every head and every groups-th
-	// position, two rows in flight; the groups are summed through red.
-	const int groups = max(1, ATT_THREADS / D4);
-	for (int idx = tid; idx < D4 * groups; idx += ATT_THREADS) {
-		int col = idx % D4, g = idx / D4;
-		const float4 *vr = (const float4 *)vc + col;
-		float4 acc[ATT_MAXG];
-#pragma unroll
-		for (int h = 0; h < ATT_MAXG; h++) acc[h] = make_float4(0.f, 0.f, 0.f, 0.f);
-		int t = g;
-		for (; t + groups < cnt; t += 2 * groups) {
-			float4 v0 = vr[(long)t * D4], v1 = vr[(long)(t + groups) * D4];
-#pragma unroll
-			for (int h = 0; h < ATT_MAXG; h++) {
-				if (h < G) {
-					float p0 = p[h * max_chunk + t], p1 = p[h * max_chunk + t + groups];
-					acc[h].x += p0 * v0.x + p1 * v1.x;
-					acc[h].y += p0 * v0.y + p1 * v1.y;
-					acc[h].z += p0 * v0.z + p1 * v1.z;
-					acc[h].w += p0 * v0.w + p1 * v1.w;
-				}
-			}
-		}
-		if (t < cnt) {
-			float4 v0 = vr[(long)t * D4];
-#pragma unroll
-			for (int h = 0; h < ATT_MAXG; h++) {
-				if (h < G) {
-					float p0 = p[h * max_chunk + t];
-					acc[h].x += p0 * v0.x;
-					acc[h].y += p0 * v0.y;
-					acc[h].z += p0 * v0.z;
-					acc[h].w += p0 * v0.w;
-				}
-			}
-		}
-#pragma unroll
-		for (int h = 0; h < ATT_MAXG; h++)
-			if (h < G) ((float4 *)red)[(g * G + h) * D4 + col] = acc[h];
-	}
-	__syncthreads();
-	for (int i = tid; i < G * D; i += ATT_THREADS) {
-		int h = i / D;
-		float a = 0.f;
-		for (int g = 0; g < groups; g++) a += red[g * G * D + i];
-		float lh = 0.f, mh = 0.f;
-#pragma unroll
-		for (int j = 0; j < ATT_MAXG; j++)
-			if (j == h) lh = l[j], mh = mx[j];
-		if (nvalid == 1) {
-			out[h0 * D + i] = a / lh;
-		} else {
-			part_acc[((long)(hb * ATT_SPLITS + s) * G) * D + i] = a;
-			if (i % D == 0) {
-				part_ml[2 * ((hb * ATT_SPLITS + s) * G + h)] = mh;
-				part_ml[2 * ((hb * ATT_SPLITS + s) * G + h) + 1] = lh;
-			}
-		}
-	}
-	if (nvalid == 1) return;
-
-	// The last split of the head group to finish merges.
+// merge_if_last takes the block's ticket for head h; the last of the head's
+// nsplit blocks merges the nvalid valid partials into out[h*head_dim:].
+// w needs nsplit floats of shared memory (the caller lends its 4*blockDim).
+__device__ __forceinline__ void merge_if_last(int h, int nsplit, int nvalid, int head_dim, const float *part_acc,
+                                              const float *part_ml, unsigned *tickets, float *out, float *w,
+                                              float *scratch, bool *last) {
 	__syncthreads(); // every thread's partial writes are issued
-	if (tid == 0) {
+	if (threadIdx.x == 0) {
 		__threadfence();
-		last = atomicAdd(&tickets[hb], 1u) == (unsigned)nvalid - 1;
+		*last = atomicAdd(&tickets[h], 1u) == (unsigned)nsplit - 1;
 	}
 	__syncthreads();
-	if (!last) return;
+	if (!*last) return;
 	__threadfence();
-	// Weights: warp h (one lane per split) takes head h's maxima and sums.
-	float *wts = red; // [G][ATT_SPLITS]: exp(m_s - M) / L
-	for (int h = w; h < G; h += nw) {
-		int i = 2 * ((hb * ATT_SPLITS + lane) * G + h);
-		float m = -INFINITY, ls = 0.f;
-		if (lane < nvalid) {
-			m = __ldcg(part_ml + i);
-			ls = __ldcg(part_ml + i + 1);
+	nvalid = min(nvalid, nsplit);
+	const volatile float *ml = part_ml + 2 * h * nsplit;
+	float m = -INFINITY;
+	for (int s = threadIdx.x; s < nvalid; s += blockDim.x) m = fmaxf(m, ml[2 * s]);
+	m = block_max(m, scratch);
+	float l = 0.f;
+	for (int s = threadIdx.x; s < nvalid; s += blockDim.x) {
+		float e = expf(ml[2 * s] - m);
+		w[s] = e;
+		l += ml[2 * s + 1] * e;
+	}
+	l = block_sum(l, scratch); // its barriers also publish w
+	const volatile float *acc = part_acc + (long)h * nsplit * head_dim;
+	for (int d = threadIdx.x; d < head_dim; d += blockDim.x) {
+		float a0 = 0.f, a1 = 0.f, a2 = 0.f, a3 = 0.f;
+		int s = 0;
+		for (; s + 3 < nvalid; s += 4) {
+			a0 += w[s] * acc[(long)s * head_dim + d];
+			a1 += w[s + 1] * acc[(long)(s + 1) * head_dim + d];
+			a2 += w[s + 2] * acc[(long)(s + 2) * head_dim + d];
+			a3 += w[s + 3] * acc[(long)(s + 3) * head_dim + d];
 		}
-		float M = warp_max(m);
-		float e = lane < nvalid ? expf(m - M) : 0.f;
-		float L = warp_sum(ls * e);
-		wts[h * ATT_SPLITS + lane] = e / L;
+		for (; s < nvalid; s++) a0 += w[s] * acc[(long)s * head_dim + d];
+		out[h * head_dim + d] = (a0 + a1 + a2 + a3) / l;
+	}
+	if (threadIdx.x == 0) tickets[h] = 0;
+}
+
+extern "C" __global__ void __launch_bounds__(128)
+    attention(const float *q, const float *k_cache, const float *v_cache, int ctx_max, int head_dim, int n_head,
+              int n_kv_head, const int *pos_ptr, float scale, int chunk, float *part_acc, float *part_ml,
+              unsigned *tickets, float *out) {
+	extern __shared__ float sm[]; // q[head_dim] | p[chunk] | red[max(4*blockDim, head_dim)] | w[nsplit]
+	__shared__ float scratch[32];
+	__shared__ bool last;
+	pdl_wait_and_release();
+	int h = blockIdx.x, s = blockIdx.y, nsplit = gridDim.y, tid = threadIdx.x;
+	int kvh = h / (n_head / n_kv_head);
+	int t0 = s * chunk, t1 = min(*pos_ptr + 1, t0 + chunk);
+	float *ml = part_ml + 2 * (h * nsplit + s);
+	float *acc = part_acc + (long)(h * nsplit + s) * head_dim;
+	int n = max(t1 - t0, 0);
+	float *qs = sm, *p = sm + head_dim, *red = p + chunk;
+	if (n == 0) { // past the current length: only the ticket
+		merge_if_last(h, nsplit, (*pos_ptr + chunk) / chunk, head_dim, part_acc, part_ml, tickets, out, red, scratch, &last);
+		return;
+	}
+	for (int d = tid; d < head_dim; d += blockDim.x) qs[d] = q[h * head_dim + d];
+	__syncthreads();
+	const float *kc = k_cache + ((long)kvh * ctx_max + t0) * head_dim;
+	const float *vc = v_cache + ((long)kvh * ctx_max + t0) * head_dim;
+	// Scores: a thread per position, its K row read as independent float4s.
+	float mx = -INFINITY;
+	const float4 *qv = (const float4 *)qs;
+	for (int t = tid; t < n; t += blockDim.x) {
+		const float4 *kr = (const float4 *)(kc + (long)t * head_dim);
+		float dot = 0.f;
+#pragma unroll 8
+		for (int j = 0; j < head_dim / 4; j++) {
+			float4 a = kr[j], b = qv[j];
+			dot += a.x * b.x + a.y * b.y + a.z * b.z + a.w * b.w;
+		}
+		dot *= scale;
+		p[t] = dot;
+		mx = fmaxf(mx, dot);
+	}
+	mx = block_max(mx, scratch);
+	float l = 0.f;
+	for (int t = tid; t < n; t += blockDim.x) {
+		float e = expf(p[t] - mx);
+		p[t] = e;
+		l += e;
+	}
+	l = block_sum(l, scratch); // its barriers also publish p[]
+	// p·V: a thread owns four dimensions (a float4 column) and every
+	// groups-th position, with four rows in flight; the groups are summed
+	// through shared memory.
+	int cols = head_dim / 4;
+	int groups = blockDim.x >= cols ? blockDim.x / cols : 1;
+	for (int idx = tid; idx < cols * groups; idx += blockDim.x) {
+		int c = idx % cols, g = idx / cols;
+		const float4 *vr = (const float4 *)vc + c;
+		float4 a0 = {0.f, 0.f, 0.f, 0.f}, a1 = a0, a2 = a0, a3 = a0;
+		int t = g;
+		for (; t + 3 * groups < n; t += 4 * groups) {
+			float4 v0 = vr[(long)t * cols], v1 = vr[(long)(t + groups) * cols];
+			float4 v2 = vr[(long)(t + 2 * groups) * cols], v3 = vr[(long)(t + 3 * groups) * cols];
+			float p0 = p[t], p1 = p[t + groups], p2 = p[t + 2 * groups], p3 = p[t + 3 * groups];
+			a0.x += p0 * v0.x; a0.y += p0 * v0.y; a0.z += p0 * v0.z; a0.w += p0 * v0.w;
+			a1.x += p1 * v1.x; a1.y += p1 * v1.y; a1.z += p1 * v1.z; a1.w += p1 * v1.w;
+			a2.x += p2 * v2.x; a2.y += p2 * v2.y; a2.z += p2 * v2.z; a2.w += p2 * v2.w;
+			a3.x += p3 * v3.x; a3.y += p3 * v3.y; a3.z += p3 * v3.z; a3.w += p3 * v3.w;
+		}
+		for (; t < n; t += groups) {
+			float4 v0 = vr[(long)t * cols];
+			float p0 = p[t];
+			a0.x += p0 * v0.x; a0.y += p0 * v0.y; a0.z += p0 * v0.z; a0.w += p0 * v0.w;
+		}
+		a0.x += a1.x + a2.x + a3.x;
+		a0.y += a1.y + a2.y + a3.y;
+		a0.z += a1.z + a2.z + a3.z;
+		a0.w += a1.w + a2.w + a3.w;
+		float *r = red + g * head_dim + 4 * c;
+		r[0] = a0.x;
+		r[1] = a0.y;
+		r[2] = a0.z;
+		r[3] = a0.w;
 	}
 	__syncthreads();
-	// Sums: a thread per float4 column of the group's output and every
-	// groups2-th split, eight loads in flight; then across groups.
-	float4 *red4 = (float4 *)(red + G * ATT_SPLITS);
-	const int cols = G * D4;
-	const int groups2 = max(1, ATT_THREADS / cols);
-	for (int idx = tid; idx < cols * groups2; idx += ATT_THREADS) {
-		int col = idx % cols, g = idx / cols, h = col / D4;
-		const float *base = part_acc + (long)hb * ATT_SPLITS * G * D + 4 * col;
-		float4 a = make_float4(0.f, 0.f, 0.f, 0.f);
-		int sp = g;
-		for (; sp + 7 * groups2 < nvalid; sp += 8 * groups2) {
-			float4 v[8];
-#pragma unroll
-			for (int u = 0; u < 8; u++) v[u] = ldcg4(base + (long)(sp + u * groups2) * G * D);
-#pragma unroll
-			for (int u = 0; u < 8; u++) {
-				float wt = wts[h * ATT_SPLITS + sp + u * groups2];
-				a.x += wt * v[u].x;
-				a.y += wt * v[u].y;
-				a.z += wt * v[u].z;
-				a.w += wt * v[u].w;
-			}
-		}
-		for (; sp < nvalid; sp += groups2) {
-			float4 v = ldcg4(base + (long)sp * G * D);
-			float wt = wts[h * ATT_SPLITS + sp];
-			a.x += wt * v.x;
-			a.y += wt * v.y;
-			a.z += wt * v.z;
-			a.w += wt * v.w;
-		}
-		red4[g * cols + col] = a;
+	for (int d = tid; d < head_dim; d += blockDim.x) {
+		float a = 0.f;
+		for (int g = 0; g < groups; g++) a += red[g * head_dim + d];
+		acc[d] = a;
 	}
-	__syncthreads();
-	for (int col = tid; col < cols; col += ATT_THREADS) {
-		float4 a = red4[col];
-		for (int g = 1; g < groups2; g++) {
-			float4 b = red4[g * cols + col];
-			a.x += b.x;
-			a.y += b.y;
-			a.z += b.z;
-			a.w += b.w;
-		}
-		((float4 *)out)[h0 * D4 + col] = a;
+	if (tid == 0) {
+		ml[0] = mx;
+		ml[1] = l;
 	}
-	if (tid == 0) tickets[hb] = 0;
+	merge_if_last(h, nsplit, (*pos_ptr + chunk) / chunk, head_dim, part_acc, part_ml, tickets, out, red, scratch, &last);
 }
