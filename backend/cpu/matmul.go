@@ -80,9 +80,9 @@ func matRows(x *activations, p product, lo, hi int) {
 	out := func(t, r int) *float32 { return &p.out[t*p.outStride+p.outOff+r] }
 	switch w.Type {
 	case quant.Q4_0:
-		q8Rows(x, p, lo, hi, quant.MatVecQ4_0Q8_0, quant.DotQ4_0Q8_0x4, quant.DotQ4_0Q8_0)
+		q8Rows(x, p, lo, hi, quant.MatVecQ4_0Q8_0, quant.MatMulQ4_0Q8_0)
 	case quant.Q8_0:
-		q8Rows(x, p, lo, hi, quant.MatVecQ8_0Q8_0, quant.DotQ8_0Q8_0x4, quant.DotQ8_0Q8_0)
+		q8Rows(x, p, lo, hi, quant.MatVecQ8_0Q8_0, quant.MatMulQ8_0Q8_0)
 	case quant.F32:
 		for r := lo; r < hi; r++ {
 			row := f32s(w.Data[r*rb : (r+1)*rb])
@@ -100,14 +100,12 @@ func matRows(x *activations, p product, lo, hi int) {
 	}
 }
 
-// q8Rows computes rows [lo, hi) for weights with an 8-bit kernel. One token
-// (decode) runs the row loop inside the assembly kernel; a batch (prefill)
-// takes four tokens per pass over each row, so the row is unpacked once for
-// four of them.
+// q8Rows computes rows [lo, hi) for weights with an 8-bit kernel: one
+// token (decode) as a matrix–vector product, a batch (prefill) as a
+// matrix–matrix product, which loads each weight block once for all tokens.
 func q8Rows(x *activations, p product, lo, hi int,
 	matVec func(w, x []byte, nblocks int, out []float32),
-	dot4 func(w []byte, x *[4][]byte, nblocks int, out *[4]float32),
-	dot func(w, x []byte, nblocks int) float32) {
+	matMul func(w []byte, nblocks, rows int, x []byte, tokens int, out []float32, outStride int)) {
 	w := p.w
 	rb := w.RowBytes()
 	nb := w.Cols / 32
@@ -115,24 +113,7 @@ func q8Rows(x *activations, p product, lo, hi int,
 		matVec(w.Data[lo*rb:hi*rb], x.q8row(0), nb, p.out[p.outOff+lo:p.outOff+hi])
 		return
 	}
-	var xs [4][]byte
-	var o [4]float32
-	for r := lo; r < hi; r++ {
-		row := w.Data[r*rb : (r+1)*rb]
-		t := 0
-		for ; t+4 <= x.t; t += 4 {
-			for k := range xs {
-				xs[k] = x.q8row(t + k)
-			}
-			dot4(row, &xs, nb, &o)
-			for k, v := range o {
-				p.out[(t+k)*p.outStride+p.outOff+r] = v
-			}
-		}
-		for ; t < x.t; t++ {
-			p.out[t*p.outStride+p.outOff+r] = dot(row, x.q8row(t), nb)
-		}
-	}
+	matMul(w.Data[lo*rb:hi*rb], nb, hi-lo, x.q8, x.t, p.out[p.outOff+lo:], p.outStride)
 }
 
 // f32s views little-endian F32 tensor bytes as floats. GGUF tensor data is

@@ -1,0 +1,199 @@
+package quant
+
+import (
+	"fmt"
+	"math"
+)
+
+// Matrix–matrix products for batched prefill.
+//
+// A MatVec kernel reads each weight block once per token; a prompt of T
+// tokens should read it once per T. The assembly MatMul kernels therefore
+// work on a row group (16 rows with AVX512-VNNI, 8 with AVX2) at a time:
+//
+//  1. The group's weights are unpacked and transposed into a stack buffer,
+//     block by block, so that one vector register holds dword k (4 codes)
+//     of the block for every row of the group, and another the rows'
+//     float32 scales.
+//  2. For each token, dword k of its activation block is broadcast to all
+//     lanes and multiplied into the weight register with one VPDPBUSD (or
+//     VPMADDUBSW with AVX2). After the block's 8 dwords each lane holds the
+//     block's integer dot product for its row: there is no horizontal sum,
+//     and the int→float conversion and scaling cost three instructions per
+//     block and row group instead of per block and row.
+//
+// The weight codes enter the integer product unsigned (Q4_0's nibble q, or
+// Q8_0's code + 128 with VNNI), so the product is off by a multiple of the
+// activation block's code sum: Σ(q−8)·y = Σq·y − 8·Σy. A per-call table
+// holds each activation block's correction −m·Σy and fp16 scale as float32,
+// laid out so that a tile of tokens finds its entries side by side.
+//
+// The transposed weights are reused by every token of the batch and the
+// table by every row group, so both cost a few percent of the products.
+// The activations themselves are read in place. Both buffers live on the
+// stack (about 70 KB); long rows are split into chunks of
+// matMulChunkBlocks blocks whose partial products are added into out, and
+// long prompts into chunks of tokens that fit the table. Go calls the
+// kernels once per row group, a few microseconds of work each.
+
+const (
+	matMulChunkBlocks = 64
+	matMulPackBytes   = matMulChunkBlocks * packBlockBytesMax
+	matMulSumEntries  = 4096 // 8 bytes each: scale, correction
+	packBlockBytesMax = 9 * 64
+)
+
+// matMulPath selects a MatMul implementation; tests force each in turn.
+type matMulPath int
+
+const (
+	matMulGenericPath matMulPath = iota
+	matMulAVX2Path
+	matMulVNNIPath
+)
+
+func bestMatMulPath() matMulPath {
+	switch {
+	case useVNNI:
+		return matMulVNNIPath
+	case useAVX2:
+		return matMulAVX2Path
+	}
+	return matMulGenericPath
+}
+
+// MatMulQ4_0Q8_0 sets out[t*outStride+r] to the dot product of row r of w
+// with token t of x, for r < rows and t < tokens. w holds rows rows of
+// nblocks Q4_0 blocks back to back, x holds tokens rows of nblocks Q8_0
+// blocks back to back. It is the batched-prefill form of MatVecQ4_0Q8_0:
+// each weight block is loaded once for all the tokens, and each activation
+// block once per group of 16 rows. Out cells other than those it sets are left
+// untouched, so to split the work across threads give each a range of
+// rows: w[r0*rowBytes:], rows r1−r0, out[r0:]. Results equal DotQ4_0Q8_0
+// up to float32 summation order.
+func MatMulQ4_0Q8_0(w []byte, nblocks, rows int, x []byte, tokens int, out []float32, outStride int) {
+	checkMatMul("MatMulQ4_0Q8_0", len(w), q4_0Bytes, nblocks, rows, len(x), tokens, len(out), outStride)
+	matMul(Q4_0, bestMatMulPath(), w, nblocks, rows, x, tokens, out, outStride)
+}
+
+// MatMulQ8_0Q8_0 is MatMulQ4_0Q8_0 for Q8_0 weights.
+func MatMulQ8_0Q8_0(w []byte, nblocks, rows int, x []byte, tokens int, out []float32, outStride int) {
+	checkMatMul("MatMulQ8_0Q8_0", len(w), q8_0Bytes, nblocks, rows, len(x), tokens, len(out), outStride)
+	matMul(Q8_0, bestMatMulPath(), w, nblocks, rows, x, tokens, out, outStride)
+}
+
+func checkMatMul(fn string, wlen, wblock, nblocks, rows, xlen, tokens, outlen, outStride int) {
+	if nblocks < 0 || rows < 0 || tokens < 0 {
+		panic(fmt.Sprintf("quant: %s: negative size (%d blocks, %d rows, %d tokens)", fn, nblocks, rows, tokens))
+	}
+	if rows == 0 || tokens == 0 {
+		return
+	}
+	if tokens > 1 && outStride < rows {
+		panic(fmt.Sprintf("quant: %s: output stride %d is less than %d rows", fn, outStride, rows))
+	}
+	if nblocks > 0 && wlen/wblock/nblocks < rows {
+		panic(fmt.Sprintf("quant: %s: weights have %d bytes, %d rows of %d blocks need %d", fn, wlen, rows, nblocks, rows*nblocks*wblock))
+	}
+	if nblocks > 0 && xlen/q8_0Bytes/nblocks < tokens {
+		panic(fmt.Sprintf("quant: %s: activations have %d bytes, %d tokens of %d blocks need %d", fn, xlen, tokens, nblocks, tokens*nblocks*q8_0Bytes))
+	}
+	if need := (tokens-1)*outStride + rows; outlen < need {
+		panic(fmt.Sprintf("quant: %s: output has %d floats, %d tokens at stride %d need %d", fn, outlen, tokens, outStride, need))
+	}
+}
+
+// matMul runs MatMul on checked arguments with the given implementation.
+func matMul(typ Type, path matMulPath, w []byte, nblocks, rows int, x []byte, tokens int, out []float32, outStride int) {
+	if rows == 0 || tokens == 0 {
+		return
+	}
+	if nblocks == 0 {
+		for t := 0; t < tokens; t++ {
+			clear(out[t*outStride : t*outStride+rows])
+		}
+		return
+	}
+	// The kernels address the rows of a group with 32-bit offsets.
+	if path == matMulGenericPath || int64(nblocks)*q8_0Bytes*16 > math.MaxInt32 {
+		matMulGeneric(typ, w, nblocks, rows, x, tokens, out, outStride)
+		return
+	}
+	matMulAsm(typ, path == matMulVNNIPath, w, nblocks, rows, x, tokens, out, outStride)
+}
+
+func matMulGeneric(typ Type, w []byte, nblocks, rows int, x []byte, tokens int, out []float32, outStride int) {
+	dot, wb := dotQ4_0Q8_0Generic, q4_0Bytes
+	if typ == Q8_0 {
+		dot, wb = dotQ8_0Q8_0Generic, q8_0Bytes
+	}
+	wrb, xrb := nblocks*wb, nblocks*q8_0Bytes
+	for t := 0; t < tokens; t++ {
+		xt := x[t*xrb : (t+1)*xrb]
+		o := out[t*outStride : t*outStride+rows]
+		for r := range o {
+			o[r] = dot(w[r*wrb:(r+1)*wrb], xt, nblocks)
+		}
+	}
+}
+
+// matMulAsm drives the assembly kernels over chunks of blocks, tokens and
+// rows (see the comment at the top of the file).
+func matMulAsm(typ Type, vnni bool, w []byte, nblocks, rows int, x []byte, tokens int, out []float32, outStride int) {
+	// The kernels are called directly, not through func values: an
+	// indirect call would make the buffers escape to the heap.
+	var (
+		pack [matMulPackBytes]byte
+		sums [matMulSumEntries * 8]byte
+	)
+	wb, groupRows, groupShift, mult := q4_0Bytes, 8, 2, 8
+	if typ == Q8_0 {
+		// The AVX2 Q8_0 kernel multiplies signed codes exactly and needs
+		// no correction.
+		wb, mult = q8_0Bytes, 0
+	}
+	if vnni {
+		groupRows, groupShift = 16, 3
+		if typ == Q8_0 {
+			mult = 128
+		}
+	}
+	wrb, xrb := nblocks*wb, nblocks*q8_0Bytes
+	for k0 := 0; k0 < nblocks; k0 += matMulChunkBlocks {
+		kb := min(matMulChunkBlocks, nblocks-k0)
+		accumulate := 0
+		if k0 > 0 {
+			accumulate = 1
+		}
+		maxTokens := matMulSumEntries / kb >> groupShift << groupShift
+		for t0 := 0; t0 < tokens; t0 += maxTokens {
+			tn := min(maxTokens, tokens-t0)
+			xt := &x[t0*xrb+k0*q8_0Bytes]
+			q8SumsAVX2(xt, xrb, tn, kb, mult, groupShift, &sums[0])
+			for r0 := 0; r0 < rows; r0 += groupRows {
+				n := min(groupRows, rows-r0)
+				wr, o := &w[r0*wrb+k0*wb], &out[t0*outStride+r0]
+				// While multiplying, prefetch the next group's rows, which
+				// are contiguous unless the rows are split into chunks.
+				next, nextLen := &w[0], 0
+				if r0+n < rows && kb == nblocks {
+					next, nextLen = &w[(r0+n)*wrb], min(groupRows, rows-r0-n)*wrb
+				}
+				switch {
+				case vnni && typ == Q4_0:
+					packQ4_0VNNI(wr, wrb, n, kb, &pack[0])
+					mulPackedVNNI(&pack[0], kb, xt, xrb, tn, &sums[0], o, outStride, n, accumulate, next, nextLen)
+				case vnni:
+					packQ8_0VNNI(wr, wrb, n, kb, &pack[0])
+					mulPackedVNNI(&pack[0], kb, xt, xrb, tn, &sums[0], o, outStride, n, accumulate, next, nextLen)
+				case typ == Q4_0:
+					packQ4_0AVX2(wr, wrb, n, kb, &pack[0])
+					mulPackedQ4_0AVX2(&pack[0], kb, xt, xrb, tn, &sums[0], o, outStride, n, accumulate, next, nextLen)
+				default:
+					packQ8_0AVX2(wr, wrb, n, kb, &pack[0])
+					mulPackedQ8_0AVX2(&pack[0], kb, xt, xrb, tn, &sums[0], o, outStride, n, accumulate, next, nextLen)
+				}
+			}
+		}
+	}
+}

@@ -1,0 +1,42 @@
+//go:build amd64 && !purego
+
+package quant
+
+// The MatMul kernels in matmul_amd64.s; matMulAsm checks their arguments.
+
+// q8SumsAVX2 fills the activation table of matMulAsm: for token t < tokens
+// (rows of x at xstride bytes) and block b < nblocks, the entry at
+// ((t>>groupShift)*nblocks + b)<<groupShift + t&(1<<groupShift-1), 8 bytes
+// each, holds the block's scale as float32 and −mult·Σy as int32.
+//
+//go:noescape
+func q8SumsAVX2(x *byte, xstride, tokens, nblocks, mult, groupShift int, sums *byte)
+
+// The pack functions transpose nblocks blocks of nrows (at most 16 or 8)
+// rows, rowBytes apart, into dst; rows past nrows repeat the last one.
+//
+//go:noescape
+func packQ4_0VNNI(w *byte, rowBytes, nrows, nblocks int, dst *byte)
+
+//go:noescape
+func packQ8_0VNNI(w *byte, rowBytes, nrows, nblocks int, dst *byte)
+
+//go:noescape
+func packQ4_0AVX2(w *byte, rowBytes, nrows, nblocks int, dst *byte)
+
+//go:noescape
+func packQ8_0AVX2(w *byte, rowBytes, nrows, nblocks int, dst *byte)
+
+// The mulPacked functions multiply a packed row group by tokens rows of
+// x and its table, storing (or, with accumulate 1, adding) row r of token
+// t at out[t*outStride+r] for r < nrows. Meanwhile they prefetch the
+// prefetchLen bytes at prefetch (which need not be valid memory).
+//
+//go:noescape
+func mulPackedVNNI(pack *byte, nblocks int, x *byte, xstride, tokens int, sums *byte, out *float32, outStride, nrows, accumulate int, prefetch *byte, prefetchLen int)
+
+//go:noescape
+func mulPackedQ4_0AVX2(pack *byte, nblocks int, x *byte, xstride, tokens int, sums *byte, out *float32, outStride, nrows, accumulate int, prefetch *byte, prefetchLen int)
+
+//go:noescape
+func mulPackedQ8_0AVX2(pack *byte, nblocks int, x *byte, xstride, tokens int, sums *byte, out *float32, outStride, nrows, accumulate int, prefetch *byte, prefetchLen int)

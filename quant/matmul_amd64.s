@@ -1,0 +1,917 @@
+//go:build amd64 && !purego
+
+#include "textflag.h"
+
+// MatMul kernels: see matmul.go for the scheme. A packed block holds the
+// transposed weight codes of a row group, dword k of every row in one
+// register (k = 0..7), then the rows' scales as float32:
+//
+//	VNNI, 16 rows: 8 × 64 bytes of codes (Q4_0 nibbles, Q8_0 codes+128),
+//	  64 bytes of scales: 576 bytes.
+//	AVX2 Q4_0, 8 rows: 8 × 32 bytes of nibbles, 32 of scales: 288 bytes.
+//	AVX2 Q8_0, 8 rows: 8 × 32 bytes of |codes|, 8 × 32 of signed codes
+//	  (VPSIGNB moves their signs onto the activations, as VPMADDUBSW wants
+//	  an unsigned operand), 32 of scales: 544 bytes.
+//
+// Packing a full group loads 16 bytes of each row and transposes 4×4
+// dwords within 128-bit lanes; a partial group, whose missing rows must not
+// be read, gathers instead (VPGATHERDD costs some 35 cycles on Zen 4, and
+// gathering every group made packing a fifth of the prefill time).
+//
+// Q4_0 nibbles need no shuffling: dword k < 4 of the unpacked block is the
+// low nibbles of packed dword k, dword k+4 its high nibbles.
+
+DATA rowIota<>+0x00(SB)/8, $0x0000000100000000
+DATA rowIota<>+0x08(SB)/8, $0x0000000300000002
+DATA rowIota<>+0x10(SB)/8, $0x0000000500000004
+DATA rowIota<>+0x18(SB)/8, $0x0000000700000006
+DATA rowIota<>+0x20(SB)/8, $0x0000000900000008
+DATA rowIota<>+0x28(SB)/8, $0x0000000b0000000a
+DATA rowIota<>+0x30(SB)/8, $0x0000000d0000000c
+DATA rowIota<>+0x38(SB)/8, $0x0000000f0000000e
+GLOBL rowIota<>(SB), RODATA|NOPTR, $64
+
+DATA wordOnes<>+0x00(SB)/8, $0x0001000100010001
+DATA wordOnes<>+0x08(SB)/8, $0x0001000100010001
+DATA wordOnes<>+0x10(SB)/8, $0x0001000100010001
+DATA wordOnes<>+0x18(SB)/8, $0x0001000100010001
+GLOBL wordOnes<>(SB), RODATA|NOPTR, $32
+
+// VPSHUFB indices that gather the low word of each dword of a lane into
+// the lane's low 8 bytes.
+DATA lowWords<>+0x00(SB)/8, $0x0d0c090805040100
+DATA lowWords<>+0x08(SB)/8, $0x8080808080808080
+DATA lowWords<>+0x10(SB)/8, $0x0d0c090805040100
+DATA lowWords<>+0x18(SB)/8, $0x8080808080808080
+GLOBL lowWords<>(SB), RODATA|NOPTR, $32
+
+// MUL_PACKED_Y is the body of the AVX2 products (see below): TOKEN the
+// block macro, bytes the packed block size. R10 is nonzero when STORE_Y
+// must mask (a partial group, or adding to out). The macro stands before
+// every TEXT because go vet checks argument references line by line.
+#define MUL_PACKED_Y(TOKEN, bytes) \
+	MOVQ x+16(FP), SI; \
+	MOVQ xstride+24(FP), R8; \
+	LEAQ (R8)(R8*2), R9; \
+	MOVQ tokens+32(FP), R14; \
+	MOVQ sums+40(FP), DX; \
+	MOVQ out+48(FP), R12; \
+	MOVQ outStride+56(FP), R13; \
+	SHLQ $2, R13; \
+	MOVQ nrows+64(FP), AX; \
+	VMOVQ AX, X15; \
+	VPBROADCASTD X15, Y15; \
+	VPCMPGTD rowIota<>(SB), Y15, Y15; \
+	MOVQ accumulate+72(FP), R10; \
+	CMPQ AX, $8; \
+	JEQ masked; \
+	MOVQ $1, R10; \
+masked: \
+	MOVQ prefetch+80(FP), BX; \
+	MOVQ prefetchLen+88(FP), R11; \
+	ADDQ BX, R11; \
+tile4: \
+	CMPQ R14, $4; \
+	JL tail; \
+	MOVQ pack+0(FP), DI; \
+	MOVQ nblocks+8(FP), CX; \
+	MOVQ SI, AX; \
+	VXORPS Y8, Y8, Y8; \
+	VXORPS Y9, Y9, Y9; \
+	VXORPS Y10, Y10, Y10; \
+	VXORPS Y11, Y11, Y11; \
+blocks4: \
+	CMPQ BX, R11; \
+	JAE loaded4; \
+	PREFETCHT0 (BX); \
+	ADDQ $64, BX; \
+loaded4: \
+	LOAD_PACK_Y; \
+	TOKEN((AX), 0, Y8); \
+	TOKEN((AX)(R8*1), 8, Y9); \
+	TOKEN((AX)(R8*2), 16, Y10); \
+	TOKEN((AX)(R9*1), 24, Y11); \
+	ADDQ $bytes, DI; \
+	ADDQ $34, AX; \
+	ADDQ $32, DX; \
+	DECQ CX; \
+	JNZ blocks4; \
+	MOVQ accumulate+72(FP), AX; \
+	NEGQ AX; \
+	VMOVQ AX, X14; \
+	VPBROADCASTD X14, Y14; \
+	VPAND Y15, Y14, Y14; \
+	MOVQ R12, AX; \
+	STORE_Y(Y8, plain0, next0); \
+	STORE_Y(Y9, plain1, next1); \
+	STORE_Y(Y10, plain2, next2); \
+	STORE_Y(Y11, plain3, next3); \
+	LEAQ (SI)(R8*4), SI; \
+	LEAQ (R12)(R13*4), R12; \
+	SUBQ $4, R14; \
+	JMP tile4; \
+tail: \
+	MOVQ DX, R11; \
+tail1: \
+	TESTQ R14, R14; \
+	JZ done; \
+	MOVQ pack+0(FP), DI; \
+	MOVQ nblocks+8(FP), CX; \
+	MOVQ SI, AX; \
+	MOVQ R11, DX; \
+	VXORPS Y8, Y8, Y8; \
+blocks1: \
+	LOAD_PACK_Y; \
+	TOKEN((AX), 0, Y8); \
+	ADDQ $bytes, DI; \
+	ADDQ $34, AX; \
+	ADDQ $32, DX; \
+	DECQ CX; \
+	JNZ blocks1; \
+	MOVQ accumulate+72(FP), AX; \
+	NEGQ AX; \
+	VMOVQ AX, X14; \
+	VPBROADCASTD X14, Y14; \
+	VPAND Y15, Y14, Y14; \
+	MOVQ R12, AX; \
+	STORE_Y(Y8, plain4, next4); \
+	ADDQ R8, SI; \
+	ADDQ R13, R12; \
+	ADDQ $8, R11; \
+	DECQ R14; \
+	JMP tail1; \
+done: \
+	VZEROUPPER; \
+	RET
+
+// func q8SumsAVX2(x *byte, xstride, tokens, nblocks, mult, groupShift int, sums *byte)
+TEXT ·q8SumsAVX2(SB), NOSPLIT, $0-56
+	MOVQ x+0(FP), SI
+	MOVQ xstride+8(FP), R8
+	MOVQ nblocks+24(FP), R10
+	MOVQ mult+32(FP), R11
+	MOVQ groupShift+40(FP), CX
+	MOVQ sums+48(FP), DI
+	MOVL $1, BX
+	SHLQ CX, BX
+	LEAQ -1(BX), R12 // token mask within a tile
+	SHLQ $3, BX      // entry stride from block to block
+	MOVQ R10, R13
+	IMULQ BX, R13    // entry stride from tile to tile
+	MOVL $0x01010101, AX
+	VMOVD AX, X15
+	VPBROADCASTD X15, Y15
+	VMOVDQU wordOnes<>(SB), Y14
+	XORQ R14, R14 // token
+
+token:
+	CMPQ R14, tokens+16(FP)
+	JGE done
+	MOVQ groupShift+40(FP), CX
+	MOVQ R14, AX
+	SHRQ CX, AX
+	IMULQ R13, AX
+	MOVQ R14, DX
+	ANDQ R12, DX
+	LEAQ (AX)(DX*8), AX
+	ADDQ DI, AX // entry of block 0
+	MOVQ SI, DX // block 0
+	MOVQ R10, R9
+
+block:
+	VMOVDQU 2(DX), Y0
+	VPMADDUBSW Y0, Y15, Y0
+	VPMADDWD Y14, Y0, Y0
+	VEXTRACTI128 $1, Y0, X1
+	VPADDD X1, X0, X0
+	VPSHUFD $0x4e, X0, X1
+	VPADDD X1, X0, X0
+	VPSHUFD $0xb1, X0, X1
+	VPADDD X1, X0, X0
+	VMOVD X0, CX
+	IMULL R11, CX
+	NEGL CX
+	MOVL CX, 4(AX)
+	MOVWLZX (DX), CX
+	VMOVD CX, X2
+	VCVTPH2PS X2, X2
+	VMOVSS X2, (AX)
+	ADDQ $34, DX
+	ADDQ BX, AX
+	DECQ R9
+	JNZ block
+	ADDQ R8, SI
+	INCQ R14
+	JMP token
+
+done:
+	VZEROUPPER
+	RET
+
+// ROW_OFFSETS_Z sets Z10 to the byte offsets of 16 rows rowBytes apart,
+// rows past nrows repeating the last. Clobbers nrows and Z11.
+#define ROW_OFFSETS_Z(rowBytes, nrows) \
+	VMOVDQU32 rowIota<>(SB), Z10; \
+	DECQ nrows; \
+	VPBROADCASTD nrows, Z11; \
+	VPMINSD Z11, Z10, Z10; \
+	VPBROADCASTD rowBytes, Z11; \
+	VPMULLD Z11, Z10, Z10
+
+// GATHER_Z loads the dword at off in each of the 16 rows at SI+Z10 into z.
+#define GATHER_Z(off, z) \
+	KMOVW DX, K1; \
+	VPGATHERDD off(SI)(Z10*1), K1, z
+
+// STORE_PACK_Z stores Z0-Z7 (codes) and Z8 (scales) at DI and advances DI.
+#define STORE_PACK_Z \
+	VMOVDQU32 Z0, (DI); \
+	VMOVDQU32 Z1, 64(DI); \
+	VMOVDQU32 Z2, 128(DI); \
+	VMOVDQU32 Z3, 192(DI); \
+	VMOVDQU32 Z4, 256(DI); \
+	VMOVDQU32 Z5, 320(DI); \
+	VMOVDQU32 Z6, 384(DI); \
+	VMOVDQU32 Z7, 448(DI); \
+	VMOVUPS Z8, 512(DI); \
+	ADDQ $576, DI
+
+// SCALES_Z turns the dwords in Z8, whose low words are fp16 scales, into
+// 16 float32 scales.
+#define SCALES_Z \
+	VPMOVDW Z8, Y8; \
+	VCVTPH2PS Y8, Z8
+
+// The pack functions take a full row group (the usual case: callers
+// split rows at multiples of 16) with plain loads and in-lane transposes,
+// and a partial group, whose missing rows must not be read, with gathers.
+// Rows 4j..4j+3 of a full group are at Rj + {0, R8, 2·R8, R9}: R8 is the
+// row stride, R9 three of them, R10-R12 the group's rows 4, 8 and 12
+// (AVX2: rows 0-3 and 4-7 at SI and R10).
+
+// ROW_BASES sets R8-R12 for the full group at SI with row stride AX.
+#define ROW_BASES \
+	MOVQ AX, R8; \
+	LEAQ (AX)(AX*2), R9; \
+	LEAQ (SI)(R8*4), R10; \
+	LEAQ (R10)(R8*4), R11; \
+	LEAQ (R11)(R8*4), R12
+
+// LOAD4_Z loads 16 bytes from each of four rows into the 128-bit lanes
+// of z (x its low half).
+#define LOAD4_Z(m0, m1, m2, m3, x, z) \
+	VMOVDQU m0, x; \
+	VINSERTI32X4 $1, m1, z, z; \
+	VINSERTI32X4 $2, m2, z, z; \
+	VINSERTI32X4 $3, m3, z, z
+
+// LOAD16_Z loads 16 bytes at off from each row of a full group so that
+// TRANSPOSE4 leaves dword k of rows 0-15 in order in register k.
+#define LOAD16_Z(off, z0, z1, z2, z3, x0, x1, x2, x3) \
+	LOAD4_Z(off(SI), off(R10), off(R11), off(R12), x0, z0); \
+	LOAD4_Z(off(SI)(R8*1), off(R10)(R8*1), off(R11)(R8*1), off(R12)(R8*1), x1, z1); \
+	LOAD4_Z(off(SI)(R8*2), off(R10)(R8*2), off(R11)(R8*2), off(R12)(R8*2), x2, z2); \
+	LOAD4_Z(off(SI)(R9*1), off(R10)(R9*1), off(R11)(R9*1), off(R12)(R9*1), x3, z3)
+
+// TRANSPOSE4 transposes the 4×4 dword matrices of the 128-bit lanes of
+// a-d (rows of the matrices in a-d), using t0-t3.
+#define TRANSPOSE4(a, b, c, d, t0, t1, t2, t3) \
+	VPUNPCKLDQ b, a, t0; \
+	VPUNPCKHDQ b, a, t1; \
+	VPUNPCKLDQ d, c, t2; \
+	VPUNPCKHDQ d, c, t3; \
+	VPUNPCKLQDQ t2, t0, a; \
+	VPUNPCKHQDQ t2, t0, b; \
+	VPUNPCKLQDQ t3, t1, c; \
+	VPUNPCKHQDQ t3, t1, d
+
+// INSERT4_SCALES inserts the fp16 scales of four rows at base into words
+// w..w+3 of x.
+#define INSERT4_SCALES(base, w0, w1, w2, w3, x) \
+	VPINSRW $w0, (base), x, x; \
+	VPINSRW $w1, (base)(R8*1), x, x; \
+	VPINSRW $w2, (base)(R8*2), x, x; \
+	VPINSRW $w3, (base)(R9*1), x, x
+
+// SCALES16_Z sets Z8 to the float32 scales of a full group.
+#define SCALES16_Z \
+	INSERT4_SCALES(SI, 0, 1, 2, 3, X8); \
+	INSERT4_SCALES(R10, 4, 5, 6, 7, X8); \
+	INSERT4_SCALES(R11, 0, 1, 2, 3, X9); \
+	INSERT4_SCALES(R12, 4, 5, 6, 7, X9); \
+	VINSERTI128 $1, X9, Y8, Y8; \
+	VCVTPH2PS Y8, Z8
+
+// NEXT_BLOCK_Z moves SI and R10-R12 on by one block of size bytes.
+#define NEXT_BLOCK_Z(bytes) \
+	ADDQ $bytes, SI; \
+	ADDQ $bytes, R10; \
+	ADDQ $bytes, R11; \
+	ADDQ $bytes, R12
+
+// func packQ4_0VNNI(w *byte, rowBytes, nrows, nblocks int, dst *byte)
+TEXT ·packQ4_0VNNI(SB), NOSPLIT, $0-40
+	MOVQ w+0(FP), SI
+	MOVQ rowBytes+8(FP), AX
+	MOVQ nrows+16(FP), BX
+	MOVQ nblocks+24(FP), CX
+	MOVQ dst+32(FP), DI
+	MOVL $0x0f0f0f0f, DX
+	VPBROADCASTD DX, Z13
+	CMPQ BX, $16
+	JNE partial
+	ROW_BASES
+
+full:
+	LOAD16_Z(2, Z0, Z1, Z2, Z3, X0, X1, X2, X3)
+	TRANSPOSE4(Z0, Z1, Z2, Z3, Z4, Z5, Z6, Z7)
+	SCALES16_Z
+	VPSRLD $4, Z0, Z4
+	VPSRLD $4, Z1, Z5
+	VPSRLD $4, Z2, Z6
+	VPSRLD $4, Z3, Z7
+	VPANDD Z13, Z0, Z0
+	VPANDD Z13, Z1, Z1
+	VPANDD Z13, Z2, Z2
+	VPANDD Z13, Z3, Z3
+	VPANDD Z13, Z4, Z4
+	VPANDD Z13, Z5, Z5
+	VPANDD Z13, Z6, Z6
+	VPANDD Z13, Z7, Z7
+	STORE_PACK_Z
+	NEXT_BLOCK_Z(18)
+	DECQ CX
+	JNZ full
+	VZEROUPPER
+	RET
+
+partial:
+	ROW_OFFSETS_Z(AX, BX)
+	MOVL $0xffff, DX
+
+gather:
+	GATHER_Z(2, Z0)
+	GATHER_Z(6, Z1)
+	GATHER_Z(10, Z2)
+	GATHER_Z(14, Z3)
+	GATHER_Z(0, Z8)
+	VPSRLD $4, Z0, Z4
+	VPSRLD $4, Z1, Z5
+	VPSRLD $4, Z2, Z6
+	VPSRLD $4, Z3, Z7
+	VPANDD Z13, Z0, Z0
+	VPANDD Z13, Z1, Z1
+	VPANDD Z13, Z2, Z2
+	VPANDD Z13, Z3, Z3
+	VPANDD Z13, Z4, Z4
+	VPANDD Z13, Z5, Z5
+	VPANDD Z13, Z6, Z6
+	VPANDD Z13, Z7, Z7
+	SCALES_Z
+	STORE_PACK_Z
+	ADDQ $18, SI
+	DECQ CX
+	JNZ gather
+	VZEROUPPER
+	RET
+
+// func packQ8_0VNNI(w *byte, rowBytes, nrows, nblocks int, dst *byte)
+TEXT ·packQ8_0VNNI(SB), NOSPLIT, $0-40
+	MOVQ w+0(FP), SI
+	MOVQ rowBytes+8(FP), AX
+	MOVQ nrows+16(FP), BX
+	MOVQ nblocks+24(FP), CX
+	MOVQ dst+32(FP), DI
+	MOVL $0x80808080, DX
+	VPBROADCASTD DX, Z13
+	CMPQ BX, $16
+	JNE partial
+	ROW_BASES
+
+full:
+	LOAD16_Z(2, Z0, Z1, Z2, Z3, X0, X1, X2, X3)
+	LOAD16_Z(18, Z4, Z5, Z6, Z7, X4, X5, X6, X7)
+	TRANSPOSE4(Z0, Z1, Z2, Z3, Z16, Z17, Z18, Z19)
+	TRANSPOSE4(Z4, Z5, Z6, Z7, Z16, Z17, Z18, Z19)
+	SCALES16_Z
+	VPXORD Z13, Z0, Z0
+	VPXORD Z13, Z1, Z1
+	VPXORD Z13, Z2, Z2
+	VPXORD Z13, Z3, Z3
+	VPXORD Z13, Z4, Z4
+	VPXORD Z13, Z5, Z5
+	VPXORD Z13, Z6, Z6
+	VPXORD Z13, Z7, Z7
+	STORE_PACK_Z
+	NEXT_BLOCK_Z(34)
+	DECQ CX
+	JNZ full
+	VZEROUPPER
+	RET
+
+partial:
+	ROW_OFFSETS_Z(AX, BX)
+	MOVL $0xffff, DX
+
+gather:
+	GATHER_Z(2, Z0)
+	GATHER_Z(6, Z1)
+	GATHER_Z(10, Z2)
+	GATHER_Z(14, Z3)
+	GATHER_Z(18, Z4)
+	GATHER_Z(22, Z5)
+	GATHER_Z(26, Z6)
+	GATHER_Z(30, Z7)
+	GATHER_Z(0, Z8)
+	VPXORD Z13, Z0, Z0
+	VPXORD Z13, Z1, Z1
+	VPXORD Z13, Z2, Z2
+	VPXORD Z13, Z3, Z3
+	VPXORD Z13, Z4, Z4
+	VPXORD Z13, Z5, Z5
+	VPXORD Z13, Z6, Z6
+	VPXORD Z13, Z7, Z7
+	SCALES_Z
+	STORE_PACK_Z
+	ADDQ $34, SI
+	DECQ CX
+	JNZ gather
+	VZEROUPPER
+	RET
+
+// The products also prefetch the prefetchLen bytes at prefetch, a cache
+// line per block of a full tile: the next row group's weights, which
+// packing reads in 16 (8) interleaved streams that the hardware prefetcher
+// does not follow, and which would otherwise come from DRAM at full
+// latency.
+
+// The VNNI product walks the tokens eight at a time, tokens 0-3 at AX,
+// AX+R8, AX+2·R8, AX+R9 (R8 the token stride, R9 three of them) and 4-7 the
+// same from BX. Per block and token: the correction starts the integer sum,
+// eight VPDPBUSD with the token's activation dwords broadcast from memory
+// add the products of all 16 rows, and the sum is converted and scaled into
+// the token's accumulator, Z24-Z31. DX walks the table, 64 bytes a block.
+
+// LOAD_PACK_Z loads a packed block: codes to Z0-Z7, scales to Z8.
+#define LOAD_PACK_Z \
+	VMOVDQU32 (DI), Z0; \
+	VMOVDQU32 64(DI), Z1; \
+	VMOVDQU32 128(DI), Z2; \
+	VMOVDQU32 192(DI), Z3; \
+	VMOVDQU32 256(DI), Z4; \
+	VMOVDQU32 320(DI), Z5; \
+	VMOVDQU32 384(DI), Z6; \
+	VMOVDQU32 448(DI), Z7; \
+	VMOVUPS 512(DI), Z8
+
+// DOT8 adds the products of code dword W with activation dword off of
+// tokens 0-7 to Z16-Z23.
+#define DOT8(off, W) \
+	VPDPBUSD.BCST off(AX), W, Z16; \
+	VPDPBUSD.BCST off(AX)(R8*1), W, Z17; \
+	VPDPBUSD.BCST off(AX)(R8*2), W, Z18; \
+	VPDPBUSD.BCST off(AX)(R9*1), W, Z19; \
+	VPDPBUSD.BCST off(BX), W, Z20; \
+	VPDPBUSD.BCST off(BX)(R8*1), W, Z21; \
+	VPDPBUSD.BCST off(BX)(R8*2), W, Z22; \
+	VPDPBUSD.BCST off(BX)(R9*1), W, Z23
+
+// SCALE_Z adds integer sums i times the row scales times the token scale
+// at s(DX) to acc. Clobbers i and t.
+#define SCALE_Z(s, i, t, acc) \
+	VCVTDQ2PS i, i; \
+	VMULPS.BCST s(DX), Z8, t; \
+	VFMADD231PS t, i, acc
+
+// STORE_Z stores acc to the rows of K1 at AX, adding what is there for
+// the rows of K2, and moves AX to the next token. Clobbers Z9.
+#define STORE_Z(acc) \
+	VMOVUPS.Z (AX), K2, Z9; \
+	VADDPS Z9, acc, acc; \
+	VMOVUPS acc, K1, (AX); \
+	ADDQ R13, AX
+
+// func mulPackedVNNI(pack *byte, nblocks int, x *byte, xstride, tokens int, sums *byte, out *float32, outStride, nrows, accumulate int, prefetch *byte, prefetchLen int)
+TEXT ·mulPackedVNNI(SB), NOSPLIT, $0-96
+	MOVQ x+16(FP), SI
+	MOVQ xstride+24(FP), R8
+	LEAQ (R8)(R8*2), R9
+	MOVQ tokens+32(FP), R14
+	MOVQ sums+40(FP), DX
+	MOVQ out+48(FP), R12
+	MOVQ outStride+56(FP), R13
+	SHLQ $2, R13
+	MOVQ nrows+64(FP), CX
+	MOVL $1, AX
+	SHLL CX, AX
+	DECL AX
+	KMOVW AX, K1 // rows to store
+	MOVQ accumulate+72(FP), BX
+	NEGQ BX
+	ANDL BX, AX
+	KMOVW AX, K2 // rows to add to
+	MOVQ prefetch+80(FP), R10
+	MOVQ prefetchLen+88(FP), R11
+	ADDQ R10, R11
+
+tile8:
+	CMPQ R14, $8
+	JL tail
+	MOVQ pack+0(FP), DI
+	MOVQ nblocks+8(FP), CX
+	MOVQ SI, AX
+	LEAQ (SI)(R8*4), BX
+	VPXORD Z24, Z24, Z24
+	VPXORD Z25, Z25, Z25
+	VPXORD Z26, Z26, Z26
+	VPXORD Z27, Z27, Z27
+	VPXORD Z28, Z28, Z28
+	VPXORD Z29, Z29, Z29
+	VPXORD Z30, Z30, Z30
+	VPXORD Z31, Z31, Z31
+
+blocks8:
+	CMPQ R10, R11
+	JAE loaded8
+	PREFETCHT0 (R10)
+	ADDQ $64, R10
+
+loaded8:
+	LOAD_PACK_Z
+	VPBROADCASTD 4(DX), Z16
+	VPBROADCASTD 12(DX), Z17
+	VPBROADCASTD 20(DX), Z18
+	VPBROADCASTD 28(DX), Z19
+	VPBROADCASTD 36(DX), Z20
+	VPBROADCASTD 44(DX), Z21
+	VPBROADCASTD 52(DX), Z22
+	VPBROADCASTD 60(DX), Z23
+	DOT8(2, Z0)
+	DOT8(6, Z1)
+	DOT8(10, Z2)
+	DOT8(14, Z3)
+	DOT8(18, Z4)
+	DOT8(22, Z5)
+	DOT8(26, Z6)
+	DOT8(30, Z7)
+	SCALE_Z(0, Z16, Z9, Z24)
+	SCALE_Z(8, Z17, Z10, Z25)
+	SCALE_Z(16, Z18, Z11, Z26)
+	SCALE_Z(24, Z19, Z12, Z27)
+	SCALE_Z(32, Z20, Z13, Z28)
+	SCALE_Z(40, Z21, Z14, Z29)
+	SCALE_Z(48, Z22, Z15, Z30)
+	SCALE_Z(56, Z23, Z9, Z31)
+	ADDQ $576, DI
+	ADDQ $34, AX
+	ADDQ $34, BX
+	ADDQ $64, DX
+	DECQ CX
+	JNZ blocks8
+
+	MOVQ R12, AX
+	STORE_Z(Z24)
+	STORE_Z(Z25)
+	STORE_Z(Z26)
+	STORE_Z(Z27)
+	STORE_Z(Z28)
+	STORE_Z(Z29)
+	STORE_Z(Z30)
+	STORE_Z(Z31)
+	LEAQ (SI)(R8*8), SI
+	LEAQ (R12)(R13*8), R12
+	SUBQ $8, R14
+	JMP tile8
+
+tail:
+	// Fewer than 8 tokens are left; DX is at their tile's table entries.
+	MOVQ DX, R11
+
+tail1:
+	TESTQ R14, R14
+	JZ done
+	MOVQ pack+0(FP), DI
+	MOVQ nblocks+8(FP), CX
+	MOVQ SI, AX
+	MOVQ R11, DX
+	VPXORD Z24, Z24, Z24
+
+blocks1:
+	LOAD_PACK_Z
+	VPBROADCASTD 4(DX), Z16
+	VPDPBUSD.BCST 2(AX), Z0, Z16
+	VPDPBUSD.BCST 6(AX), Z1, Z16
+	VPDPBUSD.BCST 10(AX), Z2, Z16
+	VPDPBUSD.BCST 14(AX), Z3, Z16
+	VPDPBUSD.BCST 18(AX), Z4, Z16
+	VPDPBUSD.BCST 22(AX), Z5, Z16
+	VPDPBUSD.BCST 26(AX), Z6, Z16
+	VPDPBUSD.BCST 30(AX), Z7, Z16
+	SCALE_Z(0, Z16, Z9, Z24)
+	ADDQ $576, DI
+	ADDQ $34, AX
+	ADDQ $64, DX
+	DECQ CX
+	JNZ blocks1
+
+	MOVQ R12, AX
+	STORE_Z(Z24)
+	ADDQ R8, SI
+	ADDQ R13, R12
+	ADDQ $8, R11
+	DECQ R14
+	JMP tail1
+
+done:
+	VZEROUPPER
+	RET
+
+// ROW_OFFSETS_Y sets Y10 to the byte offsets of 8 rows rowBytes apart,
+// rows past nrows repeating the last. Clobbers nrows and Y11.
+#define ROW_OFFSETS_Y(rowBytes, nrows) \
+	VMOVDQU rowIota<>(SB), Y10; \
+	DECQ nrows; \
+	VMOVQ nrows, X11; \
+	VPBROADCASTD X11, Y11; \
+	VPMINSD Y11, Y10, Y10; \
+	VMOVQ rowBytes, X11; \
+	VPBROADCASTD X11, Y11; \
+	VPMULLD Y11, Y10, Y10
+
+// GATHER_Y loads the dword at off in each of the 8 rows at SI+Y10 into y.
+#define GATHER_Y(off, y) \
+	VPCMPEQD Y9, Y9, Y9; \
+	VPGATHERDD Y9, off(SI)(Y10*1), y
+
+// SCALES_Y turns the dwords in Y8, whose low words are fp16 scales, into
+// 8 float32 scales.
+#define SCALES_Y \
+	VPSHUFB Y12, Y8, Y8; \
+	VPERMQ $0x08, Y8, Y8; \
+	VCVTPH2PS X8, Y8
+
+// LOAD8_Y loads 16 bytes at off from each row of a full group of 8 so
+// that TRANSPOSE4 leaves dword k of rows 0-7 in order in register k.
+#define LOAD8_Y(off, y0, y1, y2, y3, x0, x1, x2, x3) \
+	VMOVDQU off(SI), x0; \
+	VINSERTI128 $1, off(R10), y0, y0; \
+	VMOVDQU off(SI)(R8*1), x1; \
+	VINSERTI128 $1, off(R10)(R8*1), y1, y1; \
+	VMOVDQU off(SI)(R8*2), x2; \
+	VINSERTI128 $1, off(R10)(R8*2), y2, y2; \
+	VMOVDQU off(SI)(R9*1), x3; \
+	VINSERTI128 $1, off(R10)(R9*1), y3, y3
+
+// SCALES8_Y sets Y8 to the float32 scales of a full group of 8.
+#define SCALES8_Y \
+	INSERT4_SCALES(SI, 0, 1, 2, 3, X8); \
+	INSERT4_SCALES(R10, 4, 5, 6, 7, X8); \
+	VCVTPH2PS X8, Y8
+
+// PACK_Q4_Y splits the packed nibbles of dwords 0-3 in Y0-Y3 into the
+// codes of dwords 0-7 and stores them and the scales in Y8 at DI, which it
+// advances. Y13 holds bytes 0x0f.
+#define PACK_Q4_Y \
+	VPSRLD $4, Y0, Y4; \
+	VPSRLD $4, Y1, Y5; \
+	VPSRLD $4, Y2, Y6; \
+	VPSRLD $4, Y3, Y7; \
+	VPAND Y13, Y0, Y0; \
+	VPAND Y13, Y1, Y1; \
+	VPAND Y13, Y2, Y2; \
+	VPAND Y13, Y3, Y3; \
+	VPAND Y13, Y4, Y4; \
+	VPAND Y13, Y5, Y5; \
+	VPAND Y13, Y6, Y6; \
+	VPAND Y13, Y7, Y7; \
+	VMOVDQU Y0, (DI); \
+	VMOVDQU Y1, 32(DI); \
+	VMOVDQU Y2, 64(DI); \
+	VMOVDQU Y3, 96(DI); \
+	VMOVDQU Y4, 128(DI); \
+	VMOVDQU Y5, 160(DI); \
+	VMOVDQU Y6, 192(DI); \
+	VMOVDQU Y7, 224(DI); \
+	VMOVUPS Y8, 256(DI); \
+	ADDQ $288, DI
+
+// func packQ4_0AVX2(w *byte, rowBytes, nrows, nblocks int, dst *byte)
+TEXT ·packQ4_0AVX2(SB), NOSPLIT, $0-40
+	MOVQ w+0(FP), SI
+	MOVQ rowBytes+8(FP), AX
+	MOVQ nrows+16(FP), BX
+	MOVQ nblocks+24(FP), CX
+	MOVQ dst+32(FP), DI
+	MOVL $0x0f0f0f0f, DX
+	VMOVD DX, X13
+	VPBROADCASTD X13, Y13
+	CMPQ BX, $8
+	JNE partial
+	MOVQ AX, R8
+	LEAQ (AX)(AX*2), R9
+	LEAQ (SI)(R8*4), R10
+
+full:
+	LOAD8_Y(2, Y0, Y1, Y2, Y3, X0, X1, X2, X3)
+	TRANSPOSE4(Y0, Y1, Y2, Y3, Y4, Y5, Y6, Y7)
+	SCALES8_Y
+	PACK_Q4_Y
+	ADDQ $18, SI
+	ADDQ $18, R10
+	DECQ CX
+	JNZ full
+	VZEROUPPER
+	RET
+
+partial:
+	ROW_OFFSETS_Y(AX, BX)
+	VMOVDQU lowWords<>(SB), Y12
+
+gather:
+	GATHER_Y(2, Y0)
+	GATHER_Y(6, Y1)
+	GATHER_Y(10, Y2)
+	GATHER_Y(14, Y3)
+	GATHER_Y(0, Y8)
+	SCALES_Y
+	PACK_Q4_Y
+	ADDQ $18, SI
+	DECQ CX
+	JNZ gather
+	VZEROUPPER
+	RET
+
+// STORE_Q8_Y stores |codes| of dword k (in y) at 32·k(DI) and the codes
+// at 256+32·k(DI). Clobbers Y9.
+#define STORE_Q8_Y(y, abs, signed) \
+	VPABSB y, Y9; \
+	VMOVDQU Y9, abs(DI); \
+	VMOVDQU y, signed(DI)
+
+// PACK_Q8_Y stores the codes of dwords 0-7 in Y0-Y7 and the scales in Y8
+// at DI, which it advances.
+#define PACK_Q8_Y \
+	STORE_Q8_Y(Y0, 0, 256); \
+	STORE_Q8_Y(Y1, 32, 288); \
+	STORE_Q8_Y(Y2, 64, 320); \
+	STORE_Q8_Y(Y3, 96, 352); \
+	STORE_Q8_Y(Y4, 128, 384); \
+	STORE_Q8_Y(Y5, 160, 416); \
+	STORE_Q8_Y(Y6, 192, 448); \
+	STORE_Q8_Y(Y7, 224, 480); \
+	VMOVUPS Y8, 512(DI); \
+	ADDQ $544, DI
+
+// func packQ8_0AVX2(w *byte, rowBytes, nrows, nblocks int, dst *byte)
+TEXT ·packQ8_0AVX2(SB), NOSPLIT, $0-40
+	MOVQ w+0(FP), SI
+	MOVQ rowBytes+8(FP), AX
+	MOVQ nrows+16(FP), BX
+	MOVQ nblocks+24(FP), CX
+	MOVQ dst+32(FP), DI
+	CMPQ BX, $8
+	JNE partial
+	MOVQ AX, R8
+	LEAQ (AX)(AX*2), R9
+	LEAQ (SI)(R8*4), R10
+
+full:
+	LOAD8_Y(2, Y0, Y1, Y2, Y3, X0, X1, X2, X3)
+	LOAD8_Y(18, Y4, Y5, Y6, Y7, X4, X5, X6, X7)
+	TRANSPOSE4(Y0, Y1, Y2, Y3, Y10, Y11, Y12, Y13)
+	TRANSPOSE4(Y4, Y5, Y6, Y7, Y10, Y11, Y12, Y13)
+	SCALES8_Y
+	PACK_Q8_Y
+	ADDQ $34, SI
+	ADDQ $34, R10
+	DECQ CX
+	JNZ full
+	VZEROUPPER
+	RET
+
+partial:
+	ROW_OFFSETS_Y(AX, BX)
+	VMOVDQU lowWords<>(SB), Y12
+
+gather:
+	GATHER_Y(2, Y0)
+	GATHER_Y(6, Y1)
+	GATHER_Y(10, Y2)
+	GATHER_Y(14, Y3)
+	GATHER_Y(18, Y4)
+	GATHER_Y(22, Y5)
+	GATHER_Y(26, Y6)
+	GATHER_Y(30, Y7)
+	GATHER_Y(0, Y8)
+	SCALES_Y
+	PACK_Q8_Y
+	ADDQ $34, SI
+	DECQ CX
+	JNZ gather
+	VZEROUPPER
+	RET
+
+// The AVX2 products walk the tokens four at a time at AX, AX+R8, AX+2·R8,
+// AX+R9, the codes of a packed block in Y0-Y7 and the tokens' accumulators
+// in Y8-Y11; Y15 holds the mask of the rows to store. DX walks the table,
+// 32 bytes a block.
+
+// TOKEN_Q4_Y adds the product of the packed Q4_0 block at DI with the
+// activation block at X (a memory operand without offset), table entry at
+// s(DX), to acc. The products of nibbles (≤ 15) with codes (|y| ≤ 127) sum
+// to at most 2·15·127 per VPMADDUBSW word and 8 of those fit an int16, so
+// the words are added before one VPMADDWD widens them.
+#define TOKEN_Q4_Y(X, s, acc) \
+	VPBROADCASTD 2 X, Y12; \
+	VPMADDUBSW Y12, Y0, Y13; \
+	VPBROADCASTD 6 X, Y12; \
+	VPMADDUBSW Y12, Y1, Y14; \
+	VPADDW Y14, Y13, Y13; \
+	VPBROADCASTD 10 X, Y12; \
+	VPMADDUBSW Y12, Y2, Y14; \
+	VPADDW Y14, Y13, Y13; \
+	VPBROADCASTD 14 X, Y12; \
+	VPMADDUBSW Y12, Y3, Y14; \
+	VPADDW Y14, Y13, Y13; \
+	VPBROADCASTD 18 X, Y12; \
+	VPMADDUBSW Y12, Y4, Y14; \
+	VPADDW Y14, Y13, Y13; \
+	VPBROADCASTD 22 X, Y12; \
+	VPMADDUBSW Y12, Y5, Y14; \
+	VPADDW Y14, Y13, Y13; \
+	VPBROADCASTD 26 X, Y12; \
+	VPMADDUBSW Y12, Y6, Y14; \
+	VPADDW Y14, Y13, Y13; \
+	VPBROADCASTD 30 X, Y12; \
+	VPMADDUBSW Y12, Y7, Y14; \
+	VPADDW Y14, Y13, Y13; \
+	VPMADDWD wordOnes<>(SB), Y13, Y13; \
+	VPBROADCASTD s+4(DX), Y14; \
+	VPADDD Y14, Y13, Y13; \
+	VCVTDQ2PS Y13, Y13; \
+	VBROADCASTSS s(DX), Y14; \
+	VMULPS 256(DI), Y14, Y14; \
+	VFMADD231PS Y14, Y13, acc
+
+// Q8_TERM_Y adds the product of |code| dword Yk (signed codes at sign(DI))
+// and activation dword off of X to the dword sums in sum. Products of
+// |w| ≤ 128 and |y| ≤ 127 fit one VPMADDUBSW word pair but not more.
+#define Q8_TERM_Y(X, off, Yk, sign, sum) \
+	VPBROADCASTD off X, Y12; \
+	VPSIGNB sign(DI), Y12, Y12; \
+	VPMADDUBSW Y12, Yk, Y12; \
+	VPMADDWD wordOnes<>(SB), Y12, Y12; \
+	VPADDD Y12, sum, sum
+
+// TOKEN_Q8_Y is TOKEN_Q4_Y for a packed Q8_0 block.
+#define TOKEN_Q8_Y(X, s, acc) \
+	VPBROADCASTD 2 X, Y12; \
+	VPSIGNB 256(DI), Y12, Y12; \
+	VPMADDUBSW Y12, Y0, Y12; \
+	VPMADDWD wordOnes<>(SB), Y12, Y13; \
+	Q8_TERM_Y(X, 6, Y1, 288, Y13); \
+	Q8_TERM_Y(X, 10, Y2, 320, Y13); \
+	Q8_TERM_Y(X, 14, Y3, 352, Y13); \
+	Q8_TERM_Y(X, 18, Y4, 384, Y13); \
+	Q8_TERM_Y(X, 22, Y5, 416, Y13); \
+	Q8_TERM_Y(X, 26, Y6, 448, Y13); \
+	Q8_TERM_Y(X, 30, Y7, 480, Y13); \
+	VCVTDQ2PS Y13, Y13; \
+	VBROADCASTSS s(DX), Y14; \
+	VMULPS 512(DI), Y14, Y14; \
+	VFMADD231PS Y14, Y13, acc
+
+// LOAD_PACK_Y loads the codes of a packed block to Y0-Y7.
+#define LOAD_PACK_Y \
+	VMOVDQU (DI), Y0; \
+	VMOVDQU 32(DI), Y1; \
+	VMOVDQU 64(DI), Y2; \
+	VMOVDQU 96(DI), Y3; \
+	VMOVDQU 128(DI), Y4; \
+	VMOVDQU 160(DI), Y5; \
+	VMOVDQU 192(DI), Y6; \
+	VMOVDQU 224(DI), Y7
+
+// STORE_Y stores acc to out at AX, adding what is there if accumulating,
+// and moves AX to the next token. All 8 rows are stored when R10 is 0,
+// else the rows of the mask Y15, adding those of Y14. VMASKMOVPS is slow
+// on AMD, so it is kept to row remainders and split long rows.
+#define STORE_Y(acc, plain, next) \
+	TESTQ R10, R10; \
+	JZ plain; \
+	VMASKMOVPS (AX), Y14, Y12; \
+	VADDPS Y12, acc, acc; \
+	VMASKMOVPS acc, Y15, (AX); \
+	JMP next; \
+plain: \
+	VMOVUPS acc, (AX); \
+next: \
+	ADDQ R13, AX
+
+// func mulPackedQ4_0AVX2(pack *byte, nblocks int, x *byte, xstride, tokens int, sums *byte, out *float32, outStride, nrows, accumulate int, prefetch *byte, prefetchLen int)
+TEXT ·mulPackedQ4_0AVX2(SB), NOSPLIT, $0-96
+	MUL_PACKED_Y(TOKEN_Q4_Y, 288)
+
+// func mulPackedQ8_0AVX2(pack *byte, nblocks int, x *byte, xstride, tokens int, sums *byte, out *float32, outStride, nrows, accumulate int, prefetch *byte, prefetchLen int)
+TEXT ·mulPackedQ8_0AVX2(SB), NOSPLIT, $0-96
+	MUL_PACKED_Y(TOKEN_Q8_Y, 544)

@@ -1,0 +1,23 @@
+//go:build !amd64 || purego
+
+package quant
+
+// Stubs for the MatMul kernels of matmul_amd64.s; with useAVX2 false
+// bestMatMulPath never selects them.
+
+func q8SumsAVX2(x *byte, xstride, tokens, nblocks, mult, groupShift int, sums *byte) {
+	panic("unreachable")
+}
+func packQ4_0VNNI(w *byte, rowBytes, nrows, nblocks int, dst *byte) { panic("unreachable") }
+func packQ8_0VNNI(w *byte, rowBytes, nrows, nblocks int, dst *byte) { panic("unreachable") }
+func packQ4_0AVX2(w *byte, rowBytes, nrows, nblocks int, dst *byte) { panic("unreachable") }
+func packQ8_0AVX2(w *byte, rowBytes, nrows, nblocks int, dst *byte) { panic("unreachable") }
+func mulPackedVNNI(pack *byte, nblocks int, x *byte, xstride, tokens int, sums *byte, out *float32, outStride, nrows, accumulate int, prefetch *byte, prefetchLen int) {
+	panic("unreachable")
+}
+func mulPackedQ4_0AVX2(pack *byte, nblocks int, x *byte, xstride, tokens int, sums *byte, out *float32, outStride, nrows, accumulate int, prefetch *byte, prefetchLen int) {
+	panic("unreachable")
+}
+func mulPackedQ8_0AVX2(pack *byte, nblocks int, x *byte, xstride, tokens int, sums *byte, out *float32, outStride, nrows, accumulate int, prefetch *byte, prefetchLen int) {
+	panic("unreachable")
+}
