@@ -2,7 +2,8 @@ package quant
 
 import "fmt"
 
-// CPU dot products for the inference engine.
+// CPU dot products for the inference engine. Batched prefill multiplies
+// whole prompts with the MatMul kernels of matmul.go instead.
 //
 // Weights stay in their GGUF encoding. Activations are quantized once per
 // matrix–vector product with QuantizeQ8_0, and the integer products of each
@@ -96,42 +97,6 @@ func MatVecQ8_0Q8_0(w, x []byte, nblocks int, out []float32) {
 	default:
 		matVecQ8_0Q8_0Generic(w, x, nblocks, out)
 	}
-}
-
-// DotQ4_0Q8_0x4 sets out[k] to the dot product of the weight row w with the
-// activation row x[k], for k = 0..3, each nblocks blocks long. It is the
-// batched-prefill form of DotQ4_0Q8_0: the row's nibbles are loaded and
-// unpacked once and used for four tokens, so a matrix–matrix product walks
-// the prompt four tokens at a time (with DotQ4_0Q8_0 for a remainder).
-func DotQ4_0Q8_0x4(w []byte, x *[4][]byte, nblocks int, out *[4]float32) {
-	for k := range x {
-		checkDot("DotQ4_0Q8_0x4", len(w), q4_0Bytes, len(x[k]), nblocks)
-	}
-	if nblocks == 0 {
-		*out = [4]float32{}
-		return
-	}
-	if useAVX2 {
-		dotQ4_0Q8_0x4AVX2(&w[0], &x[0][0], &x[1][0], &x[2][0], &x[3][0], nblocks, out)
-		return
-	}
-	dotQ4_0Q8_0x4Generic(w, x, nblocks, out)
-}
-
-// DotQ8_0Q8_0x4 is DotQ4_0Q8_0x4 for Q8_0 weights.
-func DotQ8_0Q8_0x4(w []byte, x *[4][]byte, nblocks int, out *[4]float32) {
-	for k := range x {
-		checkDot("DotQ8_0Q8_0x4", len(w), q8_0Bytes, len(x[k]), nblocks)
-	}
-	if nblocks == 0 {
-		*out = [4]float32{}
-		return
-	}
-	if useAVX2 {
-		dotQ8_0Q8_0x4AVX2(&w[0], &x[0][0], &x[1][0], &x[2][0], &x[3][0], nblocks, out)
-		return
-	}
-	dotQ8_0Q8_0x4Generic(w, x, nblocks, out)
 }
 
 // DotF32 returns the dot product of row, len(x) elements of type t, with x.

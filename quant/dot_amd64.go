@@ -31,12 +31,6 @@ func matVecQ4_0Q8_0VNNI(w, x *byte, nblocks int, out *float32, rows int)
 func matVecQ8_0Q8_0VNNI(w, x *byte, nblocks int, out *float32, rows int)
 
 //go:noescape
-func dotQ4_0Q8_0x4AVX2(w, x0, x1, x2, x3 *byte, nblocks int, out *[4]float32)
-
-//go:noescape
-func dotQ8_0Q8_0x4AVX2(w, x0, x1, x2, x3 *byte, nblocks int, out *[4]float32)
-
-//go:noescape
 func quantizeQ8_0AVX2(x *float32, dst *byte, nblocks int)
 
 //go:noescape

@@ -11,11 +11,11 @@
 // puts the 16 bytes in both 128-bit lanes, VPSRLVD shifts only the high
 // lane's dwords right by 4, and a mask keeps one nibble per byte, giving the
 // 32 codes in element order. The codes are then unsigned (0..15), so
-// instead of llama.cpp's sign trick the single-row kernels compute
+// instead of llama.cpp's sign trick the Q4_0 kernels compute
 // Σ(q−8)·y as maddubs(q, y) − maddubs(8, y): one instruction fewer per
-// block, and exact for any y. The x4 kernels, which share one weight block
-// among four activation blocks, use the sign trick (|q−8| once, sign moved
-// onto each y), which is cheaper there; it needs y ≠ −128.
+// block, and exact for any y. The Q8_0 kernels, whose weight codes are
+// signed, use the sign trick (|w| as the unsigned operand, w's sign moved
+// onto y), which needs y ≠ −128.
 //
 // The ...VNNI variants of the MatVec kernels, for CPUs with AVX512-VNNI and
 // AVX512VL (e.g. AMD Zen 4, Intel Ice Lake and later), replace the
@@ -125,41 +125,6 @@ labeltail: \
 	ADDQ $34, DI; \
 labeldone: \
 	VADDPS Y6, Y0, Y0
-
-// X4_TERM adds to acc the product of the weight block whose signed codes
-// are in Y4 (|codes| in Y5, scale in Y6) with the Q8_0 block at xp, and
-// advances xp. Clobbers Y7, Y8.
-#define X4_TERM(xp, acc) \
-	VMOVDQU 2(xp), Y7; \
-	VPSIGNB Y4, Y7, Y7; \
-	VPMADDUBSW Y7, Y5, Y7; \
-	VPMADDWD Y15, Y7, Y7; \
-	VCVTDQ2PS Y7, Y7; \
-	VPBROADCASTW (xp), X8; \
-	VCVTPH2PS X8, Y8; \
-	VMULPS Y6, Y8, Y8; \
-	VFMADD231PS Y8, Y7, acc; \
-	ADDQ $34, xp
-
-// X4_TERMS runs X4_TERM for the four activation rows in R8-R11 into Y0-Y3.
-#define X4_TERMS \
-	VPABSB Y4, Y5; \
-	VPBROADCASTW (SI), X6; \
-	VCVTPH2PS X6, Y6; \
-	X4_TERM(R8, Y0); \
-	X4_TERM(R9, Y1); \
-	X4_TERM(R10, Y2); \
-	X4_TERM(R11, Y3)
-
-// X4_FINISH stores the horizontal sums of Y0-Y3 to out[0..3] at DX.
-#define X4_FINISH \
-	VHADDPS Y1, Y0, Y0; \
-	VHADDPS Y3, Y2, Y2; \
-	VHADDPS Y2, Y0, Y0; \
-	VEXTRACTF128 $1, Y0, X1; \
-	VADDPS X1, X0, X0; \
-	VMOVUPS X0, (DX); \
-	VZEROUPPER
 
 // ROUND_Q8 scales v by Y8 and rounds it half away from zero to int32 lanes:
 // trunc(v + copysign(0.49999997, v)) equals roundf(v) for every float32 in
@@ -543,65 +508,6 @@ row:
 
 end:
 	VZEROUPPER
-	RET
-
-// func dotQ4_0Q8_0x4AVX2(w, x0, x1, x2, x3 *byte, nblocks int, out *[4]float32)
-TEXT ·dotQ4_0Q8_0x4AVX2(SB), NOSPLIT, $0-56
-	MOVQ w+0(FP), SI
-	MOVQ x0+8(FP), R8
-	MOVQ x1+16(FP), R9
-	MOVQ x2+24(FP), R10
-	MOVQ x3+32(FP), R11
-	MOVQ nblocks+40(FP), CX
-	MOVQ out+48(FP), DX
-	VXORPS Y0, Y0, Y0
-	VXORPS Y1, Y1, Y1
-	VXORPS Y2, Y2, Y2
-	VXORPS Y3, Y3, Y3
-	SETUP_CONSTS
-	TESTQ CX, CX
-	JLE done
-
-loop:
-	VBROADCASTI128 2(SI), Y4
-	VPSRLVD Y12, Y4, Y4
-	VPAND Y13, Y4, Y4
-	VPSUBB Y14, Y4, Y4
-	X4_TERMS
-	ADDQ $18, SI
-	DECQ CX
-	JNZ loop
-
-done:
-	X4_FINISH
-	RET
-
-// func dotQ8_0Q8_0x4AVX2(w, x0, x1, x2, x3 *byte, nblocks int, out *[4]float32)
-TEXT ·dotQ8_0Q8_0x4AVX2(SB), NOSPLIT, $0-56
-	MOVQ w+0(FP), SI
-	MOVQ x0+8(FP), R8
-	MOVQ x1+16(FP), R9
-	MOVQ x2+24(FP), R10
-	MOVQ x3+32(FP), R11
-	MOVQ nblocks+40(FP), CX
-	MOVQ out+48(FP), DX
-	VXORPS Y0, Y0, Y0
-	VXORPS Y1, Y1, Y1
-	VXORPS Y2, Y2, Y2
-	VXORPS Y3, Y3, Y3
-	SETUP_CONSTS
-	TESTQ CX, CX
-	JLE done
-
-loop:
-	VMOVDQU 2(SI), Y4
-	X4_TERMS
-	ADDQ $34, SI
-	DECQ CX
-	JNZ loop
-
-done:
-	X4_FINISH
 	RET
 
 // func quantizeQ8_0AVX2(x *float32, dst *byte, nblocks int)

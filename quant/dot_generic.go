@@ -56,32 +56,6 @@ func matVecQ8_0Q8_0Generic(w, x []byte, nblocks int, out []float32) {
 	}
 }
 
-func dotQ4_0Q8_0x4Generic(w []byte, x *[4][]byte, nblocks int, out *[4]float32) {
-	var sum [4]float32
-	for i := 0; i < nblocks; i++ {
-		wb := (*[q4_0Bytes]byte)(w[i*q4_0Bytes:])
-		dw := f16At(wb[0:])
-		for k := range x {
-			xb := (*[q8_0Bytes]byte)(x[k][i*q8_0Bytes:])
-			sum[k] += float32(q4_0Q8_0Block(wb, xb)) * (dw * f16At(xb[0:]))
-		}
-	}
-	*out = sum
-}
-
-func dotQ8_0Q8_0x4Generic(w []byte, x *[4][]byte, nblocks int, out *[4]float32) {
-	var sum [4]float32
-	for i := 0; i < nblocks; i++ {
-		wb := (*[q8_0Bytes]byte)(w[i*q8_0Bytes:])
-		dw := f16At(wb[0:])
-		for k := range x {
-			xb := (*[q8_0Bytes]byte)(x[k][i*q8_0Bytes:])
-			sum[k] += float32(q8_0Q8_0Block(wb, xb)) * (dw * f16At(xb[0:]))
-		}
-	}
-	*out = sum
-}
-
 func dotF32Generic(a, b []float32) float32 {
 	b = b[:len(a)]
 	var s0, s1, s2, s3 float32

@@ -11,14 +11,12 @@ const (
 	useVNNI = false
 )
 
-func dotQ4_0Q8_0AVX2(w, x *byte, nblocks int) float32                         { panic("unreachable") }
-func dotQ8_0Q8_0AVX2(w, x *byte, nblocks int) float32                         { panic("unreachable") }
-func matVecQ4_0Q8_0AVX2(w, x *byte, nblocks int, out *float32, rows int)      { panic("unreachable") }
-func matVecQ8_0Q8_0AVX2(w, x *byte, nblocks int, out *float32, rows int)      { panic("unreachable") }
-func matVecQ4_0Q8_0VNNI(w, x *byte, nblocks int, out *float32, rows int)      { panic("unreachable") }
-func matVecQ8_0Q8_0VNNI(w, x *byte, nblocks int, out *float32, rows int)      { panic("unreachable") }
-func dotQ4_0Q8_0x4AVX2(w, x0, x1, x2, x3 *byte, nblocks int, out *[4]float32) { panic("unreachable") }
-func dotQ8_0Q8_0x4AVX2(w, x0, x1, x2, x3 *byte, nblocks int, out *[4]float32) { panic("unreachable") }
-func quantizeQ8_0AVX2(x *float32, dst *byte, nblocks int)                     { panic("unreachable") }
-func dotF32AVX2(a, b *float32, n int) float32                                 { panic("unreachable") }
-func axpyAVX2(a float32, x, y *float32, n int)                                { panic("unreachable") }
+func dotQ4_0Q8_0AVX2(w, x *byte, nblocks int) float32                    { panic("unreachable") }
+func dotQ8_0Q8_0AVX2(w, x *byte, nblocks int) float32                    { panic("unreachable") }
+func matVecQ4_0Q8_0AVX2(w, x *byte, nblocks int, out *float32, rows int) { panic("unreachable") }
+func matVecQ8_0Q8_0AVX2(w, x *byte, nblocks int, out *float32, rows int) { panic("unreachable") }
+func matVecQ4_0Q8_0VNNI(w, x *byte, nblocks int, out *float32, rows int) { panic("unreachable") }
+func matVecQ8_0Q8_0VNNI(w, x *byte, nblocks int, out *float32, rows int) { panic("unreachable") }
+func quantizeQ8_0AVX2(x *float32, dst *byte, nblocks int)                { panic("unreachable") }
+func dotF32AVX2(a, b *float32, n int) float32                            { panic("unreachable") }
+func axpyAVX2(a float32, x, y *float32, n int)                           { panic("unreachable") }

@@ -215,50 +215,6 @@ func TestMatVec(t *testing.T) {
 	}
 }
 
-type x4Impl struct {
-	name string
-	f    func(w []byte, x *[4][]byte, nblocks int, out *[4]float32)
-}
-
-func x4Impls(generic func(w []byte, x *[4][]byte, nblocks int, out *[4]float32), asm func(w, x0, x1, x2, x3 *byte, nblocks int, out *[4]float32)) []x4Impl {
-	impls := []x4Impl{{"generic", generic}}
-	if useAVX2 {
-		impls = append(impls, x4Impl{"avx2", func(w []byte, x *[4][]byte, nb int, out *[4]float32) {
-			asm(&w[0], &x[0][0], &x[1][0], &x[2][0], &x[3][0], nb, out)
-		}})
-	}
-	return impls
-}
-
-func TestDotX4(t *testing.T) {
-	rng := rand.New(rand.NewPCG(26, 27))
-	for _, c := range []struct {
-		typ   Type
-		rand  func(*rand.Rand, int) []byte
-		impls []x4Impl
-	}{
-		{Q4_0, randQ4_0, append(x4Impls(dotQ4_0Q8_0x4Generic, dotQ4_0Q8_0x4AVX2), x4Impl{"public", DotQ4_0Q8_0x4})},
-		{Q8_0, randQ8_0, append(x4Impls(dotQ8_0Q8_0x4Generic, dotQ8_0Q8_0x4AVX2), x4Impl{"public", DotQ8_0Q8_0x4})},
-	} {
-		for _, impl := range c.impls {
-			for _, nb := range blockCounts {
-				w := c.rand(rng, nb)
-				wf := dequantAll(t, c.typ, w, 32*nb)
-				var x [4][]byte
-				for k := range x {
-					x[k] = activations(rng, nb)
-				}
-				out := [4]float32{1, 2, 3, 4} // poison
-				impl.f(w, &x, nb, &out)
-				for k := range x {
-					want, mag := refDot(wf, dequantAll(t, Q8_0, x[k], 32*nb))
-					checkClose(t, fmt.Sprintf("%s %v x4(%d blocks)[%d]", impl.name, c.typ, nb, k), out[k], want, mag)
-				}
-			}
-		}
-	}
-}
-
 func TestDotPublic(t *testing.T) {
 	rng := rand.New(rand.NewPCG(28, 29))
 	for _, nb := range blockCounts {
@@ -387,7 +343,6 @@ func TestDotAxpy(t *testing.T) {
 
 func TestDotPanics(t *testing.T) {
 	w, x := make([]byte, 2*q4_0Bytes), make([]byte, 2*q8_0Bytes)
-	var out [4]float32
 	cases := map[string]func(){
 		"DotQ4_0Q8_0 short weights":     func() { DotQ4_0Q8_0(w[:35], x, 2) },
 		"DotQ4_0Q8_0 short activations": func() { DotQ4_0Q8_0(w, x[:67], 2) },
@@ -395,8 +350,6 @@ func TestDotPanics(t *testing.T) {
 		"DotQ8_0Q8_0 short weights":     func() { DotQ8_0Q8_0(w, x, 2) },
 		"MatVecQ4_0Q8_0 too many rows":  func() { MatVecQ4_0Q8_0(w, x, 1, make([]float32, 3)) },
 		"MatVecQ8_0Q8_0 too many rows":  func() { MatVecQ8_0Q8_0(x, x, 2, make([]float32, 2)) },
-		"DotQ4_0Q8_0x4 short x":         func() { DotQ4_0Q8_0x4(w, &[4][]byte{x, x, x[:34], x}, 2, &out) },
-		"DotQ8_0Q8_0x4 short x":         func() { DotQ8_0Q8_0x4(x, &[4][]byte{x, x, x, nil}, 1, &out) },
 		"DotF32 unsupported":            func() { DotF32(IQ2_XXS, make([]byte, 66), make([]float32, 256)) },
 		"DotF32 wrong size":             func() { DotF32(Q4_0, w[:35], make([]float32, 64)) },
 		"Dot lengths":                   func() { Dot(make([]float32, 3), make([]float32, 4)) },
@@ -473,35 +426,6 @@ func BenchmarkMatVec(b *testing.B) {
 				b.SetBytes(int64(len(w)))
 				for b.Loop() {
 					impl.f(w, x, nb, out)
-				}
-			})
-		}
-	}
-}
-
-func BenchmarkDotX4(b *testing.B) {
-	rng := rand.New(rand.NewPCG(44, 45))
-	for _, n := range []int{576, 1536} {
-		nb := n / 32
-		var x [4][]byte
-		for k := range x {
-			x[k] = activations(rng, nb)
-		}
-		var out [4]float32
-		w4, w8 := randQ4_0(rng, nb), randQ8_0(rng, nb)
-		for _, impl := range x4Impls(dotQ4_0Q8_0x4Generic, dotQ4_0Q8_0x4AVX2) {
-			b.Run(fmt.Sprintf("Q4_0/%s/n=%d", impl.name, n), func(b *testing.B) {
-				b.SetBytes(int64(len(w4)))
-				for b.Loop() {
-					impl.f(w4, &x, nb, &out)
-				}
-			})
-		}
-		for _, impl := range x4Impls(dotQ8_0Q8_0x4Generic, dotQ8_0Q8_0x4AVX2) {
-			b.Run(fmt.Sprintf("Q8_0/%s/n=%d", impl.name, n), func(b *testing.B) {
-				b.SetBytes(int64(len(w8)))
-				for b.Loop() {
-					impl.f(w8, &x, nb, &out)
 				}
 			})
 		}

@@ -228,8 +228,7 @@ func TestMatMulPanics(t *testing.T) {
 
 // BenchmarkMatMul multiplies SmolLM-135M's FFN gate (1536 rows of 576) and
 // down projection (576 rows of 1536) by a 128-token prompt on one thread,
-// against the former prefill loop (DotQ4_0Q8_0x4 per row and four tokens),
-// and reports multiply–accumulates per second.
+// for each MatMul path, and reports multiply–accumulates per second.
 func BenchmarkMatMul(b *testing.B) {
 	rng := rand.New(rand.NewPCG(54, 55))
 	const tokens = 128
@@ -248,9 +247,7 @@ func BenchmarkMatMul(b *testing.B) {
 			} else {
 				w = randQ8_0(rng, nb*c.rows)
 			}
-			impls := matMulImpls()
-			impls = append(impls, matMulImpl{"x4-loop", matMulX4Loop})
-			for _, impl := range impls {
+			for _, impl := range matMulImpls() {
 				if impl.name == "public" {
 					continue
 				}
@@ -260,29 +257,6 @@ func BenchmarkMatMul(b *testing.B) {
 					}
 					b.ReportMetric(macs*float64(b.N)/b.Elapsed().Seconds()/1e9, "GMAC/s")
 				})
-			}
-		}
-	}
-}
-
-// matMulX4Loop is how backend/cpu ran prefill products before MatMul.
-func matMulX4Loop(typ Type, w []byte, nb, rows int, x []byte, tokens int, out []float32, stride int) {
-	dot4, wb := DotQ4_0Q8_0x4, q4_0Bytes
-	if typ == Q8_0 {
-		dot4, wb = DotQ8_0Q8_0x4, q8_0Bytes
-	}
-	xrb := nb * q8_0Bytes
-	var xs [4][]byte
-	var o [4]float32
-	for r := 0; r < rows; r++ {
-		row := w[r*nb*wb : (r+1)*nb*wb]
-		for t := 0; t+4 <= tokens; t += 4 {
-			for k := range xs {
-				xs[k] = x[(t+k)*xrb : (t+k+1)*xrb]
-			}
-			dot4(row, &xs, nb, &o)
-			for k, v := range o {
-				out[(t+k)*stride+r] = v
 			}
 		}
 	}

@@ -60,3 +60,24 @@ func BenchmarkPrefill128(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.N*len(prompt))/b.Elapsed().Seconds(), "tok/s")
 }
+
+func BenchmarkPrefill512(b *testing.B) {
+	m := benchModel(b)
+	be, err := New(m, Options{ContextLen: 1024})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer be.Close()
+	prompt := make([]int32, 512)
+	for i := range prompt {
+		prompt[i] = int32(i * 37 % m.Config.VocabSize)
+	}
+	ctx := context.Background()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := be.Forward(ctx, prompt, 0); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.N*len(prompt))/b.Elapsed().Seconds(), "tok/s")
+}
