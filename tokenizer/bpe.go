@@ -179,48 +179,9 @@ type bpeBigram struct {
 	id          int32 // the merged token
 }
 
-// bigramQueue is a binary min-heap by (rank, left).
-type bigramQueue []bpeBigram
-
-func (q bigramQueue) less(i, j int) bool {
-	return q[i].rank < q[j].rank || q[i].rank == q[j].rank && q[i].left < q[j].left
-}
-
-func (q *bigramQueue) push(b bpeBigram) {
-	*q = append(*q, b)
-	h := *q
-	for i := len(h) - 1; i > 0; {
-		parent := (i - 1) / 2
-		if !h.less(i, parent) {
-			break
-		}
-		h[i], h[parent] = h[parent], h[i]
-		i = parent
-	}
-}
-
-func (q *bigramQueue) pop() bpeBigram {
-	h := *q
-	top := h[0]
-	last := len(h) - 1
-	h[0] = h[last]
-	h = h[:last]
-	for i := 0; ; {
-		smallest, l, r := i, 2*i+1, 2*i+2
-		if l < len(h) && h.less(l, smallest) {
-			smallest = l
-		}
-		if r < len(h) && h.less(r, smallest) {
-			smallest = r
-		}
-		if smallest == i {
-			break
-		}
-		h[i], h[smallest] = h[smallest], h[i]
-		i = smallest
-	}
-	*q = h
-	return top
+// before orders BPE merges: lowest rank first, then leftmost.
+func (a *bpeBigram) before(b *bpeBigram) bool {
+	return a.rank < b.rank || a.rank == b.rank && a.left < b.left
 }
 
 // encodeWordHeap merges like llama.cpp's llm_tokenizer_bpe_session: a
@@ -234,7 +195,7 @@ func (m *bpeModel) encodeWordHeap(word string, out []int32) []int32 {
 		syms[i] = bpeSymbol{id: m.byteToken[word[i]], prev: i - 1, next: i + 1}
 	}
 	syms[n-1].next = -1
-	var q bigramQueue
+	var q heap[bpeBigram, *bpeBigram]
 	add := func(left, right int32) {
 		if left < 0 || right < 0 {
 			return

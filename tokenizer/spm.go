@@ -69,48 +69,9 @@ type spmBigram struct {
 	size        int32 // bytes of both symbols when queued: stale if they changed
 }
 
-// spmQueue is a binary heap: highest score first, then leftmost.
-type spmQueue []spmBigram
-
-func (q spmQueue) before(i, j int) bool {
-	return q[i].score > q[j].score || q[i].score == q[j].score && q[i].left < q[j].left
-}
-
-func (q *spmQueue) push(b spmBigram) {
-	*q = append(*q, b)
-	h := *q
-	for i := len(h) - 1; i > 0; {
-		parent := (i - 1) / 2
-		if !h.before(i, parent) {
-			break
-		}
-		h[i], h[parent] = h[parent], h[i]
-		i = parent
-	}
-}
-
-func (q *spmQueue) pop() spmBigram {
-	h := *q
-	top := h[0]
-	last := len(h) - 1
-	h[0] = h[last]
-	h = h[:last]
-	for i := 0; ; {
-		best, l, r := i, 2*i+1, 2*i+2
-		if l < len(h) && h.before(l, best) {
-			best = l
-		}
-		if r < len(h) && h.before(r, best) {
-			best = r
-		}
-		if best == i {
-			break
-		}
-		h[i], h[best] = h[best], h[i]
-		i = best
-	}
-	*q = h
-	return top
+// before orders SPM merges: highest score first, then leftmost.
+func (a *spmBigram) before(b *spmBigram) bool {
+	return a.score > b.score || a.score == b.score && a.left < b.left
 }
 
 // utf8Len is llama.cpp's unicode_len_utf8: the sequence length a lead byte
@@ -236,7 +197,7 @@ func (m *spmModel) encodeHeap(text string, out []int32) []int32 {
 	}
 	syms[len(syms)-1].next = -1
 
-	var q spmQueue
+	var q heap[spmBigram, *spmBigram]
 	add := func(left, right int32) {
 		if left < 0 || right < 0 {
 			return
