@@ -1,44 +1,116 @@
 #!/bin/bash
-# gpu-check.sh: the CUDA backend's whole check on a GPU machine, in one call:
-# compile the kernels to PTX (brought back in $OUT/ptx.tar.gz to commit), the
-# compiler's register/spill report, the driver binding and kernel tests
-# against their CPU twins, the engine against the CPU engine, and the decode
-# benchmark on a generated SmolLM-135M-shaped Q4_0 model.
+# gpu-check.sh: the CUDA decode engine's whole check on a GPU machine, in one
+# call: compile the kernels to PTX (in parallel; $OUT/ptx.tar.gz holds the
+# working tree's PTX with build-ptx.sh's manifest, to commit), the
+# compiler's register/spill/stack report, the driver binding and kernel
+# tests against their CPU twins, the engine against the CPU engine and
+# package sample, and the decode benchmark on a generated SmolLM-135M-shaped
+# Q4_0 model; with BENCH_CLI=1 also `gotok bench` on a `gotok gen` model
+# (always with the PTX embedded in gotok). PTX=embedded skips the nvcc
+# build and tests the PTX embedded in the test binary (the committed one).
 #
-# Build here first (no Go on the GPU machine):
+# Build here first (no Go on the GPU machine), into the ignored .gpu:
 #   mkdir -p .gpu && cp ../shared/models/stories260K.gguf .gpu/
+#   cp ../shared/tokenizer-tests/smollm2-135m-instruct/tokenizer.json .gpu/
 #   CGO_ENABLED=0 go test -c -o .gpu/cu.test ./backend/cuda/cu
 #   CGO_ENABLED=0 go test -c -o .gpu/cuda.test ./backend/cuda
-# then run scripts/gpu-check.sh there with .gpu carried.
+#   CGO_ENABLED=0 go build -o .gpu/gotok ./cmd/gotok
+#   rm -rf .gpu/kernels && cp -r backend/cuda/kernels .gpu/kernels   # the sources those were built with
+# then run scripts/gpu-check.sh there with .gpu carried. TESTS (a -test.run
+# pattern) narrows the engine tests.
 set -u -o pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 OUT=${OUT:-/tmp/gpu-check}
+GPU_DIR=${GPU_DIR:-.gpu}
 mkdir -p "$OUT"
 status=0
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv
 
-echo "== build PTX"
-scripts/build-ptx.sh || exit 1
-tar czf "$OUT/ptx.tar.gz" -C backend/cuda/kernels ptx
-for f in backend/cuda/kernels/ptx/*.sm90.ptx; do
-	/usr/local/cuda/bin/ptxas -arch=sm_90 -v "$f" -o /dev/null 2>&1 | grep -E "Compiling entry|registers|spill"
-done >"$OUT/ptxas.txt" 2>&1
-grep -B1 -E "[1-9][0-9]* bytes spill" "$OUT/ptxas.txt" | head -20
-export GOTOK_CUDA_PTX_DIR="$root/backend/cuda/kernels/ptx"
+if [ "${PTX:-}" = embedded ]; then
+	echo "== no PTX build: the test binary and gotok run the PTX embedded in them"
+else
+	echo "== build PTX"
+	NVCC=${NVCC:-/usr/local/cuda/bin/nvcc}
+	# build_ptx SRC DST compiles every kernel of SRC into DST, in parallel, with
+	# build-ptx.sh's flags and manifest.
+	build_ptx() (
+		mkdir -p "$2"
+		cd "$1" || exit 1
+		for f in *.cu; do
+			op=${f%.cu}
+			"$NVCC" -ptx -O3 -std=c++17 -arch=compute_80 -o "$2/$op.sm80.ptx" "$f" &
+			"$NVCC" -ptx -O3 -std=c++17 -arch=compute_90 -o "$2/$op.sm90.ptx" "$f" &
+		done
+		fail=0
+		for job in $(jobs -p); do wait "$job" || fail=1; done
+		{
+			echo "# sha256 of the kernel sources; $("$NVCC" --version | tail -n 2 | head -n 1)"
+			sha256sum *.cu *.cuh
+		} >"$2/manifest.txt"
+		cp ptx/README "$2/" 2>/dev/null
+		exit $fail
+	)
+	rm -rf /tmp/ptx /tmp/ptx-run
+	build_ptx "$root/$GPU_DIR/kernels" /tmp/ptx-run/ptx >"$OUT/build-run.log" 2>&1 || { echo "PTX build failed:"; head -40 "$OUT/build-run.log"; exit 1; }
+	build_ptx "$root/backend/cuda/kernels" /tmp/ptx/ptx >"$OUT/build.log" 2>&1 || { echo "working-tree PTX build failed:"; head -20 "$OUT/build.log"; }
+	tar czf "$OUT/ptx.tar.gz" -C /tmp/ptx ptx
+	ptx=/tmp/ptx-run/ptx
+	for f in "$ptx"/*.sm90.ptx; do
+		/usr/local/cuda/bin/ptxas -arch=sm_90 -v "$f" -o /dev/null 2>&1 | grep -E "Compiling entry|registers|spill"
+	done >"$OUT/ptxas.txt" 2>&1
+	grep -E "Compiling|registers|spill" "$OUT/ptxas.txt" | paste - - - | sed -E 's/ptxas info *: //g' |
+		grep -E "q4_0|q8_0|attention_|sample_chain|embed_q8" | grep -v prefill | cut -c1-220
+	echo "kernels with spills or a stack frame:"
+	grep -E "Compiling|spill" "$OUT/ptxas.txt" | paste - - | grep -vE "0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads" | cut -c1-200
+	export GOTOK_CUDA_PTX_DIR="$ptx"
+fi
 
 echo "== driver binding tests"
-(cd backend/cuda/cu && "$root/.gpu/cu.test" -test.v -test.timeout 120s) >"$OUT/cu-test.log" 2>&1 || status=1
+(cd backend/cuda/cu && "$root/$GPU_DIR/cu.test" -test.v -test.timeout 120s) >"$OUT/cu-test.log" 2>&1 || status=1
 grep -E "^(--- |ok|FAIL|PASS)|µs each|device:" "$OUT/cu-test.log"
 
 echo "== kernel and engine tests"
-(cd backend/cuda && GOTOK_STORIES260K="$root/.gpu/stories260K.gguf" \
-	"$root/.gpu/cuda.test" -test.v -test.timeout 300s) >"$OUT/cuda-test.log" 2>&1 || status=1
-grep -E "^(--- |ok|FAIL|PASS|panic)|worst|identical|agree|relative error [0-9.e+-]+ >" "$OUT/cuda-test.log" | head -80
+(cd backend/cuda && GOTOK_STORIES260K="$root/$GPU_DIR/stories260K.gguf" \
+	"$root/$GPU_DIR/cuda.test" -test.v -test.timeout 400s -test.run "${TESTS:-.}") >"$OUT/cuda-test.log" 2>&1 || status=1
+grep -E "^(--- |ok|FAIL|PASS|panic)|worst|identical|agree|exact|relative error [0-9.e+-]+ >|device token|want|diverge" "$OUT/cuda-test.log" |
+	grep -vE "^    --- PASS" | head -100
 
 echo "== decode benchmark"
-model=${GOTOK_BENCH_MODEL:-smollm-135m}
-(cd backend/cuda && GOTOK_BENCH_MODEL="$model" \
-	"$root/.gpu/cuda.test" -test.v -test.timeout 300s -test.run TestDecodeSpeed) 2>&1 | tee "$OUT/bench.log" |
-	grep -E "tok/s|kernels|relative|FAIL|ok|panic|cuda \(" || status=1
+(cd backend/cuda && GOTOK_BENCH_MODEL="${GOTOK_BENCH_MODEL:-smollm-135m}" \
+	"$root/$GPU_DIR/cuda.test" -test.v -test.timeout 300s -test.run TestDecodeSpeed) 2>&1 | tee "$OUT/bench.log" |
+	grep -E "tok/s|kernels|relative|FAIL|ok|panic|cuda \(|profile|  [a-z_0-9]+ +[0-9]+×|sum" || status=1
+
+if [ "${NCU:-0}" = 1 ]; then
+	echo "== ncu: each decode kernel alone (SmolLM-135M shapes, positions 100 and 2148)"
+	ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -n 1)
+	(cd backend/cuda && GOTOK_NCU=1 "$ncu" --clock-control none --csv \
+		--metrics gpu__time_duration.sum,launch__shared_mem_config_size,launch__registers_per_thread \
+		"$root/$GPU_DIR/cuda.test" -test.run TestKernelDurations) >"$OUT/ncu.csv" 2>"$OUT/ncu.err" || status=1
+	python3 - "$OUT/ncu.csv" <<'PY'
+import csv, sys
+rows = [l for l in open(sys.argv[1]) if l.startswith('"')]
+k = {}
+for r in csv.DictReader(rows):
+    d = k.setdefault(int(r["ID"]), {"name": r["Kernel Name"].split("(")[0], "grid": r["Grid Size"]})
+    d[r["Metric Name"]] = r["Metric Value"]
+for i in sorted(k):
+    d = k[i]
+    print("%3d %-18s grid %-14s %8s ns  smem config %s  regs %s" % (i, d["name"], d["grid"], d.get("gpu__time_duration.sum"),
+          d.get("launch__shared_mem_config_size"), d.get("launch__registers_per_thread")))
+PY
+	(cd backend/cuda && GOTOK_NCU=1 "$ncu" --clock-control none -k regex:"attention|gate_up" -c 3 --section WarpStateStats \
+		--section SchedulerStats "$root/$GPU_DIR/cuda.test" -test.run TestKernelDurations) >"$OUT/ncu-stalls.txt" 2>&1
+	grep -E "^  [a-z_0-9]+\(|Warp Cycles Per Issued|Active Warps Per|each warp of this workload spends" "$OUT/ncu-stalls.txt" | head -24
+fi
+
+if [ "${BENCH_CLI:-0}" = 1 ]; then
+	echo "== gotok bench"
+	model=/tmp/smollm-135m-q4_0.gguf
+	$GPU_DIR/gotok gen -o "$model" --preset smollm-135m --tokenizer $GPU_DIR/tokenizer.json >/dev/null || exit 1
+	# The preset's context is 2048 tokens: the deepest tg128 starts at 1920.
+	(unset GOTOK_CUDA_PTX_DIR
+	$GPU_DIR/gotok bench -m "$model" --device cuda -p 512 -n 128 -r 5 &&
+		$GPU_DIR/gotok bench -m "$model" --device cuda -p 0 -n 128 -d 1920 -r 5) 2>&1 | tee "$OUT/gotok-bench.txt" || status=1
+fi
 exit $status

@@ -1,9 +1,10 @@
 // Package cuda runs llama-family models on an NVIDIA GPU through the CUDA
 // driver API, with its own kernels (package kernels) and no CUDA SDK at build
 // time. A decode step (embedding, every layer, final norm, output head and
-// greedy sampling) is captured once into a CUDA graph and replayed for each
-// token: the token id and position travel in 8 bytes of pinned memory, the
-// sampled id comes back in 4, and everything else stays on the device.
+// sampling) is captured once into a CUDA graph and replayed for each token:
+// the token id, position and sampler settings travel in a few words of
+// pinned memory, the sampled id comes back in 4 bytes, and everything else
+// stays on the device.
 package cuda
 
 import (
@@ -32,19 +33,17 @@ type Options struct {
 // DefaultMaxContext caps the default KV cache, as the CPU backend does.
 const DefaultMaxContext = 4096
 
-// attnChunk is the number of cached positions one attention block takes
-// (flash-decoding split); the grid has ContextLen/attnChunk splits per head.
-const attnChunk = 64
-
-// io is the step's input (token, position) and output (sampled token), in
-// pinned host memory that the kernels read and write directly: the graph
-// has no copy nodes. The position is also kept in device memory (pos) for
-// the kernels after the embedding.
+// io is the step's input (token, position, sampler parameters) and output
+// (sampled token), in pinned host memory that the kernels read and write
+// directly: the graph has no copy nodes. The embedding kernel copies the
+// position and the parameters to device memory (pos, params) for the
+// kernels after it.
 const (
 	ioToken  = 0
 	ioPos    = 1
 	ioResult = 2
-	ioWords  = 4
+	ioParams = 4 // IO_PARAMS in kernels/embed.cu; spWords words
+	ioWords  = ioParams + spWords
 )
 
 type layerWeights struct {
@@ -55,6 +54,15 @@ type layerWeights struct {
 	kCache, vCache    cu.DevicePtr
 }
 
+// tuning holds the decode step's shape choices: fixed by the engine, swept
+// by the benchmark test.
+type tuning struct {
+	attnSingle   int // attention: the longest context in one split
+	attnMinChunk int // attention: past that, the fewest positions one split takes
+}
+
+func defaultTuning() tuning { return tuning{attnSingle: attSingle, attnMinChunk: attMinChunk} }
+
 // Backend is the CUDA forward pass of one model with its KV cache. It is not
 // safe for concurrent use.
 type Backend struct {
@@ -63,7 +71,7 @@ type Backend struct {
 	stream cu.Stream
 	cfg    model.Config
 	ctxLen int
-	splits int
+	tune   tuning
 
 	layers         []layerWeights
 	embd, output   deviceMatrix
@@ -78,15 +86,23 @@ type Backend struct {
 	pos            cu.DevicePtr
 	partV, partI   cu.DevicePtr // logits kernel's per-block argmax
 	ticket         cu.DevicePtr
+	best           cu.DevicePtr // the argmax of the (penalized) logits
+	params         cu.DevicePtr // samp_params, copied from io by the embedding
+	hist           cu.DevicePtr // penalty history: {length, oldest, ring[ctxLen]}
+	counts         cu.DevicePtr // penalty history: occurrences per token id
 	host           *cu.HostBuffer
-	graph          *cu.Graph
-	launches       int       // kernels in one step
+	graph          *cu.Graph // the greedy step: argmax, no penalties
+	sampleGraph    *cu.Graph // the step with penalties and the sampler chain
+	launches       int       // kernels in one greedy step
+	sampleLaunches int       // kernels in one sampled step
+	hs             hostSampler
 	eager          *launcher // debug mode: launches outside the graph
 	debug          *debugRef
 	allocs         []cu.DevicePtr
 	weightBytes    int64
 	deviceBytes    int64 // device memory taken by New
 	logitsHostByte []byte
+	pre            *prefill // batched prefill; nil: the model prefills through the decode graph
 }
 
 // New uploads m's weights to the GPU, allocates the KV cache and captures the
@@ -99,7 +115,7 @@ func New(m *model.Model, o Options) (_ *Backend, err error) {
 	if err != nil {
 		return nil, err
 	}
-	b := &Backend{c: c, cfg: m.Config}
+	b := &Backend{c: c, cfg: m.Config, tune: defaultTuning()}
 	defer func() {
 		if err != nil {
 			b.Close()
@@ -130,11 +146,12 @@ func New(m *model.Model, o Options) (_ *Backend, err error) {
 		return nil, err
 	}
 	l := &launcher{c: c, k: b.k, stream: b.stream, sms: c.Info.SMCount, pdl: c.Info.Major >= 9 && !o.NoPDL}
-	b.graph, err = c.Capture(b.stream, func() error { return b.recordStep(l, nil) })
-	if err != nil {
-		return nil, fmt.Errorf("cuda: capturing the decode step: %w", err)
+	if err := b.capture(l); err != nil {
+		return nil, err
 	}
-	b.launches = l.count
+	if err := b.setupPrefill(*l); err != nil {
+		return nil, err
+	}
 	freeAfter, _, err := c.MemInfo()
 	if err != nil {
 		return nil, err
@@ -159,17 +176,34 @@ func (b *Backend) checkConfig() error {
 		return fmt.Errorf("cuda: head dimension %d is not a multiple of 4", c.HeadDim)
 	case c.RopeDim%2 != 0 || c.RopeDim > c.HeadDim:
 		return fmt.Errorf("cuda: RoPE dimension %d does not fit head dimension %d", c.RopeDim, c.HeadDim)
-	case b.ctxLen > maxAttnSplits*attnChunk:
-		return fmt.Errorf("cuda: context of %d tokens is too large (at most %d)", b.ctxLen, maxAttnSplits*attnChunk)
 	}
-	for _, n := range []struct {
-		what string
-		cols int
-	}{{"model", c.Dim}, {"attention output", c.QDim()}, {"feed-forward", c.FFNDim}} {
-		if err := checkRowLen(b.c, n.what, n.cols); err != nil {
-			return err
+	if _, _, ok := attnLanes(c.HeadDim); !ok {
+		return fmt.Errorf("cuda: head dimension %d is not 4·2^k·m with m ≤ %d, which the attention kernel needs", c.HeadDim, attMaxNQ)
+	}
+	return nil
+}
+
+// capture records the greedy and the sampled step into graphs, replacing
+// any from before.
+func (b *Backend) capture(l *launcher) error {
+	for _, g := range []**cu.Graph{&b.graph, &b.sampleGraph} {
+		if *g != nil {
+			(*g).Destroy()
+			*g = nil
 		}
 	}
+	var err error
+	l.count = 0
+	b.graph, err = b.c.Capture(b.stream, func() error { return b.recordStep(l, false, nil) })
+	if err != nil {
+		return fmt.Errorf("cuda: capturing the decode step: %w", err)
+	}
+	b.launches, l.count = l.count, 0
+	b.sampleGraph, err = b.c.Capture(b.stream, func() error { return b.recordStep(l, true, nil) })
+	if err != nil {
+		return fmt.Errorf("cuda: capturing the sampled decode step: %w", err)
+	}
+	b.sampleLaunches, l.count = l.count, 0
 	return nil
 }
 
@@ -181,12 +215,32 @@ func (b *Backend) alloc(n int) (cu.DevicePtr, error) {
 	return p, err
 }
 
-func (b *Backend) uploadMatrix(ms ...*model.Tensor) (deviceMatrix, error) {
+// stagedUpload is one weight buffer waiting for its place in the arena.
+type stagedUpload struct {
+	dst  *cu.DevicePtr
+	data []byte
+}
+
+// weightStage collects the weights in the kernels' layout before one
+// allocation takes them all: hundreds of small allocations would each be
+// rounded up by the driver.
+type weightStage struct {
+	ups   []stagedUpload
+	bytes int64
+}
+
+func (s *weightStage) add(dst *cu.DevicePtr, data []byte) {
+	s.ups = append(s.ups, stagedUpload{dst, data})
+	s.bytes += int64(len(data))
+}
+
+// matrix lays out ms (stacked when several) as dst.
+func (s *weightStage) matrix(dst *deviceMatrix, ms ...*model.Tensor) error {
 	var hs []hostMatrix
 	for _, t := range ms {
 		h, err := layoutMatrix(t)
 		if err != nil {
-			return deviceMatrix{}, err
+			return err
 		}
 		hs = append(hs, h)
 	}
@@ -194,116 +248,155 @@ func (b *Backend) uploadMatrix(ms ...*model.Tensor) (deviceMatrix, error) {
 	if len(hs) > 1 {
 		var err error
 		if h, err = stackRows(hs...); err != nil {
-			return deviceMatrix{}, fmt.Errorf("cuda: %s…%s: %w", ms[0].Name, ms[len(ms)-1].Name, err)
+			return fmt.Errorf("cuda: %s…%s: %w", ms[0].Name, ms[len(ms)-1].Name, err)
 		}
 	}
-	d, err := upload(b.c, h)
-	if err != nil {
-		return d, err
-	}
-	b.allocs = append(b.allocs, d.Q)
-	if d.D != 0 {
-		b.allocs = append(b.allocs, d.D)
-	}
-	b.weightBytes += int64(d.Bytes)
-	return d, nil
-}
-
-func (b *Backend) uploadVector(ts ...*model.Tensor) (cu.DevicePtr, error) {
-	var f []float32
-	for _, t := range ts {
-		f = append(f, bytesF32(t.Data)...)
-	}
-	p, err := uploadFloats(b.c, f)
-	if err == nil {
-		b.allocs = append(b.allocs, p)
-		b.weightBytes += int64(4 * len(f))
-	}
-	return p, err
-}
-
-func (b *Backend) uploadWeights(m *model.Model) error {
-	var err error
-	if b.embd, err = b.uploadMatrix(&m.TokenEmbd); err != nil {
-		return err
-	}
-	if b.cfg.TiedEmbeddings {
-		b.output = b.embd
-	} else if b.output, err = b.uploadMatrix(&m.Output); err != nil {
-		return err
-	}
-	if b.outNorm, err = b.uploadVector(&m.OutputNorm); err != nil {
-		return err
-	}
-	b.layers = make([]layerWeights, len(m.Layers))
-	for i := range m.Layers {
-		src, dst := &m.Layers[i], &b.layers[i]
-		if dst.attnNorm, err = b.uploadVector(&src.AttnNorm); err != nil {
-			return err
-		}
-		if dst.ffnNorm, err = b.uploadVector(&src.FFNNorm); err != nil {
-			return err
-		}
-		if dst.qkv, err = b.uploadMatrix(&src.Wq, &src.Wk, &src.Wv); err != nil {
-			return err
-		}
-		if src.Bq != nil {
-			if dst.bias, err = b.uploadVector(src.Bq, src.Bk, src.Bv); err != nil {
-				return err
-			}
-		}
-		if dst.wo, err = b.uploadMatrix(&src.Wo); err != nil {
-			return err
-		}
-		if dst.gate, err = b.uploadMatrix(&src.Gate); err != nil {
-			return err
-		}
-		if dst.up, err = b.uploadMatrix(&src.Up); err != nil {
-			return err
-		}
-		if dst.gate.Type != dst.up.Type {
-			return fmt.Errorf("cuda: layer %d: ffn_gate and ffn_up differ in type, which the fused kernel does not take", i)
-		}
-		if dst.down, err = b.uploadMatrix(&src.Down); err != nil {
-			return err
-		}
+	*dst = deviceMatrix{Type: h.Type, Rows: h.Rows, Cols: h.Cols, Bytes: len(h.Q) + len(h.D)}
+	s.add(&dst.Q, h.Q)
+	if len(h.D) > 0 {
+		s.add(&dst.D, h.D)
 	}
 	return nil
 }
 
-func (b *Backend) allocState() error {
-	c := &b.cfg
-	kvBytes := 4 * c.NumKVHeads * b.ctxLen * c.HeadDim
-	var err error
-	for i := range b.layers {
-		if b.layers[i].kCache, err = b.alloc(kvBytes); err != nil {
-			return fmt.Errorf("cuda: KV cache: %w", err)
-		}
-		if b.layers[i].vCache, err = b.alloc(kvBytes); err != nil {
-			return fmt.Errorf("cuda: KV cache: %w", err)
-		}
+// vector lays out the float32 tensors ts, concatenated, as dst.
+func (s *weightStage) vector(dst *cu.DevicePtr, ts ...*model.Tensor) {
+	var f []float32
+	for _, t := range ts {
+		f = append(f, bytesF32(t.Data)...)
 	}
-	b.splits = (b.ctxLen + attnChunk - 1) / attnChunk
-	for _, a := range []struct {
-		p *cu.DevicePtr
-		n int
-	}{
-		{&b.x, c.Dim}, {&b.q, c.QDim()}, {&b.h, c.FFNDim}, {&b.logits, c.VocabSize},
-		{&b.partAcc, c.NumHeads * b.splits * c.HeadDim}, {&b.partML, 2 * c.NumHeads * b.splits},
-		{&b.pos, 1}, {&b.ticket, 1}, {&b.attnTickets, c.NumHeads}, {&b.att, c.QDim()}, {&b.partV, 16 * b.c.Info.SMCount}, {&b.partI, 16 * b.c.Info.SMCount},
-	} {
-		if *a.p, err = b.alloc(4 * a.n); err != nil {
+	s.add(dst, f32Bytes(f))
+}
+
+// arenaAlign keeps every buffer in an arena aligned for 16-byte loads (and
+// more, as cuMemAlloc's own buffers are).
+const arenaAlign = 256
+
+func alignUp(n int) int { return (n + arenaAlign - 1) &^ (arenaAlign - 1) }
+
+// upload allocates one buffer for every staged weight and copies them in.
+func (s *weightStage) upload(b *Backend) error {
+	total := 0
+	for _, u := range s.ups {
+		total += alignUp(len(u.data))
+	}
+	base, err := b.alloc(total)
+	if err != nil {
+		return fmt.Errorf("cuda: weights (%d bytes): %w", total, err)
+	}
+	off := 0
+	for _, u := range s.ups {
+		*u.dst = base.Offset(off)
+		if err := b.c.CopyHtoD(*u.dst, u.data); err != nil {
+			return err
+		}
+		off += alignUp(len(u.data))
+	}
+	b.weightBytes += s.bytes
+	return nil
+}
+
+func (b *Backend) uploadWeights(m *model.Model) error {
+	var s weightStage
+	if err := s.matrix(&b.embd, &m.TokenEmbd); err != nil {
+		return err
+	}
+	if !b.cfg.TiedEmbeddings {
+		if err := s.matrix(&b.output, &m.Output); err != nil {
 			return err
 		}
 	}
-	if b.ropeCS, err = uploadFloats(b.c, refRopeTable(b.ctxLen, c.RopeDim, c.RopeBase, ropeScale(c))); err != nil {
+	s.vector(&b.outNorm, &m.OutputNorm)
+	b.layers = make([]layerWeights, len(m.Layers))
+	for i := range m.Layers {
+		if err := s.layer(i, m, &b.layers[i]); err != nil {
+			return err
+		}
+	}
+	if err := s.upload(b); err != nil {
 		return err
 	}
-	b.allocs = append(b.allocs, b.ropeCS)
-	if err := b.c.MemsetD32(b.ticket, 0, 1); err != nil {
+	if b.cfg.TiedEmbeddings {
+		b.output = b.embd
+	}
+	return nil
+}
+
+// layer stages layer i's weights.
+func (s *weightStage) layer(i int, m *model.Model, dst *layerWeights) error {
+	src := &m.Layers[i]
+	s.vector(&dst.attnNorm, &src.AttnNorm)
+	s.vector(&dst.ffnNorm, &src.FFNNorm)
+	if err := s.matrix(&dst.qkv, &src.Wq, &src.Wk, &src.Wv); err != nil {
 		return err
 	}
-	if err := b.c.MemsetD32(b.attnTickets, 0, c.NumHeads); err != nil {
+	if src.Bq != nil {
+		s.vector(&dst.bias, src.Bq, src.Bk, src.Bv)
+	}
+	if err := s.matrix(&dst.wo, &src.Wo); err != nil {
+		return err
+	}
+	if err := s.matrix(&dst.gate, &src.Gate); err != nil {
+		return err
+	}
+	if err := s.matrix(&dst.up, &src.Up); err != nil {
+		return err
+	}
+	if dst.gate.Type != dst.up.Type {
+		return fmt.Errorf("cuda: layer %d: ffn_gate and ffn_up differ in type, which the fused kernel does not take", i)
+	}
+	return s.matrix(&dst.down, &src.Down)
+}
+
+func (b *Backend) allocState() error {
+	c := &b.cfg
+	// The KV cache in one allocation: 2·layers separate ones would each be
+	// rounded up to the driver's granularity.
+	kvBytes := 4 * c.NumKVHeads * b.ctxLen * c.HeadDim
+	kv, err := b.alloc(2 * len(b.layers) * alignUp(kvBytes))
+	if err != nil {
+		return fmt.Errorf("cuda: KV cache: %w", err)
+	}
+	for i := range b.layers {
+		b.layers[i].kCache = kv.Offset((2 * i) * alignUp(kvBytes))
+		b.layers[i].vCache = kv.Offset((2*i + 1) * alignUp(kvBytes))
+	}
+	// The step's scratch, likewise: every word the kernels keep between
+	// launches or steps.
+	acc, ml := attnPartials(c.NumHeads, c.HeadDim)
+	rope := refRopeTable(b.ctxLen, c.RopeDim, c.RopeBase, ropeScale(c))
+	parts := 16 * b.c.Info.SMCount // at least logitsBlocks
+	bufs := []struct {
+		p *cu.DevicePtr
+		n int // 4-byte words
+	}{
+		{&b.x, c.Dim}, {&b.q, c.QDim()}, {&b.h, c.FFNDim}, {&b.logits, c.VocabSize},
+		{&b.partAcc, acc}, {&b.partML, ml}, {&b.att, c.QDim()}, {&b.partV, parts}, {&b.partI, parts},
+		{&b.ropeCS, len(rope)},
+		// Zeroed below: counters and the penalty history.
+		{&b.pos, 1}, {&b.ticket, 1}, {&b.attnTickets, c.NumHeads}, {&b.best, 1}, {&b.params, spWords},
+		{&b.hist, 2 + b.ctxLen}, {&b.counts, c.VocabSize},
+	}
+	total, zeroFrom := 0, 0
+	for _, a := range bufs {
+		if a.p == &b.pos {
+			zeroFrom = total
+		}
+		total += alignUp(4 * a.n)
+	}
+	base, err := b.alloc(total)
+	if err != nil {
+		return fmt.Errorf("cuda: scratch: %w", err)
+	}
+	off := 0
+	for _, a := range bufs {
+		*a.p = base.Offset(off)
+		off += alignUp(4 * a.n)
+	}
+	if err := b.c.MemsetD32(base.Offset(zeroFrom), 0, (total-zeroFrom)/4); err != nil {
+		return err
+	}
+	if err := b.c.CopyHtoD(b.ropeCS, f32Bytes(rope)); err != nil {
 		return err
 	}
 	if b.host, err = b.c.AllocHost(4 * ioWords); err != nil {
@@ -320,12 +413,14 @@ func ropeScale(c *model.Config) float32 {
 	return c.RopeFreqScale
 }
 
-// recordStep enqueues one decode step; it runs once, under stream capture,
-// or every step in debug mode, where afterLayer checks each layer's output.
-func (b *Backend) recordStep(l *launcher, afterLayer func(i int) error) error {
+// recordStep enqueues one decode step; it runs once per graph, under stream
+// capture, or every step in debug mode, where afterLayer checks each layer's
+// output. The greedy step ends in the output head's argmax; the sampled one
+// applies the penalties there and runs the sampler chain after it.
+func (b *Backend) recordStep(l *launcher, sampled bool, afterLayer func(i int) error) error {
 	c := &b.cfg
 	pos := b.pos
-	if err := l.embed(b.host.Device, pos, &b.embd, b.x); err != nil {
+	if err := l.embed(b.host.Device, pos, b.params, spWords, &b.embd, b.x); err != nil {
 		return err
 	}
 	scale := float32(1 / math.Sqrt(float64(c.HeadDim)))
@@ -338,7 +433,7 @@ func (b *Backend) recordStep(l *launcher, afterLayer func(i int) error) error {
 			return err
 		}
 		a := attnArgs{q: b.q, kCache: ly.kCache, vCache: ly.vCache, ctxMax: b.ctxLen, headDim: c.HeadDim,
-			nHead: c.NumHeads, nKV: c.NumKVHeads, pos: pos, scale: scale, chunk: attnChunk, splits: b.splits,
+			nHead: c.NumHeads, nKV: c.NumKVHeads, pos: pos, scale: scale, single: b.tune.attnSingle, minChunk: b.tune.attnMinChunk,
 			partAcc: b.partAcc, partML: b.partML, tickets: b.attnTickets, out: b.att}
 		if err := l.attention(a); err != nil {
 			return err
@@ -358,11 +453,29 @@ func (b *Backend) recordStep(l *launcher, afterLayer func(i int) error) error {
 			}
 		}
 	}
-	if l.logitsBlocks(c.VocabSize) > 16*b.c.Info.SMCount {
+	return b.recordHead(l, b.x, sampled)
+}
+
+// recordHead enqueues the output head on the residual stream x and the
+// sampling: the argmax to the host, or (sampled) the penalties, the argmax
+// and the sampler chain, whose token goes to the host.
+func (b *Backend) recordHead(l *launcher, x cu.DevicePtr, sampled bool) error {
+	c := &b.cfg
+	if l.logitsBlocks(&b.output) > 16*b.c.Info.SMCount {
 		return fmt.Errorf("cuda: logits grid larger than its partials")
 	}
-	return l.logits(logitsArgs{x: b.x, normW: b.outNorm, eps: c.RMSEps, w: &b.output, logits: b.logits,
-		partV: b.partV, partI: b.partI, ticket: b.ticket, result: b.host.Device.Offset(4 * ioResult)})
+	result := b.host.Device.Offset(4 * ioResult)
+	a := logitsArgs{x: x, normW: b.outNorm, eps: c.RMSEps, w: &b.output, logits: b.logits,
+		partV: b.partV, partI: b.partI, ticket: b.ticket, best: b.best, result: result}
+	if !sampled {
+		return l.logits(a)
+	}
+	a.counts, a.params, a.result = b.counts, b.params, 0
+	if err := l.logits(a); err != nil {
+		return err
+	}
+	return l.sample(sampleArgs{logits: b.logits, n: c.VocabSize, params: b.params, best: b.best, hist: b.hist,
+		counts: b.counts, result: result})
 }
 
 // Name describes the device and the captured step.
@@ -375,15 +488,20 @@ func (b *Backend) ContextLen() int { return b.ctxLen }
 
 // Stats reports what the engine holds on the device.
 type Stats struct {
-	KernelsPerToken int
-	GraphNodes      int
-	WeightBytes     int64
-	DeviceBytes     int64 // device memory taken by New: weights, KV cache, scratch, modules
+	KernelsPerToken        int // greedy step
+	SampledKernelsPerToken int // step with the sampler chain
+	GraphNodes             int
+	WeightBytes            int64
+	KVBytes                int64
+	DeviceBytes            int64 // device memory taken by New: weights, KV cache, scratch, modules, graphs
 }
 
 // Stats returns the engine's launch and memory figures.
 func (b *Backend) Stats() Stats {
-	return Stats{KernelsPerToken: b.launches, GraphNodes: b.graph.Nodes, WeightBytes: b.weightBytes, DeviceBytes: b.deviceBytes}
+	c := &b.cfg
+	return Stats{KernelsPerToken: b.launches, SampledKernelsPerToken: b.sampleLaunches, GraphNodes: b.graph.Nodes,
+		WeightBytes: b.weightBytes, KVBytes: int64(8 * len(b.layers) * c.NumKVHeads * b.ctxLen * c.HeadDim),
+		DeviceBytes: b.deviceBytes}
 }
 
 func (b *Backend) check(tokens []int32, pos int) error {
@@ -401,14 +519,22 @@ func (b *Backend) check(tokens []int32, pos int) error {
 	return nil
 }
 
-// step runs the graph for one token and returns the greedy choice.
+// step runs the greedy graph for one token and returns the argmax (-1 when
+// every logit is NaN).
 func (b *Backend) step(token int32, pos int) (int32, error) {
-	w := b.host.Uint32s()
-	w[ioToken], w[ioPos] = uint32(token), uint32(pos)
 	if b.debug != nil {
+		w := b.host.Uint32s()
+		w[ioToken], w[ioPos] = uint32(token), uint32(pos)
 		return b.debugStep(token, pos)
 	}
-	if err := b.graph.Launch(b.stream); err != nil {
+	return b.run(b.graph, token, pos)
+}
+
+// run replays g for one token and returns what it wrote to io's result.
+func (b *Backend) run(g *cu.Graph, token int32, pos int) (int32, error) {
+	w := b.host.Uint32s()
+	w[ioToken], w[ioPos] = uint32(token), uint32(pos)
+	if err := g.Launch(b.stream); err != nil {
 		return 0, err
 	}
 	if err := b.c.SyncStream(b.stream); err != nil {
@@ -423,7 +549,7 @@ func (b *Backend) debugStep(token int32, pos int) (int32, error) {
 	r := b.debug
 	r.embed(token)
 	buf := make([]byte, 4*b.cfg.Dim)
-	err := b.recordStep(b.eager, func(i int) error {
+	err := b.recordStep(b.eager, false, func(i int) error {
 		if err := b.c.SyncStream(b.stream); err != nil {
 			return err
 		}
@@ -456,17 +582,12 @@ func (b *Backend) readLogits() ([]float32, error) {
 // deviceGreedy reports whether the device's argmax is the sampler's choice:
 // greedy with no penalties (penalties change the logits first).
 func deviceGreedy(s *sample.Sampler) bool {
-	if s == nil {
-		return true
-	}
-	p := s.Params()
-	penalties := p.PenaltyLastN > 0 && ((p.RepeatPenalty != 0 && p.RepeatPenalty != 1) || p.FrequencyPenalty != 0 || p.PresencePenalty != 0)
-	return p.Greedy() && !penalties
+	return s == nil || (s.Params().Greedy() && !penaltiesOn(s.Params()))
 }
 
-// Decode implements backend.Backend: one token at pos, then the sampled
-// next token. Greedy decoding samples on the device; other samplers get the
-// logits on the host (the device sampler chain is not written yet).
+// Decode implements backend.Backend: one token at pos, then the next token,
+// sampled on the device (sampling.go) so that only its id crosses to the
+// host. Like the CPU engine it returns -1 when every logit is NaN.
 func (b *Backend) Decode(ctx context.Context, token int32, pos int, s *sample.Sampler) (int32, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, err
@@ -474,36 +595,28 @@ func (b *Backend) Decode(ctx context.Context, token int32, pos int, s *sample.Sa
 	if err := b.check([]int32{token}, pos); err != nil {
 		return 0, err
 	}
-	next, err := b.step(token, pos)
-	if err != nil || deviceGreedy(s) {
-		return next, err
+	if s == nil {
+		return b.step(token, pos)
 	}
-	logits, err := b.readLogits()
-	if err != nil {
-		return 0, err
-	}
-	next = s.Sample(logits)
-	if next < 0 {
-		return 0, errors.New("cuda: the sampler found no candidate (all logits NaN?)")
-	}
-	return next, nil
+	return b.decodeSampled(token, pos, s)
 }
 
-// Prefill implements backend.Backend. It runs the prompt one token at a time
-// through the decode graph (a batched prefill is future work).
+// Prefill implements backend.Backend. Models with Q4_0/Q8_0 weights run
+// the prompt in batched chunks (prefill.go); others, debug mode and prompts
+// of a token or two run it a token at a time through the decode graph. A
+// prompt past the context is an error before any GPU work.
 func (b *Backend) Prefill(ctx context.Context, tokens []int32, pos int, s *sample.Sampler) (int32, error) {
 	if err := b.check(tokens, pos); err != nil {
 		return 0, err
 	}
-	for i, t := range tokens[:len(tokens)-1] {
-		if err := ctx.Err(); err != nil {
-			return 0, err
-		}
-		if _, err := b.step(t, pos+i); err != nil {
-			return 0, err
-		}
+	if !b.batchedPrefill(len(tokens)) {
+		return b.prefillSteps(ctx, tokens, pos, s)
 	}
-	return b.Decode(ctx, tokens[len(tokens)-1], pos+len(tokens)-1, s)
+	next, err := b.prefillBatched(ctx, tokens, pos)
+	if err != nil || deviceGreedy(s) {
+		return next, err
+	}
+	return b.sampleLogits(s)
 }
 
 // Logits implements backend.Backend.
@@ -526,13 +639,15 @@ func (b *Backend) Close() error {
 		return nil
 	}
 	var errs []error
-	if b.graph != nil {
-		errs = append(errs, b.graph.Destroy())
+	for _, g := range []*cu.Graph{b.graph, b.sampleGraph} {
+		if g != nil {
+			errs = append(errs, g.Destroy())
+		}
 	}
 	for _, p := range b.allocs {
 		errs = append(errs, b.c.Free(p))
 	}
-	errs = append(errs, b.c.FreeHost(b.host))
+	errs = append(errs, b.c.FreeHost(b.host), b.closePrefill())
 	if b.k != nil {
 		b.k.unload()
 	}

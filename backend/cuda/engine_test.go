@@ -215,8 +215,8 @@ func TestStories260KGreedy(t *testing.T) {
 	t.Logf("200 greedy tokens identical; %s", g.Name())
 }
 
-// TestSampledDecodeUsesSampler checks the host fallback for non-greedy
-// samplers: the same seed gives the CPU engine's tokens.
+// TestSampledDecodeMatchesCPU checks the device's sampler chain against the
+// CPU engine: the same parameters and seed give the CPU engine's tokens.
 func TestSampledDecodeMatchesCPU(t *testing.T) {
 	skipWithoutGPU(t)
 	m := stories260K(t)
@@ -284,8 +284,10 @@ func TestErrors(t *testing.T) {
 // TestDecodeSpeed measures decode on the model at $GOTOK_BENCH_MODEL: a
 // file, or a synth preset name such as smollm-135m, generated here as `gotok
 // gen --preset NAME` does (Q4_0, token_embd Q8_0, seed 1). It reports tok/s
-// at tg128 from an empty cache and after a 2048-token context, kernels per
-// token and device memory.
+// at tg128 from an empty cache and after a 2048-token context, greedy and
+// sampled on the device, kernels per token, device memory (and fails past
+// weights + KV cache + 64 MiB), each kernel kind's time, and a sweep of
+// launch shapes.
 func TestDecodeSpeed(t *testing.T) {
 	path := os.Getenv("GOTOK_BENCH_MODEL")
 	if path == "" {
@@ -309,8 +311,13 @@ func TestDecodeSpeed(t *testing.T) {
 	defer g.Close()
 	st := g.Stats()
 	t.Logf("%s", g.Name())
-	t.Logf("kernels per token %d, graph nodes %d, weights %.1f MB, device memory taken %.1f MB",
-		st.KernelsPerToken, st.GraphNodes, float64(st.WeightBytes)/1e6, float64(st.DeviceBytes)/1e6)
+	budget := st.WeightBytes + st.KVBytes + 64<<20
+	t.Logf("kernels per token %d (sampled %d), graph nodes %d, weights %.1f MB + KV cache %.1f MB + 64 MiB = %.1f MB; device memory taken %.1f MB",
+		st.KernelsPerToken, st.SampledKernelsPerToken, st.GraphNodes, float64(st.WeightBytes)/1e6, float64(st.KVBytes)/1e6,
+		float64(budget)/1e6, float64(st.DeviceBytes)/1e6)
+	if st.DeviceBytes > budget {
+		t.Errorf("device memory %d bytes exceeds weights + KV cache + 64 MiB = %d", st.DeviceBytes, budget)
+	}
 
 	// A few steps against the CPU engine on the real shapes first.
 	if c, err := cpu.New(m, cpu.Options{ContextLen: 64}); err == nil {
@@ -353,30 +360,146 @@ func TestDecodeSpeed(t *testing.T) {
 		tps, med := run(2048, 128)
 		t.Logf("tg128 @ depth 2048: %.0f tok/s (median step %v)", tps, med)
 	}
+	// Sampled decoding (llama.cpp's default chain with a repeat penalty),
+	// the token drawn on the device.
+	sp := sample.DefaultParams()
+	sp.RepeatPenalty = 1.1
+	for rep := 0; rep < 3; rep++ {
+		s, err := sample.New(sp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tok := int32(1)
+		s.Accept(tok)
+		t0 := time.Now()
+		for i := 0; i < 128; i++ {
+			if tok, err = g.Decode(context.Background(), tok, i, s); err != nil {
+				t.Fatal(err)
+			}
+			s.Accept(tok)
+		}
+		t.Logf("tg128 @ depth 0, sampled on the device (%+v): %.0f tok/s", sp, 128/time.Since(t0).Seconds())
+	}
 	// Device time alone: back-to-back replays timed with events.
 	start, _ := g.c.NewEvent()
 	end, _ := g.c.NewEvent()
 	defer g.c.DestroyEvent(start)
 	defer g.c.DestroyEvent(end)
-	for _, depth := range []int{0, 2048} {
-		w := g.host.Uint32s()
-		w[ioToken], w[ioPos] = 1, uint32(depth+100)
-		const n = 200
-		g.c.Record(start, g.stream)
-		for i := 0; i < n; i++ {
-			if err := g.graph.Launch(g.stream); err != nil {
+	for _, tc := range []struct {
+		graph   *cu.Graph
+		what    string
+		kernels int
+	}{{g.graph, "greedy", st.KernelsPerToken}, {g.sampleGraph, "sampled", st.SampledKernelsPerToken}} {
+		for _, depth := range []int{0, 2048} {
+			w := g.host.Uint32s()
+			w[ioToken], w[ioPos] = 1, uint32(depth+100)
+			encodeParams(w[ioParams:], sp, 0, g.cfg.VocabSize)
+			const n = 200
+			g.c.Record(start, g.stream)
+			for i := 0; i < n; i++ {
+				if err := tc.graph.Launch(g.stream); err != nil {
+					t.Fatal(err)
+				}
+			}
+			g.c.Record(end, g.stream)
+			if err := g.c.SyncEvent(end); err != nil {
 				t.Fatal(err)
 			}
+			ms, _ := g.c.Elapsed(start, end)
+			us := 1000 * float64(ms) / n
+			t.Logf("%s graph replay @ depth %d: %.1f µs/token on the device (%.0f tok/s), %.2f µs per kernel",
+				tc.what, depth+100, us, 1e6/us, us/float64(tc.kernels))
 		}
-		g.c.Record(end, g.stream)
-		if err := g.c.SyncEvent(end); err != nil {
+	}
+	profileStep(t, g, 100)
+	profileStep(t, g, 2148)
+	sweepShapes(t, g)
+}
+
+// replayTime is the device time of one replay of graph at pos, from n
+// back-to-back replays between two events.
+func replayTime(t *testing.T, g *Backend, graph *cu.Graph, pos int) float64 {
+	start, _ := g.c.NewEvent()
+	end, _ := g.c.NewEvent()
+	defer g.c.DestroyEvent(start)
+	defer g.c.DestroyEvent(end)
+	w := g.host.Uint32s()
+	w[ioToken], w[ioPos] = 1, uint32(pos)
+	const n = 200
+	graph.Launch(g.stream)
+	g.c.Record(start, g.stream)
+	for i := 0; i < n; i++ {
+		if err := graph.Launch(g.stream); err != nil {
 			t.Fatal(err)
 		}
-		ms, _ := g.c.Elapsed(start, end)
-		us := 1000 * float64(ms) / n
-		t.Logf("graph replay @ depth %d: %.1f µs/token on the device (%.0f tok/s), %.2f µs per kernel", depth+100, us, 1e6/us, us/float64(st.KernelsPerToken))
 	}
-	profileStep(t, g, 2148)
+	g.c.Record(end, g.stream)
+	if err := g.c.SyncEvent(end); err != nil {
+		t.Fatal(err)
+	}
+	ms, _ := g.c.Elapsed(start, end)
+	return 1000 * float64(ms) / n
+}
+
+// sweepShapes re-captures the step with other launch shapes, one choice at
+// a time, checks that each computes the default's logits and times it at
+// two depths (the cache holds 2048+ positions by now).
+func sweepShapes(t *testing.T, g *Backend) {
+	type variant struct {
+		name               string
+		tune               tuning
+		warps, logitsPerSM int
+		rows, logitsRows   int
+		noPDL              bool
+	}
+	def := defaultTuning()
+	with := func(single, chunk int) tuning { return tuning{attnSingle: single, attnMinChunk: chunk} }
+	variants := []variant{
+		{name: "default", tune: def},
+		{name: "attention never one split", tune: with(0, attMinChunk)},
+		{name: "attention one split ≤ 256", tune: with(256, attMinChunk)},
+		{name: "attention min chunk 16", tune: with(attSingle, 16)},
+		{name: "attention min chunk 64", tune: with(attSingle, 64)},
+		{name: "four rows per warp", tune: def, rows: 4},
+		{name: "one row per warp", tune: def, rows: 1},
+		{name: "2 warps per block", tune: def, warps: 2},
+		{name: "2 warps, one row", tune: def, warps: 2, rows: 1},
+		{name: "logits 2 blocks/SM", tune: def, logitsPerSM: 2},
+		{name: "logits two rows", tune: def, logitsRows: 2},
+		{name: "logits two rows, 6/SM", tune: def, logitsRows: 2, logitsPerSM: 6},
+		{name: "logits two rows, 12/SM", tune: def, logitsRows: 2, logitsPerSM: 12},
+		{name: "no PDL", tune: def, noPDL: true},
+	}
+	ctx := context.Background()
+	var ref []float32
+	t.Logf("launch shapes (greedy graph, µs per token on the device):")
+	for _, v := range variants {
+		g.tune = v.tune
+		l := &launcher{c: g.c, k: g.k, stream: g.stream, sms: g.c.Info.SMCount, pdl: g.c.Info.Major >= 9 && !v.noPDL,
+			warpsPerBlock: v.warps, logitsPerSM: v.logitsPerSM, rows: v.rows, logitsRows: v.logitsRows}
+		if err := g.capture(l); err != nil {
+			t.Fatal(err)
+		}
+		// Timed first: the replays rewrite the cache rows at 100 and 2148,
+		// which the check at 2100 then reads, alike for every shape.
+		t100, t2148 := replayTime(t, g, g.graph, 100), replayTime(t, g, g.graph, 2148)
+		got, err := g.Logits(ctx, 7, 2100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e := 0.0
+		if ref == nil {
+			ref = got
+		} else if e = relErr(got, f64s(ref)); !(e < 1e-5) {
+			t.Errorf("%s: logits differ from the default shape's by %.3g", v.name, e)
+		}
+		t.Logf("  %-26s @100 %6.1f   @2148 %6.1f   (logits vs default %.1g)", v.name, t100, t2148, e)
+	}
+	g.tune = def
+	l := &launcher{c: g.c, k: g.k, stream: g.stream, sms: g.c.Info.SMCount, pdl: g.c.Info.Major >= 9}
+	if err := g.capture(l); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // profileStep times each kind of kernel on its own: for every kernel name,
@@ -394,7 +517,7 @@ func profileStep(t *testing.T, g *Backend, pos int) {
 		counts[f.Name]++
 		return false
 	}
-	if err := g.recordStep(l, nil); err != nil { // only counts: nothing is launched
+	if err := g.recordStep(l, false, nil); err != nil { // only counts: nothing is launched
 		t.Fatal(err)
 	}
 	g.c.SyncStream(g.stream)
@@ -409,7 +532,7 @@ func profileStep(t *testing.T, g *Backend, pos int) {
 	for _, name := range order {
 		l := &launcher{c: g.c, k: g.k, stream: g.stream, sms: g.c.Info.SMCount, pdl: g.c.Info.Major >= 9}
 		l.keep = func(f *cu.Function) bool { return f.Name == name }
-		graph, err := g.c.Capture(g.stream, func() error { return g.recordStep(l, nil) })
+		graph, err := g.c.Capture(g.stream, func() error { return g.recordStep(l, false, nil) })
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -427,7 +550,7 @@ func profileStep(t *testing.T, g *Backend, pos int) {
 		graph.Destroy()
 		us := 1000 * float64(ms) / reps
 		total += us
-		t.Logf("  %-16s %3d× %7.1f µs per step (%.2f µs each, with the graph's 2 copies)", name, counts[name], us, us/float64(counts[name]))
+		t.Logf("  %-16s %3d× %7.1f µs per step (%.2f µs each, with one graph launch)", name, counts[name], us, us/float64(counts[name]))
 	}
 	t.Logf("  sum %.1f µs", total)
 }

@@ -15,6 +15,12 @@ type launcher struct {
 	pdl    bool // programmatic dependent launch (sm_90 PTX)
 	sms    int
 	count  int // launches enqueued, for the launches-per-token figure
+	// warpsPerBlock of the matrix kernels (0: matvecWarps), the output
+	// head's blocks per SM (0: logitsBlocksPerSM), the rows per warp of the
+	// layer's matrix kernels (0: layerRows; see kernelRows) and of the
+	// output head (0: rowsPerWarp): tests sweep them.
+	warpsPerBlock, logitsPerSM int
+	rows, logitsRows           int
 	// after, when set, runs after each launch (the profiler records an
 	// event there).
 	after func(f *cu.Function) error
@@ -23,9 +29,15 @@ type launcher struct {
 	keep func(f *cu.Function) bool
 }
 
-// matvecWarps is the warps per block of the matrix kernels: each warp takes
-// one pair of rows at a time.
+// matvecWarps is the warps per block of the matrix kernels.
 const matvecWarps = 4
+
+func (l *launcher) warps() int {
+	if l.warpsPerBlock > 0 {
+		return l.warpsPerBlock
+	}
+	return matvecWarps
+}
 
 func (l *launcher) launch(f *cu.Function, grid cu.Dim3, block, shared int, args cu.Args) error {
 	if l.keep != nil && !l.keep(f) {
@@ -39,11 +51,43 @@ func (l *launcher) launch(f *cu.Function, grid cu.Dim3, block, shared int, args 
 	return err
 }
 
-// pairBlocks is the grid for n row pairs, at most limit blocks (0: no limit):
-// grid-stride loops cover the rest, and fewer blocks normalize the input
-// fewer times.
-func pairBlocks(n, limit int) int {
-	b := (n + matvecWarps - 1) / matvecWarps
+// rowsPerWarp mirrors mv_shape<T>::R in kernels/decode.cuh: the rows one
+// warp of a matrix kernel takes at a time.
+func rowsPerWarp(t gpuType) int {
+	if t == wtQ4_0 || t == wtQ8_0 {
+		return 4
+	}
+	return 2
+}
+
+// layerRows is the rows per warp of the layer's matrix kernels: two, the
+// _r2 kernels. They run about one warp per scheduler, where time goes with
+// the instructions per warp, so fewer rows per warp and more warps beat
+// the four rows whose loads a warp would otherwise share (H200: -38 µs a
+// token).
+const layerRows = 2
+
+// kernelRows picks the kernel of a layer matrix op for layout t from its
+// variants (rows per warp: rowsPerWarp(t), 2, 1; nil where there is none)
+// and returns it with its rows per warp.
+func (l *launcher) kernelRows(t gpuType, fs [3]*[4]*cu.Function) (int, *cu.Function) {
+	r := l.rows
+	if r == 0 {
+		r = layerRows
+	}
+	switch {
+	case r == 1 && fs[2] != nil:
+		return 1, fs[2][t]
+	case r <= 2:
+		return 2, fs[1][t]
+	}
+	return rowsPerWarp(t), fs[0][t]
+}
+
+// warpBlocks is the grid for n warps' worth of work, at most limit blocks
+// (0: no limit); grid-stride loops cover the rest.
+func (l *launcher) warpBlocks(n, limit int) int {
+	b := (n + l.warps() - 1) / l.warps()
 	if limit > 0 && b > limit {
 		b = limit
 	}
@@ -52,11 +96,12 @@ func pairBlocks(n, limit int) int {
 
 func i32(v int) int32 { return int32(v) }
 
-// embed writes row io[0] of m (dequantized) to x and copies the position
-// io[1] to pos; io may be host-mapped memory.
-func (l *launcher) embed(io, pos cu.DevicePtr, m *deviceMatrix, x cu.DevicePtr) error {
-	return l.launch(l.k.embed[m.Type], cu.Dim((m.Cols+255)/256), 256, 0,
-		cu.Args{io, pos, m.Q, m.D, i32(m.Cols), x})
+// embed writes row io[0] of m (dequantized) to x, copies the position io[1]
+// to pos and the nParams sampler words at io[ioParams] to params; io may be
+// host-mapped memory.
+func (l *launcher) embed(io, pos, params cu.DevicePtr, nParams int, m *deviceMatrix, x cu.DevicePtr) error {
+	return l.launch(l.k.embed[m.Type], cu.Dim((max(m.Cols, nParams)+255)/256), 256, 0,
+		cu.Args{io, pos, params, i32(nParams), m.Q, m.D, i32(m.Cols), x})
 }
 
 // qkvArgs are the attention-input step's operands.
@@ -79,14 +124,30 @@ type qkvArgs struct {
 
 func (l *launcher) qkvRope(a qkvArgs) error {
 	pairs := (a.nHead + 2*a.nKV) * a.headDim / 2
+	r, f := l.kernelRows(a.w.Type, [3]*[4]*cu.Function{&l.k.qkvRope, &l.k.qkvRope2, nil}) // pairs of rows
+	perWarp := r / 2
 	neox := int32(0)
 	if a.neox {
 		neox = 1
 	}
-	return l.launch(l.k.qkvRope[a.w.Type], cu.Dim(pairBlocks(pairs, 0)), 32*matvecWarps, xsBytes(a.w.Cols), cu.Args{
+	return l.launch(f, cu.Dim(l.warpBlocks((pairs+perWarp-1)/perWarp, 0)), 32*l.warps(), 0, cu.Args{
 		a.x, a.normW, a.eps, i32(a.w.Cols), a.w.Q, a.w.D, a.bias, i32(a.nHead), i32(a.nKV), i32(a.headDim),
 		a.ropeCS, i32(a.ropeDim), neox, a.pos, a.q, a.kCache, a.vCache, i32(a.ctxMax)})
 }
+
+// The attention kernel's shape: ATT_SPLITS in kernels/attention.cu, the
+// query heads per block and the warps per head.
+const (
+	attSplits   = 32
+	attMaxGroup = 8
+	attMaxWarps = 16 // per block: __launch_bounds__(512)
+	attMaxNQ    = 4  // attention_1 … attention_4
+	// attSingle is the longest context attention takes in one split per
+	// head group, with no merge; past it attMinChunk is the fewest
+	// positions a split takes.
+	attSingle   = 128
+	attMinChunk = 32
+)
 
 // attnArgs are the attention step's operands.
 type attnArgs struct {
@@ -95,68 +156,162 @@ type attnArgs struct {
 	nHead, nKV        int
 	pos               cu.DevicePtr
 	scale             float32
-	chunk, splits     int
-	partAcc, partML   cu.DevicePtr
+	single            int          // contexts up to this long take one split (attSingle)
+	minChunk          int          // attMinChunk; tests vary it
+	partAcc, partML   cu.DevicePtr // attnPartials floats each
 	tickets           cu.DevicePtr // nHead zeroed uint32
 	out               cu.DevicePtr // nHead*headDim floats
 }
 
-// maxAttnSplits bounds the splits: the merge keeps one weight per split in
-// the 4*attnThreads floats of shared memory the kernel has for reductions.
-const maxAttnSplits = 4 * attnThreads
+// attnGroup is the query heads one attention block takes: the largest
+// divisor of the heads per KV head that is at most attMaxGroup.
+func attnGroup(nHead, nKV int) int {
+	per := nHead / nKV
+	for g := min(per, attMaxGroup); g > 1; g-- {
+		if per%g == 0 {
+			return g
+		}
+	}
+	return 1
+}
 
-const attnThreads = 128
+// attnLanes is how the attention kernel spreads a head over a warp: lanes
+// (a power of two up to 32) share a position, each with nq float4s of it;
+// two float4s a lane when the dimension allows (a row of 64 is 8 lanes, 4
+// positions a warp), else one, three or four.
+func attnLanes(headDim int) (lanes, nq int, ok bool) {
+	if headDim <= 0 || headDim%4 != 0 {
+		return 0, 0, false
+	}
+	d4 := headDim / 4
+	for _, nq := range []int{2, 1, 3, 4} {
+		if l := d4 / nq; d4%nq == 0 && l <= 32 && l&(l-1) == 0 {
+			return l, nq, true
+		}
+	}
+	return 0, 0, false
+}
+
+// attnWarps is the warps per query head in an attention block of g heads.
+func attnWarps(g int) int { return min(4, attMaxWarps/g) }
+
+// attnPartials is the floats of partAcc and partML the kernel needs.
+func attnPartials(nHead, headDim int) (acc, ml int) {
+	return nHead * attSplits * headDim, 2 * nHead * attSplits
+}
 
 func (l *launcher) attention(a attnArgs) error {
-	if a.splits > maxAttnSplits {
-		return fmt.Errorf("cuda: %d attention splits exceed %d", a.splits, maxAttnSplits)
+	lanes, nq, ok := attnLanes(a.headDim)
+	if !ok {
+		return fmt.Errorf("cuda: no attention kernel for head dimension %d", a.headDim)
 	}
-	shared := 4 * (a.headDim + a.chunk + max(4*attnThreads, a.headDim))
-	return l.launch(l.k.attention, cu.Dim3{X: a.nHead, Y: a.splits, Z: 1}, attnThreads, shared, cu.Args{
-		a.q, a.kCache, a.vCache, i32(a.ctxMax), i32(a.headDim), i32(a.nHead), i32(a.nKV), a.pos, a.scale,
-		i32(a.chunk), a.partAcc, a.partML, a.tickets, a.out})
+	g := attnGroup(a.nHead, a.nKV)
+	w := attnWarps(g)
+	threads := 32 * g * w
+	cols := g * a.headDim / 4
+	// The warps' states to combine, or the merge's weights and sums.
+	shared := 4 * max(g*w*(a.headDim+4), g*attSplits+4*max(threads, cols))
+	if shared > 48<<10 {
+		return fmt.Errorf("cuda: attention of %d heads of %d needs %d bytes of shared memory, more than 48 KiB", g, a.headDim, shared)
+	}
+	return l.launch(l.k.attention[nq], cu.Dim3{X: a.nHead / g, Y: attSplits, Z: 1}, threads, shared, cu.Args{
+		a.q, a.kCache, a.vCache, i32(a.ctxMax), i32(a.headDim), i32(a.nHead), i32(a.nKV), i32(g), i32(w), i32(lanes),
+		a.pos, a.scale, i32(a.single), i32(a.minChunk), a.partAcc, a.partML, a.tickets, a.out})
 }
 
 // gateUp writes SiLU(gate·n)*(up·n) to h, n = rmsnorm(x)·normW.
 func (l *launcher) gateUp(x, normW cu.DevicePtr, eps float32, gate, up *deviceMatrix, h cu.DevicePtr) error {
-	return l.launch(l.k.gateUp[gate.Type], cu.Dim(pairBlocks(gate.Rows, 0)), 32*matvecWarps, xsBytes(gate.Cols), cu.Args{
+	perWarp, f := l.kernelRows(gate.Type, [3]*[4]*cu.Function{&l.k.gateUp, &l.k.gateUp2, &l.k.gateUp1}) // units: gate and up rows each
+	return l.launch(f, cu.Dim(l.warpBlocks((gate.Rows+perWarp-1)/perWarp, 0)), 32*l.warps(), 0, cu.Args{
 		x, normW, eps, i32(gate.Cols), gate.Q, gate.D, up.Q, up.D, i32(gate.Rows), h})
 }
 
 // matvec writes w·n to y, n = rmsnorm(in)·normW, or n = in when normW is 0.
 func (l *launcher) matvec(in, normW cu.DevicePtr, eps float32, w *deviceMatrix, y cu.DevicePtr) error {
-	return l.launch(l.k.matvec[w.Type], cu.Dim(pairBlocks((w.Rows+1)/2, 8*l.sms)), 32*matvecWarps, xsBytes(w.Cols), cu.Args{
+	r := rowsPerWarp(w.Type)
+	return l.launch(l.k.matvec[w.Type], cu.Dim(l.warpBlocks((w.Rows+r-1)/r, 0)), 32*l.warps(), 0, cu.Args{
 		in, normW, eps, i32(w.Cols), w.Q, w.D, i32(w.Rows), y})
 }
 
 // matvecAdd adds w·in to y.
 func (l *launcher) matvecAdd(in cu.DevicePtr, w *deviceMatrix, y cu.DevicePtr) error {
-	return l.launch(l.k.matvecAdd[w.Type], cu.Dim(pairBlocks((w.Rows+1)/2, 8*l.sms)), 32*matvecWarps, xsBytes(w.Cols), cu.Args{
+	r, f := l.kernelRows(w.Type, [3]*[4]*cu.Function{&l.k.matvecAdd, &l.k.matvecAdd2, &l.k.matvecAdd1})
+	return l.launch(f, cu.Dim(l.warpBlocks((w.Rows+r-1)/r, 0)), 32*l.warps(), 0, cu.Args{
 		in, i32(w.Cols), w.Q, w.D, i32(w.Rows), y})
 }
 
-// logitsBlocks is the logits kernel's grid: enough warps to keep many row
-// loads in flight, few enough that blocks stay resident.
-func (l *launcher) logitsBlocks(rows int) int { return pairBlocks((rows+1)/2, 16*l.sms) }
+// The output head's grid: logitsWarps per block, at most logitsBlocksPerSM
+// blocks per SM: enough warps to keep many weight loads in flight, few
+// enough that every block is resident at once.
+const (
+	logitsWarps       = 4
+	logitsBlocksPerSM = 3
+)
+
+// logitsKernel is the output head's kernel for w and its rows per warp.
+func (l *launcher) logitsKernel(w *deviceMatrix) (int, *cu.Function) {
+	if l.logitsRows == 2 {
+		return 2, l.k.logits2[w.Type]
+	}
+	return rowsPerWarp(w.Type), l.k.logits[w.Type]
+}
+
+// logitsBlocks is the logits kernel's grid.
+func (l *launcher) logitsBlocks(w *deviceMatrix) int {
+	r, _ := l.logitsKernel(w)
+	perSM := l.logitsPerSM
+	if perSM <= 0 {
+		perSM = logitsBlocksPerSM
+	}
+	warps := (w.Rows + r - 1) / r
+	return max(1, min((warps+logitsWarps-1)/logitsWarps, perSM*l.sms))
+}
 
 // logitsArgs are the output head's operands.
 type logitsArgs struct {
-	x, normW       cu.DevicePtr
-	eps            float32
-	w              *deviceMatrix
-	logits         cu.DevicePtr
-	partV, partI   cu.DevicePtr // logitsBlocks floats and ints
-	ticket, result cu.DevicePtr // a zeroed uint32; the int32 token id
+	x, normW     cu.DevicePtr
+	eps          float32
+	w            *deviceMatrix
+	logits       cu.DevicePtr
+	counts       cu.DevicePtr // penalty history counts per token, or 0: no penalties
+	params       cu.DevicePtr // samp_params (read when counts is set)
+	partV, partI cu.DevicePtr // logitsBlocks floats and ints
+	ticket       cu.DevicePtr // a zeroed uint32
+	best         cu.DevicePtr // the argmax (int32, -1: all NaN)
+	result       cu.DevicePtr // the argmax again, or 0: not written
 }
 
-// logits computes w·rmsnorm(x)·normW into logits and writes their argmax.
+// logits computes w·rmsnorm(x)·normW into logits, penalized when counts is
+// set, and writes their argmax.
 func (l *launcher) logits(a logitsArgs) error {
 	w := a.w
-	return l.launch(l.k.logits[w.Type], cu.Dim(l.logitsBlocks(w.Rows)), 32*matvecWarps, xsBytes(w.Cols), cu.Args{
-		a.x, a.normW, a.eps, i32(w.Cols), w.Q, w.D, i32(w.Rows), a.logits, a.partV, a.partI, a.ticket, a.result})
+	_, f := l.logitsKernel(w)
+	return l.launch(f, cu.Dim(l.logitsBlocks(w)), 32*logitsWarps, 0, cu.Args{
+		a.x, a.normW, a.eps, i32(w.Cols), w.Q, w.D, i32(w.Rows), a.logits, a.counts, a.params, a.partV, a.partI,
+		a.ticket, a.best, a.result})
 }
 
-// argmax writes the index of the largest of n logits to out (int32).
-func (l *launcher) argmax(logits cu.DevicePtr, n int, out cu.DevicePtr) error {
-	return l.launch(l.k.argmax, cu.Dim(1), 1024, 0, cu.Args{logits, i32(n), out})
+// The sampler kernel's shape: mirrors SAMP_THREADS, SAMP_CAP and
+// SAMP_OVERFLOW in kernels/sampler.cu.
+const (
+	sampThreads  = 1024
+	sampCap      = 4096
+	sampOverflow = -2
+	sampShared   = sampCap*8*2 + 2*sampThreads*4 // keys, weights, bins
+)
+
+// sampleArgs are the sampler chain's operands.
+type sampleArgs struct {
+	logits cu.DevicePtr // penalized by the logits kernel
+	n      int
+	params cu.DevicePtr
+	best   cu.DevicePtr // the argmax of logits
+	hist   cu.DevicePtr // {length, oldest, ring[lastN]}
+	counts cu.DevicePtr // per token id
+	result cu.DevicePtr // the token, -1 (all NaN) or sampOverflow
+}
+
+func (l *launcher) sample(a sampleArgs) error {
+	return l.launch(l.k.sampleChain, cu.Dim(1), sampThreads, sampShared, cu.Args{
+		a.logits, i32(a.n), a.params, a.best, a.hist, a.counts, a.result})
 }

@@ -8,6 +8,7 @@ import (
 
 	"gotok/backend/cuda/cu"
 	"gotok/quant"
+	"gotok/sample"
 )
 
 // gpu is a test's device: context, kernels and a launcher on one stream.
@@ -152,11 +153,12 @@ func TestMatvecKernels(t *testing.T) {
 	g := newGPU(t)
 	r := rand.New(rand.NewPCG(1, 1))
 	for _, typ := range testTypes {
-		for _, sh := range []struct{ rows, cols int }{{64, 64}, {131, 576}, {1536, 576}, {576, 1536}, {40, 172}, {3, 4096}} {
+		for _, sh := range []struct{ rows, cols int }{{64, 64}, {131, 576}, {1536, 576}, {576, 1536}, {575, 1536}, {40, 172}, {3, 4096}} {
 			if sh.cols%32 != 0 && typ.BlockSize() == 32 {
 				continue
 			}
-			name := fmt.Sprintf("%s/%dx%d", typ, sh.rows, sh.cols)
+			g.l.rows = []int{4, 2, 1}[sh.rows%3] // every variant, most on shapes that end in part of a group
+			name := fmt.Sprintf("%s/%dx%d rows %d", typ, sh.rows, sh.cols, g.l.rows)
 			_, w, hm := randWeights(t, r, typ, sh.rows, sh.cols)
 			dm := g.matrix(hm)
 			x := randFloats(r, sh.cols, 1)
@@ -192,7 +194,8 @@ func TestGateUpKernel(t *testing.T) {
 	g := newGPU(t)
 	r := rand.New(rand.NewPCG(2, 2))
 	for _, typ := range testTypes {
-		for _, sh := range []struct{ rows, cols int }{{172, 64}, {1536, 576}} {
+		for _, sh := range []struct{ rows, cols int }{{172, 64}, {1536, 576}, {173, 576}} {
+			g.l.rows = []int{4, 2, 1}[sh.rows%3]
 			_, wg, hg := randWeights(t, r, typ, sh.rows, sh.cols)
 			_, wu, hu := randWeights(t, r, typ, sh.rows, sh.cols)
 			x, nw := randFloats(r, sh.cols, 1), randFloats(r, sh.cols, 1)
@@ -213,37 +216,21 @@ func TestEmbedKernel(t *testing.T) {
 		cols := 576
 		_, w, hm := randWeights(t, r, typ, 50, cols)
 		tok, pos := int32(r.IntN(50)), int32(r.IntN(1000))
-		x, dpos := g.floats(nil, cols), g.floats(nil, 1)
-		if err := g.l.embed(g.int32s(tok, pos), dpos, g.matrix(hm), x); err != nil {
+		io := []int32{tok, pos, -1, -1}
+		for i := 0; i < spWords; i++ {
+			io = append(io, int32(r.Uint32()))
+		}
+		x, dpos, params := g.floats(nil, cols), g.floats(nil, 1), g.floats(nil, spWords)
+		if err := g.l.embed(g.int32s(io...), dpos, params, spWords, g.matrix(hm), x); err != nil {
 			t.Fatal(err)
 		}
 		check(t, typ.String(), g.read(x, cols), w[tok], 0)
 		if got := int32(math.Float32bits(g.read(dpos, 1)[0])); got != pos {
 			t.Errorf("%s: embed published position %d, want %d", typ, got, pos)
 		}
-	}
-}
-
-func TestArgmaxKernel(t *testing.T) {
-	g := newGPU(t)
-	r := rand.New(rand.NewPCG(4, 4))
-	for _, n := range []int{1, 5, 1000, 49152, 151936} {
-		for trial := 0; trial < 3; trial++ {
-			x := randFloats(r, n, 3)
-			if n > 10 && trial > 0 {
-				// Plant a tie for the maximum; the lower index must win.
-				i, j := r.IntN(n), r.IntN(n)
-				x[i] = 100
-				x[j] = 100
-				x[r.IntN(n)] = float32(math.NaN())
-			}
-			out := g.floats(nil, 1)
-			if err := g.l.argmax(g.floats(x, 0), n, out); err != nil {
-				t.Fatal(err)
-			}
-			got := int(math.Float32bits(g.read(out, 1)[0]))
-			if want := refArgmax(x); got != want {
-				t.Errorf("n=%d trial %d: argmax %d (%v), want %d (%v)", n, trial, got, x[min(got, n-1)], want, x[want])
+		for i, v := range g.read(params, spWords) {
+			if int32(math.Float32bits(v)) != io[ioParams+i] {
+				t.Errorf("%s: parameter word %d is %#x, want %#x", typ, i, math.Float32bits(v), uint32(io[ioParams+i]))
 			}
 		}
 	}
@@ -251,7 +238,9 @@ func TestArgmaxKernel(t *testing.T) {
 
 // TestLogitsKernel checks the output head with its fused argmax, twice on
 // one ticket counter (the last block must leave it at zero), with planted
-// ties, writing the token id to host-mapped memory as the engine does.
+// ties, writing the token id to host-mapped memory as the engine does; then
+// with penalties, which must change exactly the logits of the tokens in the
+// history, as package sample's arithmetic does, bit for bit.
 func TestLogitsKernel(t *testing.T) {
 	g := newGPU(t)
 	r := rand.New(rand.NewPCG(6, 6))
@@ -261,7 +250,7 @@ func TestLogitsKernel(t *testing.T) {
 	}
 	defer g.c.FreeHost(host)
 	for _, typ := range testTypes {
-		for _, sh := range []struct{ rows, cols int }{{512, 64}, {49152, 576}, {7, 96}} {
+		for _, sh := range []struct{ rows, cols int }{{512, 64}, {49152, 576}, {7, 96}, {300, 2080}} {
 			_, w, hm := randWeights(t, r, typ, sh.rows, sh.cols)
 			if sh.rows > 100 {
 				// Two identical rows: equal logits, the lower index must win.
@@ -273,33 +262,96 @@ func TestLogitsKernel(t *testing.T) {
 				w[j] = w[i]
 			}
 			dm := g.matrix(hm)
-			blocks := g.l.logitsBlocks(sh.rows)
+			g.l.logitsRows = []int{0, 2}[sh.rows%2]
+			blocks := g.l.logitsBlocks(dm)
 			ticket := g.floats([]float32{0}, 0)
-			for run := 0; run < 2; run++ {
-				x, nw := randFloats(r, sh.cols, 1), randFloats(r, sh.cols, 1)
-				y := g.floats(nil, sh.rows)
-				host.Uint32s()[0] = 0xffffffff
-				err := g.l.logits(logitsArgs{x: g.floats(x, 0), normW: g.floats(nw, 0), eps: 1e-5, w: dm, logits: y,
-					partV: g.floats(nil, blocks), partI: g.floats(nil, blocks), ticket: ticket, result: host.Device})
-				if err != nil {
+			x, nw := randFloats(r, sh.cols, 1), randFloats(r, sh.cols, 1)
+			var plain []float32
+			for run := 0; run < 3; run++ {
+				if run < 2 {
+					x, nw = randFloats(r, sh.cols, 1), randFloats(r, sh.cols, 1)
+				}
+				a := logitsArgs{x: g.floats(x, 0), normW: g.floats(nw, 0), eps: 1e-5, w: dm, logits: g.floats(nil, sh.rows),
+					partV: g.floats(nil, blocks), partI: g.floats(nil, blocks), ticket: ticket, best: g.floats(nil, 1),
+					result: host.Device}
+				var counts []int32
+				var p sample.Params
+				if run == 2 {
+					// The inputs of run 1 again, with penalties.
+					p = sample.Params{RepeatPenalty: 1.3, FrequencyPenalty: 0.25, PresencePenalty: -0.5, PenaltyLastN: 8}
+					counts = make([]int32, sh.rows)
+					for range min(40, sh.rows) {
+						counts[r.IntN(sh.rows)]++
+					}
+					words := make([]uint32, spWords)
+					encodeParams(words, p, 0, sh.rows)
+					cf := make([]float32, sh.rows)
+					for i, c := range counts {
+						cf[i] = math.Float32frombits(uint32(c))
+					}
+					a.counts, a.params = g.floats(cf, 0), g.int32s(i32s(words)...)
+				}
+				host.Uint32s()[0] = 0xfffffffe
+				if err := g.l.logits(a); err != nil {
 					t.Fatal(err)
 				}
-				want := refMatvec(w, refRMSNorm(x, nw, 1e-5))
-				got := g.read(y, sh.rows)
+				got := g.read(a.logits, sh.rows)
 				name := fmt.Sprintf("%s/%dx%d run %d", typ, sh.rows, sh.cols, run)
-				check(t, name, got, want, f32Tol)
-				if tok, best := int(host.Uint32s()[0]), refArgmax(got); tok != best {
+				tok, best := int(host.Uint32s()[0]), refArgmax(got)
+				if tok != best {
 					t.Errorf("%s: token %d, want argmax %d of the logits", name, tok, best)
 				}
+				if dev := int(math.Float32bits(g.read(a.best, 1)[0])); dev != best {
+					t.Errorf("%s: best %d, want %d", name, dev, best)
+				}
+				if run < 2 {
+					check(t, name, got, refMatvec(w, refRMSNorm(x, nw, 1e-5)), f32Tol)
+					plain = got
+					continue
+				}
+				changed := 0
+				for i, v := range plain {
+					want := v
+					if counts[i] > 0 {
+						want = refPenalize(v, counts[i], p)
+						changed++
+					}
+					if math.Float32bits(got[i]) != math.Float32bits(want) {
+						t.Fatalf("%s: logit %d (count %d) is %v, want %v", name, i, counts[i], got[i], want)
+					}
+				}
+				t.Logf("%s: %d penalized logits exact", name, changed)
 			}
 		}
 	}
 }
 
+// refPenalize is package sample's penalty, as documented there.
+func refPenalize(l float32, count int32, p sample.Params) float32 {
+	if p.RepeatPenalty != 0 && p.RepeatPenalty != 1 {
+		if l <= 0 {
+			l = float32(l * p.RepeatPenalty)
+		} else {
+			l = float32(l / p.RepeatPenalty)
+		}
+	}
+	freq := float32(float32(count) * p.FrequencyPenalty)
+	return float32(l - float32(freq+p.PresencePenalty))
+}
+
+func i32s(w []uint32) []int32 {
+	v := make([]int32, len(w))
+	for i, x := range w {
+		v[i] = int32(x)
+	}
+	return v
+}
+
 // TestAttentionStep runs the whole attention block of one layer: qkv_rope
 // (norm, projections, RoPE, cache append), attention over the cache split in
 // chunks with the merge, and the output projection with the residual, each
-// checked against the twins.
+// checked against the twins, at positions that take one split (no merge),
+// some, and all of them, with 1 to 8 query heads per block.
 func TestAttentionStep(t *testing.T) {
 	g := newGPU(t)
 	r := rand.New(rand.NewPCG(5, 5))
@@ -307,16 +359,21 @@ func TestAttentionStep(t *testing.T) {
 		typ                             quant.Type
 		dim, nHead, nKV, headDim, ropeD int
 		neox, bias                      bool
-		ctx, chunk                      int
+		ctx, minChunk                   int
 	}{
-		{quant.F32, 64, 8, 4, 8, 8, false, false, 512, 128},
-		{quant.Q4_0, 576, 9, 3, 64, 64, false, false, 300, 128},
-		{quant.Q8_0, 576, 9, 3, 64, 64, true, true, 700, 64},
+		{quant.F32, 64, 8, 4, 8, 8, false, false, 512, 8},
+		{quant.Q4_0, 576, 9, 3, 64, 64, false, false, 300, 32},
+		{quant.Q8_0, 576, 9, 3, 64, 64, true, true, 2100, 32},
 		{quant.F16, 256, 4, 4, 64, 32, true, false, 100, 16},
-		{quant.Q4_0, 512, 4, 1, 128, 128, false, true, 1100, 128},
+		{quant.Q4_0, 512, 4, 1, 128, 128, false, true, 1100, 16},
+		{quant.Q8_0, 384, 12, 1, 32, 32, false, false, 700, 4},
+		{quant.Q4_0, 256, 16, 2, 16, 16, true, false, 64, 1},
+		{quant.Q8_0, 384, 4, 2, 96, 64, true, false, 500, 8},    // 8 lanes × 3 float4s
+		{quant.F16, 512, 4, 1, 256, 128, false, false, 300, 32}, // 32 lanes × 2 float4s
+		{quant.Q4_0, 256, 2, 2, 48, 48, false, false, 260, 16},  // 4 lanes × 3 float4s
 	}
-	for _, tc := range cases {
-		name := fmt.Sprintf("%s/d%d/h%d/kv%d/hd%d/rope%d/neox=%v/bias=%v", tc.typ, tc.dim, tc.nHead, tc.nKV, tc.headDim, tc.ropeD, tc.neox, tc.bias)
+	for ci, tc := range cases {
+		g.l.rows = []int{4, 2, 1}[ci%3]
 		qd, kvd := tc.nHead*tc.headDim, tc.nKV*tc.headDim
 		_, wq, hq := randWeights(t, r, tc.typ, qd, tc.dim)
 		_, wk, hk := randWeights(t, r, tc.typ, kvd, tc.dim)
@@ -326,7 +383,7 @@ func TestAttentionStep(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		x, nw := randFloats(r, tc.dim, 1), randFloats(r, tc.dim, 1)
+		dqkv, dwo := g.matrix(qkv), g.matrix(ho)
 		var bias []float32
 		var dbias cu.DevicePtr
 		if tc.bias {
@@ -334,81 +391,103 @@ func TestAttentionStep(t *testing.T) {
 			dbias = g.floats(bias, 0)
 		}
 		cs := refRopeTable(tc.ctx, tc.ropeD, 10000, 1)
-		// A cache filled with random history, except the row being written.
-		pos := tc.ctx/2 + r.IntN(tc.ctx/2)
-		kc, vc := randFloats(r, kvd*tc.ctx, 1), randFloats(r, kvd*tc.ctx, 1)
-		for h := 0; h < tc.nKV; h++ {
-			for i := 0; i < tc.headDim; i++ {
-				kc[(h*tc.ctx+pos)*tc.headDim+i] = float32(math.NaN())
-				vc[(h*tc.ctx+pos)*tc.headDim+i] = float32(math.NaN())
+		dcs := g.floats(cs, 0)
+		acc, ml := attnPartials(tc.nHead, tc.headDim)
+		tickets := g.floats(make([]float32, tc.nHead), 0)
+		partAcc, partML := g.floats(nil, acc), g.floats(nil, ml)
+		for _, pos := range []int{r.IntN(tc.minChunk), tc.ctx/3 + r.IntN(tc.ctx/3), tc.ctx - 1} {
+			name := fmt.Sprintf("%s/d%d/h%d/kv%d/hd%d/rope%d/neox=%v/bias=%v/pos%d", tc.typ, tc.dim, tc.nHead, tc.nKV,
+				tc.headDim, tc.ropeD, tc.neox, tc.bias, pos)
+			x, nw := randFloats(r, tc.dim, 1), randFloats(r, tc.dim, 1)
+			// A cache filled with random history, except the row being written.
+			kc, vc := randFloats(r, kvd*tc.ctx, 1), randFloats(r, kvd*tc.ctx, 1)
+			for h := 0; h < tc.nKV; h++ {
+				for i := 0; i < tc.headDim; i++ {
+					kc[(h*tc.ctx+pos)*tc.headDim+i] = float32(math.NaN())
+					vc[(h*tc.ctx+pos)*tc.headDim+i] = float32(math.NaN())
+				}
 			}
-		}
-		dkc, dvc := g.floats(kc, 0), g.floats(vc, 0)
-		dq := g.floats(nil, qd)
-		dpos := g.int32s(int32(pos))
-		eps := float32(1e-5)
-		err = g.l.qkvRope(qkvArgs{x: g.floats(x, 0), normW: g.floats(nw, 0), eps: eps, w: g.matrix(qkv), bias: dbias,
-			nHead: tc.nHead, nKV: tc.nKV, headDim: tc.headDim, ropeCS: g.floats(cs, 0), ropeDim: tc.ropeD, neox: tc.neox,
-			pos: dpos, q: dq, kCache: dkc, vCache: dvc, ctxMax: tc.ctx})
-		if err != nil {
-			t.Fatal(err)
-		}
-		n := refRMSNorm(x, nw, eps)
-		q, k, v := refMatvec(wq, n), refMatvec(wk, n), refMatvec(wv, n)
-		if tc.bias {
-			for i := range q {
-				q[i] += float64(bias[i])
-			}
-			for i := range k {
-				k[i] += float64(bias[qd+i])
-				v[i] += float64(bias[qd+kvd+i])
-			}
-		}
-		refRope(q, tc.nHead, tc.headDim, tc.ropeD, tc.neox, cs, pos)
-		refRope(k, tc.nKV, tc.headDim, tc.ropeD, tc.neox, cs, pos)
-		gotQ := g.read(dq, qd)
-		check(t, name+" q", gotQ, q, f32Tol)
-		gotK, gotV := g.read(dkc, kvd*tc.ctx), g.read(dvc, kvd*tc.ctx)
-		var rowK, rowV []float32
-		for h := 0; h < tc.nKV; h++ {
-			off := (h*tc.ctx + pos) * tc.headDim
-			rowK = append(rowK, gotK[off:off+tc.headDim]...)
-			rowV = append(rowV, gotV[off:off+tc.headDim]...)
-			copy(kc[off:], gotK[off:off+tc.headDim])
-			copy(vc[off:], gotV[off:off+tc.headDim])
-		}
-		check(t, name+" k row", rowK, k, f32Tol)
-		check(t, name+" v row", rowV, v, f32Tol)
-		for i := range gotK {
-			if math.Float32bits(gotK[i]) != math.Float32bits(kc[i]) || math.Float32bits(gotV[i]) != math.Float32bits(vc[i]) {
-				t.Fatalf("%s: cache element %d outside the written row changed", name, i)
-			}
-		}
-
-		splits := (tc.ctx + tc.chunk - 1) / tc.chunk
-		scale := float32(1 / math.Sqrt(float64(tc.headDim)))
-		a := attnArgs{q: dq, kCache: dkc, vCache: dvc, ctxMax: tc.ctx, headDim: tc.headDim, nHead: tc.nHead, nKV: tc.nKV,
-			pos: dpos, scale: scale, chunk: tc.chunk, splits: splits,
-			partAcc: g.floats(nil, tc.nHead*splits*tc.headDim), partML: g.floats(nil, tc.nHead*splits*2),
-			tickets: g.floats(make([]float32, tc.nHead), 0), out: g.floats(nil, qd)}
-		att := refAttention(gotQ, kc, vc, tc.nHead, tc.nKV, tc.headDim, tc.ctx, pos+1, scale)
-		// Twice: the merge must leave the tickets at zero for the next step.
-		for run := 0; run < 2; run++ {
-			g.c.MemsetD32(a.out, nanBits, qd)
-			if err := g.l.attention(a); err != nil {
+			dkc, dvc := g.floats(kc, 0), g.floats(vc, 0)
+			dq := g.floats(nil, qd)
+			dpos := g.int32s(int32(pos))
+			eps := float32(1e-5)
+			err = g.l.qkvRope(qkvArgs{x: g.floats(x, 0), normW: g.floats(nw, 0), eps: eps, w: dqkv, bias: dbias,
+				nHead: tc.nHead, nKV: tc.nKV, headDim: tc.headDim, ropeCS: dcs, ropeDim: tc.ropeD, neox: tc.neox,
+				pos: dpos, q: dq, kCache: dkc, vCache: dvc, ctxMax: tc.ctx})
+			if err != nil {
 				t.Fatal(err)
 			}
-			check(t, fmt.Sprintf("%s attention run %d", name, run), g.read(a.out, qd), att, 1e-5)
+			n := refRMSNorm(x, nw, eps)
+			q, k, v := refMatvec(wq, n), refMatvec(wk, n), refMatvec(wv, n)
+			if tc.bias {
+				for i := range q {
+					q[i] += float64(bias[i])
+				}
+				for i := range k {
+					k[i] += float64(bias[qd+i])
+					v[i] += float64(bias[qd+kvd+i])
+				}
+			}
+			refRope(q, tc.nHead, tc.headDim, tc.ropeD, tc.neox, cs, pos)
+			refRope(k, tc.nKV, tc.headDim, tc.ropeD, tc.neox, cs, pos)
+			gotQ := g.read(dq, qd)
+			check(t, name+" q", gotQ, q, f32Tol)
+			gotK, gotV := g.read(dkc, kvd*tc.ctx), g.read(dvc, kvd*tc.ctx)
+			var rowK, rowV []float32
+			for h := 0; h < tc.nKV; h++ {
+				off := (h*tc.ctx + pos) * tc.headDim
+				rowK = append(rowK, gotK[off:off+tc.headDim]...)
+				rowV = append(rowV, gotV[off:off+tc.headDim]...)
+				copy(kc[off:], gotK[off:off+tc.headDim])
+				copy(vc[off:], gotV[off:off+tc.headDim])
+			}
+			check(t, name+" k row", rowK, k, f32Tol)
+			check(t, name+" v row", rowV, v, f32Tol)
+			for i := range gotK {
+				if math.Float32bits(gotK[i]) != math.Float32bits(kc[i]) || math.Float32bits(gotV[i]) != math.Float32bits(vc[i]) {
+					t.Fatalf("%s: cache element %d outside the written row changed", name, i)
+				}
+			}
+
+			scale := float32(1 / math.Sqrt(float64(tc.headDim)))
+			a := attnArgs{q: dq, kCache: dkc, vCache: dvc, ctxMax: tc.ctx, headDim: tc.headDim, nHead: tc.nHead,
+				nKV: tc.nKV, pos: dpos, scale: scale, minChunk: tc.minChunk, partAcc: partAcc, partML: partML,
+				tickets: tickets, out: g.floats(nil, qd)}
+			att := refAttention(gotQ, kc, vc, tc.nHead, tc.nKV, tc.headDim, tc.ctx, pos+1, scale)
+			// Twice split (the merge must leave the tickets at zero for the
+			// next step), then in one split, however long.
+			for run := 0; run < 3; run++ {
+				if run == 2 {
+					a.single = tc.ctx
+				}
+				g.c.MemsetD32(a.out, nanBits, qd)
+				if err := g.l.attention(a); err != nil {
+					t.Fatal(err)
+				}
+				check(t, fmt.Sprintf("%s attention run %d", name, run), g.read(a.out, qd), att, 1e-5)
+			}
+			x0 := randFloats(r, tc.dim, 1)
+			dx := g.floats(x0, 0)
+			if err := g.l.matvecAdd(a.out, dwo, dx); err != nil {
+				t.Fatal(err)
+			}
+			want := refMatvec(wo, att)
+			for i := range want {
+				want[i] += float64(x0[i])
+			}
+			check(t, name+" attention+out", g.read(dx, tc.dim), want, 1e-5)
 		}
-		x0 := randFloats(r, tc.dim, 1)
-		dx := g.floats(x0, 0)
-		if err := g.l.matvecAdd(a.out, g.matrix(ho), dx); err != nil {
-			t.Fatal(err)
+	}
+}
+
+func TestAttnLanes(t *testing.T) {
+	for _, tc := range []struct{ d, lanes, nq int }{
+		{8, 1, 2}, {16, 2, 2}, {32, 4, 2}, {64, 8, 2}, {128, 16, 2}, {256, 32, 2}, {4, 1, 1}, {96, 8, 3}, {48, 4, 3},
+		{80, 0, 0}, {6, 0, 0}, {1024, 0, 0}, {512, 32, 4},
+	} {
+		lanes, nq, ok := attnLanes(tc.d)
+		if ok != (tc.lanes > 0) || lanes != tc.lanes || nq != tc.nq {
+			t.Errorf("head dimension %d: %d lanes × %d (%v), want %d × %d", tc.d, lanes, nq, ok, tc.lanes, tc.nq)
 		}
-		want := refMatvec(wo, att)
-		for i := range want {
-			want[i] += float64(x0[i])
-		}
-		check(t, name+" attention+out", g.read(dx, tc.dim), want, 1e-5)
 	}
 }

@@ -214,6 +214,9 @@ func TestLaunchGraphAndEvents(t *testing.T) {
 	if _, err := m.Function("no_such_kernel"); err == nil {
 		t.Error("looking up a missing kernel succeeded")
 	}
+	if err := c.SetSharedCarveout(f, 25); err != nil {
+		t.Errorf("setting the shared-memory carveout: %v", err)
+	}
 	const n = 1000
 	r := rand.New(rand.NewPCG(5, 6))
 	x := make([]float32, n)

@@ -16,6 +16,8 @@ const (
 	jitLogVerbose          = 12
 	funcAttrNumRegs        = 4
 	funcAttrMaxDynamicSmem = 8
+	// funcAttrPreferredCarveout is CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT.
+	funcAttrPreferredCarveout = 9
 )
 
 // Module is a loaded PTX or cubin image.
@@ -99,6 +101,15 @@ func (m *Module) Unload() error {
 // memory; above 48 KiB the driver requires this opt-in.
 func (c *Context) SetMaxDynamicShared(f *Function, n int) error {
 	return c.do("cuFuncSetAttribute", c.d.fn.cuFuncSetAttribute, f.h, funcAttrMaxDynamicSmem, uintptr(n))
+}
+
+// SetSharedCarveout asks that f run with percent (0–100) of the SM's
+// combined L1/shared memory as shared memory. The driver reconfigures an SM
+// between kernels that want different splits, which drains it: kernels
+// launched back to back (and overlapped with programmatic dependent launch)
+// should all ask for the same.
+func (c *Context) SetSharedCarveout(f *Function, percent int) error {
+	return c.do("cuFuncSetAttribute", c.d.fn.cuFuncSetAttribute, f.h, funcAttrPreferredCarveout, uintptr(percent))
 }
 
 // NumRegs returns the registers per thread the JIT gave f.

@@ -1,147 +1,258 @@
 // attention: one query token against the KV cache, flash-decoding style.
-// Block (h, s) takes query head h and the positions [s*chunk, (s+1)*chunk)
-// of its KV head (grouped-query: kv head = h / (n_head/n_kv_head)), and
-// writes an unnormalized partial: the max score m, the sum of exp(score-m)
-// and the exp-weighted sum of V rows. The last block of each head to finish
-// (a ticket counter per head, left at zero again) merges the head's partials
-// into out, once, so the output projection reads a plain vector. Splits past
-// the current length do nothing but take their ticket.
 //
-// The grid is fixed by the context size, so one captured graph serves every
-// position: the length comes from pos_ptr in device memory.
+// Block (g, s) takes the G query heads g*G … g*G+G-1, which share one KV
+// head (grouped-query attention), and split s of the current length
+// n = pos+1: up to `single` positions one split, which needs no merge;
+// past that ATT_SPLITS splits of c = max(min_chunk, ⌈n/ATT_SPLITS⌉)
+// positions. Splits past n exit at once.
+//
+// Each head has W warps of the block; in a warp, L lanes share a position
+// (L a power of two, each lane NQ float4s of the head dimension:
+// D = 4·L·NQ), so a warp takes 32/L positions at a time and a K or V row is
+// one coalesced load, which the head group's other warps then find in L1.
+// A lane keeps an online softmax (running max, sum and exp-weighted sum of
+// V rows) over its positions, so scores never go to shared memory; the
+// lanes of a warp and then the warps of a head combine theirs. The code per
+// thread is one head's: these kernels run once per layer on cold
+// instruction caches, where code size costs as much as the arithmetic.
+//
+// With one split the block writes the normalized output; otherwise each
+// writes its partial (max, sum, weighted V) and the last of the head
+// group's splits to finish (a ticket counter, left at zero again) merges
+// them, so the output projection reads a plain vector.
+//
+// The grid is fixed, so one captured graph serves every position: the
+// length comes from pos_ptr in device memory, which the embedding kernel
+// wrote two launches earlier and is safe to read before the PDL wait, as
+// are the cache rows before pos (earlier steps wrote them). Those rows are
+// asked of L2 before the wait; only q and the row at pos come from the
+// previous kernel.
 #include "common.cuh"
 
-// merge_if_last takes the block's ticket for head h; the last of the head's
-// nsplit blocks merges the nvalid valid partials into out[h*head_dim:].
-// w needs nsplit floats of shared memory (the caller lends its 4*blockDim).
-__device__ __forceinline__ void merge_if_last(int h, int nsplit, int nvalid, int head_dim, const float *part_acc,
-                                              const float *part_ml, unsigned *tickets, float *out, float *w,
-                                              float *scratch, bool *last) {
-	__syncthreads(); // every thread's partial writes are issued
-	if (threadIdx.x == 0) {
-		__threadfence();
-		*last = atomicAdd(&tickets[h], 1u) == (unsigned)nsplit - 1;
-	}
-	__syncthreads();
-	if (!*last) return;
-	__threadfence();
-	nvalid = min(nvalid, nsplit);
-	const volatile float *ml = part_ml + 2 * h * nsplit;
-	float m = -INFINITY;
-	for (int s = threadIdx.x; s < nvalid; s += blockDim.x) m = fmaxf(m, ml[2 * s]);
-	m = block_max(m, scratch);
-	float l = 0.f;
-	for (int s = threadIdx.x; s < nvalid; s += blockDim.x) {
-		float e = expf(ml[2 * s] - m);
-		w[s] = e;
-		l += ml[2 * s + 1] * e;
-	}
-	l = block_sum(l, scratch); // its barriers also publish w
-	const volatile float *acc = part_acc + (long)h * nsplit * head_dim;
-	for (int d = threadIdx.x; d < head_dim; d += blockDim.x) {
-		float a0 = 0.f, a1 = 0.f, a2 = 0.f, a3 = 0.f;
-		int s = 0;
-		for (; s + 3 < nvalid; s += 4) {
-			a0 += w[s] * acc[(long)s * head_dim + d];
-			a1 += w[s + 1] * acc[(long)(s + 1) * head_dim + d];
-			a2 += w[s + 2] * acc[(long)(s + 2) * head_dim + d];
-			a3 += w[s + 3] * acc[(long)(s + 3) * head_dim + d];
-		}
-		for (; s < nvalid; s++) a0 += w[s] * acc[(long)s * head_dim + d];
-		out[h * head_dim + d] = (a0 + a1 + a2 + a3) / l;
-	}
-	if (threadIdx.x == 0) tickets[h] = 0;
+#define ATT_SPLITS 32 // splits of the context per head group (the grid's y)
+#define ATT_UNROLL 4  // positions per lane whose rows are loaded at once
+
+__device__ __forceinline__ float4 ldcg4(const float *p) { return __ldcg((const float4 *)p); }
+
+__device__ __forceinline__ void fma4(float4 &a, float p, float4 v) {
+	a.x += p * v.x;
+	a.y += p * v.y;
+	a.z += p * v.z;
+	a.w += p * v.w;
 }
 
-extern "C" __global__ void __launch_bounds__(128)
-    attention(const float *q, const float *k_cache, const float *v_cache, int ctx_max, int head_dim, int n_head,
-              int n_kv_head, const int *pos_ptr, float scale, int chunk, float *part_acc, float *part_ml,
-              unsigned *tickets, float *out) {
-	extern __shared__ float sm[]; // q[head_dim] | p[chunk] | red[max(4*blockDim, head_dim)] | w[nsplit]
-	__shared__ float scratch[32];
-	__shared__ bool last;
-	pdl_wait_and_release();
-	int h = blockIdx.x, s = blockIdx.y, nsplit = gridDim.y, tid = threadIdx.x;
-	int kvh = h / (n_head / n_kv_head);
-	int t0 = s * chunk, t1 = min(*pos_ptr + 1, t0 + chunk);
-	float *ml = part_ml + 2 * (h * nsplit + s);
-	float *acc = part_acc + (long)(h * nsplit + s) * head_dim;
-	int n = max(t1 - t0, 0);
-	float *qs = sm, *p = sm + head_dim, *red = p + chunk;
-	if (n == 0) { // past the current length: only the ticket
-		merge_if_last(h, nsplit, (*pos_ptr + chunk) / chunk, head_dim, part_acc, part_ml, tickets, out, red, scratch, &last);
-		return;
-	}
-	for (int d = tid; d < head_dim; d += blockDim.x) qs[d] = q[h * head_dim + d];
-	__syncthreads();
-	const float *kc = k_cache + ((long)kvh * ctx_max + t0) * head_dim;
-	const float *vc = v_cache + ((long)kvh * ctx_max + t0) * head_dim;
-	// Scores: a thread per position, its K row read as independent float4s.
-	float mx = -INFINITY;
-	const float4 *qv = (const float4 *)qs;
-	for (int t = tid; t < n; t += blockDim.x) {
-		const float4 *kr = (const float4 *)(kc + (long)t * head_dim);
-		float dot = 0.f;
-#pragma unroll 8
-		for (int j = 0; j < head_dim / 4; j++) {
-			float4 a = kr[j], b = qv[j];
-			dot += a.x * b.x + a.y * b.y + a.z * b.z + a.w * b.w;
-		}
-		dot *= scale;
-		p[t] = dot;
-		mx = fmaxf(mx, dot);
-	}
-	mx = block_max(mx, scratch);
-	float l = 0.f;
-	for (int t = tid; t < n; t += blockDim.x) {
-		float e = expf(p[t] - mx);
-		p[t] = e;
-		l += e;
-	}
-	l = block_sum(l, scratch); // its barriers also publish p[]
-	// p·V: a thread owns four dimensions (a float4 column) and every
-	// groups-th position, with four rows in flight; the groups are summed
-	// through shared memory.
-	int cols = head_dim / 4;
-	int groups = blockDim.x >= cols ? blockDim.x / cols : 1;
-	for (int idx = tid; idx < cols * groups; idx += blockDim.x) {
-		int c = idx % cols, g = idx / cols;
-		const float4 *vr = (const float4 *)vc + c;
-		float4 a0 = {0.f, 0.f, 0.f, 0.f}, a1 = a0, a2 = a0, a3 = a0;
-		int t = g;
-		for (; t + 3 * groups < n; t += 4 * groups) {
-			float4 v0 = vr[(long)t * cols], v1 = vr[(long)(t + groups) * cols];
-			float4 v2 = vr[(long)(t + 2 * groups) * cols], v3 = vr[(long)(t + 3 * groups) * cols];
-			float p0 = p[t], p1 = p[t + groups], p2 = p[t + 2 * groups], p3 = p[t + 3 * groups];
-			a0.x += p0 * v0.x; a0.y += p0 * v0.y; a0.z += p0 * v0.z; a0.w += p0 * v0.w;
-			a1.x += p1 * v1.x; a1.y += p1 * v1.y; a1.z += p1 * v1.z; a1.w += p1 * v1.w;
-			a2.x += p2 * v2.x; a2.y += p2 * v2.y; a2.z += p2 * v2.z; a2.w += p2 * v2.w;
-			a3.x += p3 * v3.x; a3.y += p3 * v3.y; a3.z += p3 * v3.z; a3.w += p3 * v3.w;
-		}
-		for (; t < n; t += groups) {
-			float4 v0 = vr[(long)t * cols];
-			float p0 = p[t];
-			a0.x += p0 * v0.x; a0.y += p0 * v0.y; a0.z += p0 * v0.z; a0.w += p0 * v0.w;
-		}
-		a0.x += a1.x + a2.x + a3.x;
-		a0.y += a1.y + a2.y + a3.y;
-		a0.z += a1.z + a2.z + a3.z;
-		a0.w += a1.w + a2.w + a3.w;
-		float *r = red + g * head_dim + 4 * c;
-		r[0] = a0.x;
-		r[1] = a0.y;
-		r[2] = a0.z;
-		r[3] = a0.w;
-	}
-	__syncthreads();
-	for (int d = tid; d < head_dim; d += blockDim.x) {
-		float a = 0.f;
-		for (int g = 0; g < groups; g++) a += red[g * head_dim + d];
-		acc[d] = a;
-	}
-	if (tid == 0) {
-		ml[0] = mx;
-		ml[1] = l;
-	}
-	merge_if_last(h, nsplit, (*pos_ptr + chunk) / chunk, head_dim, part_acc, part_ml, tickets, out, red, scratch, &last);
+__device__ __forceinline__ float4 scale4(float4 a, float s) { return make_float4(a.x * s, a.y * s, a.z * s, a.w * s); }
+
+__device__ __forceinline__ float dot4(float4 a, float4 b) { return a.x * b.x + a.y * b.y + a.z * b.z + a.w * b.w; }
+
+__device__ __forceinline__ float4 shfl4(float4 v, int o) {
+	return make_float4(__shfl_xor_sync(0xffffffffu, v.x, o), __shfl_xor_sync(0xffffffffu, v.y, o),
+	                   __shfl_xor_sync(0xffffffffu, v.z, o), __shfl_xor_sync(0xffffffffu, v.w, o));
 }
+
+// softmax_state is an online softmax over some positions: the max score m,
+// the sum l of exp(score-m) and the exp-weighted sum of their V rows.
+template <int NQ> struct softmax_state {
+	float m, l;
+	float4 acc[NQ];
+
+	__device__ __forceinline__ void init() {
+		m = -INFINITY;
+		l = 0.f;
+#pragma unroll
+		for (int j = 0; j < NQ; j++) acc[j] = make_float4(0.f, 0.f, 0.f, 0.f);
+	}
+
+	__device__ __forceinline__ void add(float s, const float4 v[NQ]) {
+		float m2 = fmaxf(m, s), a = expf(m - m2), e = expf(s - m2); // exp(-inf) = 0 at the first
+		m = m2;
+		l = l * a + e;
+#pragma unroll
+		for (int j = 0; j < NQ; j++) {
+			acc[j] = scale4(acc[j], a);
+			fma4(acc[j], e, v[j]);
+		}
+	}
+
+	// merge folds in another state; either may be empty (m = -inf).
+	__device__ __forceinline__ void merge(float m2, float l2, const float4 acc2[NQ]) {
+		float M = fmaxf(m, m2);
+		float a = m == -INFINITY ? 0.f : expf(m - M), b = m2 == -INFINITY ? 0.f : expf(m2 - M);
+		m = M;
+		l = l * a + l2 * b;
+#pragma unroll
+		for (int j = 0; j < NQ; j++) {
+			acc[j] = scale4(acc[j], a);
+			fma4(acc[j], b, acc2[j]);
+		}
+	}
+};
+
+template <int NQ>
+__device__ __forceinline__ void attention(const float *q, const float *k_cache, const float *v_cache, int ctx_max,
+                                          int head_dim, int n_head, int n_kv_head, int G, int W, int L,
+                                          const int *pos_ptr, float scale, int single, int min_chunk, float *part_acc,
+                                          float *part_ml, unsigned *tickets, float *out) {
+	extern __shared__ float4 sm4[];
+	__shared__ bool last;
+	float *sm = (float *)sm4;
+	const int D = head_dim, D4 = D / 4, tid = threadIdx.x, lane = tid & 31, w = tid >> 5, nthreads = blockDim.x;
+	const int P = 32 / L, sub = lane % L, slot = lane / L;
+	const int h = w / W, wi = w % W; // this warp's head in the group, and its place among the head's warps
+	const int hb = blockIdx.x, s = blockIdx.y, h0 = hb * G;
+	const int kvh = h0 / (n_head / n_kv_head);
+	const int n = *pos_ptr + 1;
+	// Contexts up to `single` positions take one split (no merge), longer
+	// ones ATT_SPLITS of at least min_chunk.
+	const int c = n <= single ? n : max(min_chunk, (n + ATT_SPLITS - 1) / ATT_SPLITS);
+	const int nvalid = (n + c - 1) / c;
+	if (s >= nvalid) return; // past the current length
+	const int t0 = s * c, cnt = min(n, t0 + c) - t0;
+	const float *kc = k_cache + ((long)kvh * ctx_max + t0) * D;
+	const float *vc = v_cache + ((long)kvh * ctx_max + t0) * D;
+	// Ask L2 for this split's K and V rows, 128-byte lines, before the wait.
+	for (int i = tid; i * 32 < cnt * D; i += nthreads) {
+		asm volatile("prefetch.global.L2 [%0];" ::"l"(kc + i * 32));
+		asm volatile("prefetch.global.L2 [%0];" ::"l"(vc + i * 32));
+	}
+	pdl_wait_and_release();
+
+	float4 qv[NQ];
+#pragma unroll
+	for (int j = 0; j < NQ; j++) qv[j] = scale4(((const float4 *)(q + (h0 + h) * D))[sub + L * j], scale);
+	softmax_state<NQ> st;
+	st.init();
+	// ATT_UNROLL positions per lane per round, their K and V rows loaded
+	// together: one memory round trip for them all.
+	const int step = W * P;
+	for (int base = wi * P + slot; base - slot < cnt; base += ATT_UNROLL * step) { // warp-uniform
+		float4 k[ATT_UNROLL][NQ], v[ATT_UNROLL][NQ];
+#pragma unroll
+		for (int u = 0; u < ATT_UNROLL; u++) {
+			int t = base + u * step;
+#pragma unroll
+			for (int j = 0; j < NQ; j++) {
+				bool ok = t < cnt;
+				k[u][j] = ok ? ((const float4 *)(kc + (long)t * D))[sub + L * j] : make_float4(0.f, 0.f, 0.f, 0.f);
+				v[u][j] = ok ? ((const float4 *)(vc + (long)t * D))[sub + L * j] : make_float4(0.f, 0.f, 0.f, 0.f);
+			}
+		}
+#pragma unroll
+		for (int u = 0; u < ATT_UNROLL; u++) {
+			float d = 0.f;
+#pragma unroll
+			for (int j = 0; j < NQ; j++) d += dot4(k[u][j], qv[j]);
+			for (int o = L / 2; o > 0; o >>= 1) d += __shfl_xor_sync(0xffffffffu, d, o);
+			if (base + u * step < cnt) st.add(d, v[u]);
+		}
+	}
+	// The lanes of a warp that share sub hold other positions: combine.
+	for (int o = L; o < 32; o <<= 1) {
+		float m2 = __shfl_xor_sync(0xffffffffu, st.m, o), l2 = __shfl_xor_sync(0xffffffffu, st.l, o);
+		float4 a2[NQ];
+#pragma unroll
+		for (int j = 0; j < NQ; j++) a2[j] = shfl4(st.acc[j], o);
+		st.merge(m2, l2, a2);
+	}
+	// Then the head's warps, through shared memory: [G][W] of (m, l, acc[D]).
+	float *mine = sm + (h * W + wi) * (D + 4);
+	if (slot == 0) {
+#pragma unroll
+		for (int j = 0; j < NQ; j++) ((float4 *)(mine + 4))[sub + L * j] = st.acc[j];
+		if (sub == 0) mine[0] = st.m, mine[1] = st.l;
+	}
+	__syncthreads();
+	if (wi == 0) {
+		for (int x = 1; x < W; x++) {
+			const float *o = sm + (h * W + x) * (D + 4);
+			float4 a2[NQ];
+#pragma unroll
+			for (int j = 0; j < NQ; j++) a2[j] = ((const float4 *)(o + 4))[sub + L * j];
+			st.merge(o[0], o[1], a2);
+		}
+		if (slot == 0) {
+			if (nvalid == 1) {
+#pragma unroll
+				for (int j = 0; j < NQ; j++) ((float4 *)(out + (h0 + h) * D))[sub + L * j] = scale4(st.acc[j], 1.f / st.l);
+			} else {
+				long at = (long)(hb * ATT_SPLITS + s) * G + h;
+#pragma unroll
+				for (int j = 0; j < NQ; j++) ((float4 *)(part_acc + at * D))[sub + L * j] = st.acc[j];
+				if (sub == 0) part_ml[2 * at] = st.m, part_ml[2 * at + 1] = st.l;
+			}
+		}
+	}
+	if (nvalid == 1) return;
+
+	// The last split of the head group to finish merges.
+	__syncthreads(); // every thread's partial writes are issued
+	if (tid == 0) {
+		__threadfence();
+		last = atomicAdd(&tickets[hb], 1u) == (unsigned)nvalid - 1;
+	}
+	__syncthreads();
+	if (!last) return;
+	__threadfence();
+	// Weights: warp x (one lane per split) takes head x's maxima and sums.
+	float *wts = sm; // [G][ATT_SPLITS]: exp(m_s - M) / L
+	for (int x = w; x < G; x += nthreads / 32) {
+		int i = 2 * ((hb * ATT_SPLITS + lane) * G + x);
+		float m = -INFINITY, ls = 0.f;
+		if (lane < nvalid) {
+			m = __ldcg(part_ml + i);
+			ls = __ldcg(part_ml + i + 1);
+		}
+		float M = warp_max(m);
+		float e = lane < nvalid ? expf(m - M) : 0.f;
+		float Ls = warp_sum(ls * e);
+		wts[x * ATT_SPLITS + lane] = e / Ls;
+	}
+	__syncthreads();
+	// Sums: a thread per float4 column of the group's output and every
+	// groups-th split, eight loads in flight; then across groups.
+	float4 *red4 = (float4 *)(sm + G * ATT_SPLITS);
+	const int cols = G * D4, groups = max(1, nthreads / cols);
+	for (int idx = tid; idx < cols * groups; idx += nthreads) {
+		int col = idx % cols, g = idx / cols, x = col / D4;
+		const float *base = part_acc + (long)hb * ATT_SPLITS * G * D + 4 * col;
+		float4 a = make_float4(0.f, 0.f, 0.f, 0.f);
+		int sp = g;
+		for (; sp + 7 * groups < nvalid; sp += 8 * groups) {
+			float4 v[8];
+#pragma unroll
+			for (int u = 0; u < 8; u++) v[u] = ldcg4(base + (long)(sp + u * groups) * G * D);
+#pragma unroll
+			for (int u = 0; u < 8; u++) fma4(a, wts[x * ATT_SPLITS + sp + u * groups], v[u]);
+		}
+		for (; sp < nvalid; sp += groups) fma4(a, wts[x * ATT_SPLITS + sp], ldcg4(base + (long)sp * G * D));
+		red4[g * cols + col] = a;
+	}
+	__syncthreads();
+	for (int col = tid; col < cols; col += nthreads) {
+		float4 a = red4[col];
+		for (int g = 1; g < groups; g++) {
+			float4 b = red4[g * cols + col];
+			a.x += b.x;
+			a.y += b.y;
+			a.z += b.z;
+			a.w += b.w;
+		}
+		((float4 *)out)[h0 * D4 + col] = a;
+	}
+	if (tid == 0) tickets[hb] = 0;
+}
+
+// attention_<NQ>: NQ float4s of the head dimension per lane; blocks of G·W
+// warps, at most 16.
+#define ATTENTION(NQ)                                                                                              \
+	extern "C" __global__ void __launch_bounds__(512)                                                              \
+	    attention_##NQ(const float *q, const float *k_cache, const float *v_cache, int ctx_max, int head_dim,       \
+	                   int n_head, int n_kv_head, int G, int W, int L, const int *pos_ptr, float scale, int single, \
+	                   int min_chunk, float *part_acc, float *part_ml, unsigned *tickets, float *out) {            \
+		attention<NQ>(q, k_cache, v_cache, ctx_max, head_dim, n_head, n_kv_head, G, W, L, pos_ptr, scale, single,   \
+		              min_chunk, part_acc, part_ml, tickets, out);                                                 \
+	}
+ATTENTION(1)
+ATTENTION(2)
+ATTENTION(3)
+ATTENTION(4)

@@ -1,42 +1,77 @@
 // logits: the output head and greedy sampling in one kernel. The final
-// RMSNorm (once per block), logits[r] = W[r]·x for every row, and the argmax:
-// each block writes its best (value, index); the last block to finish (a
-// ticket counter, left at zero again for the next step) reduces them and
-// writes the token id to out, pinned host memory mapped into the device, so
-// only those 4 bytes cross to the host.
-#include "common.cuh"
+// RMSNorm, logits[r] = W[r]·x for every row, the sampler's penalties when
+// counts is set (counts[r]: how often token r is in the penalty history),
+// and the argmax: each block writes its best (value, index); the last block
+// to finish (a ticket counter, left at zero again for the next step) reduces
+// them and writes the token id to best and to out, each when set (out is pinned
+// host memory mapped into the device, so only those 4 bytes cross to the
+// host). The id is -1 when every logit is NaN.
+//
+// Warps walk groups of R rows across the grid with the next group's weights
+// loaded before the current group's arithmetic: this kernel moves the most
+// bytes of the step (the vocabulary × the model width), so it keeps as many
+// loads in flight as it can.
+#include "decode.cuh"
+#include "sampling.cuh"
 
-template <int T>
+template <int T, int R> __device__ __forceinline__ void logits_rows(mv<T, R, 1> &m, int grp, int rows) {
+#pragma unroll
+	for (int i = 0; i < R; i++) {
+		long r = (long)grp * R + i;
+		m.row[i] = r < rows ? r : -1;
+	}
+}
+
+template <int T, int R>
 __device__ __forceinline__ void logits(const float *in, const float *norm_w, float eps, int k, const u8 *wq,
-                                       const f16 *wd, int rows, float *y, float *part_v, int *part_i,
-                                       unsigned *ticket, int *out) {
-	extern __shared__ float xs[];
-	__shared__ float scratch[32], bv[32];
+                                       const f16 *wd, int rows, float *y, const int *counts,
+                                       const samp_params *params, float *part_v, int *part_i, unsigned *ticket,
+                                       int *best_out, int *out) {
+	__shared__ float bv[32];
 	__shared__ int bi[32];
 	__shared__ bool last;
-	int nb = (k + 31) >> 5;
-	if (2 * grid_warp() < rows) prefetch_row<T>(wq, wd, 2 * grid_warp(), nb);
-	if (2 * grid_warp() + 1 < rows) prefetch_row<T>(wq, wd, 2 * grid_warp() + 1, nb);
+	int nb = (k + 31) >> 5, lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = blockDim.x >> 5;
+	mv<T, R, 1> cur, nxt;
+#pragma unroll
+	for (int i = 0; i < R; i++) {
+		cur.q[i] = nxt.q[i] = wq;
+		cur.d[i] = nxt.d[i] = wd;
+	}
+	int grp = grid_warp(), step = grid_warps();
+	logits_rows<T, R>(cur, grp, rows);
+	cur.preload(nb);
+	// The history counts change only between steps: safe before the wait.
+	int cnt[R];
+#pragma unroll
+	for (int i = 0; i < R; i++) cnt[i] = counts && cur.row[i] >= 0 ? counts[cur.row[i]] : 0;
 	pdl_wait_and_release();
-	float scale = rms_factor(xs_load(xs, in, norm_w, k, nb, scratch), k, eps);
-	int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = blockDim.x >> 5;
+	samp_params sp;
+	sp.flags = 0;
+	if (counts) sp = *params;
+	bool pen = counts && (sp.flags & SP_PENALTY);
 	float best = -INFINITY;
 	int besti = 0x7fffffff;
-	for (int p = grid_warp(); 2 * p < rows; p += grid_warps()) {
-		long r0 = 2 * p, r1 = r0 + 1;
-		bool two = r1 < rows;
-		float v0, v1;
-		dot_rows2<T>(wq, wd, r0, wq, wd, r1, two, nb, xs, v0, v1);
-		v0 *= scale;
-		v1 *= scale;
-		if (lane == 0) {
-			y[r0] = v0;
-			better(best, besti, v0, (int)r0);
-			if (two) {
-				y[r1] = v1;
-				better(best, besti, v1, (int)r1);
-			}
+	while ((long)grp * R < rows) {
+		logits_rows<T, R>(nxt, grp + step, rows);
+		nxt.preload(nb);
+		int ncnt[R];
+#pragma unroll
+		for (int i = 0; i < R; i++) ncnt[i] = counts && nxt.row[i] >= 0 ? counts[nxt.row[i]] : 0;
+		float acc[R], ss;
+		cur.dot(nb, k, in, norm_w, acc, ss);
+		float scale = rms_factor(ss, k, eps);
+#pragma unroll
+		for (int i = 0; i < R; i++) {
+			if (cur.row[i] < 0) continue;
+			float v = acc[i] * scale;
+			if (pen && cnt[i] > 0) v = penalize(v, cnt[i], sp);
+			if (lane == i) y[cur.row[i]] = v;
+			better(best, besti, v, (int)cur.row[i]); // every lane alike: no reduction
 		}
+		cur = nxt;
+#pragma unroll
+		for (int i = 0; i < R; i++) cnt[i] = ncnt[i];
+		grp += step;
 	}
 	if (lane == 0) {
 		bv[w] = best;
@@ -69,15 +104,20 @@ __device__ __forceinline__ void logits(const float *in, const float *norm_w, flo
 	__syncthreads();
 	if (threadIdx.x == 0) {
 		for (int j = 1; j < nw; j++) better(best, besti, bv[j], bi[j]);
-		*(volatile int *)out = besti == 0x7fffffff ? 0 : besti;
+		int tok = besti == 0x7fffffff ? -1 : besti;
+		if (best_out) *best_out = tok;
+		if (out) *(volatile int *)out = tok;
 		*ticket = 0;
 	}
 }
 
-#define LOGITS(name, T)                                                                                            \
-	extern "C" __global__ void logits_##name(const float *in, const float *norm_w, float eps, int k, const u8 *wq,  \
-	                                         const f16 *wd, int rows, float *y, float *part_v, int *part_i,          \
-	                                         unsigned *ticket, int *out) {                                         \
-		logits<T>(in, norm_w, eps, k, wq, wd, rows, y, part_v, part_i, ticket, out);                               \
+#define LOGITS_R(name, T, R)                                                                                       \
+	extern "C" __global__ void __launch_bounds__(128)                                                              \
+	    logits_##name(const float *in, const float *norm_w, float eps, int k, const u8 *wq, const f16 *wd, int rows, \
+	                  float *y, const int *counts, const samp_params *params, float *part_v, int *part_i,           \
+	                  unsigned *ticket, int *best, int *out) {                                                     \
+		logits<T, R>(in, norm_w, eps, k, wq, wd, rows, y, counts, params, part_v, part_i, ticket, best, out);      \
 	}
+// logits_<type> with decode.cuh's rows per warp, logits_<type>_r2 with two.
+#define LOGITS(name, T) LOGITS_R(name, T, mv_shape<T>::R) LOGITS_R(name##_r2, T, 2)
 FOR_EACH_WEIGHT_TYPE(LOGITS)

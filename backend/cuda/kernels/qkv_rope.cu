@@ -1,86 +1,130 @@
 // qkv_rope: the attention block's input step for one token. RMSNorm of the
-// residual stream (once per block), the Q, K and V projections as one matrix
-// (rows: Q heads, then K heads, then V heads), optional biases, RoPE on Q and
-// K, and the K/V rows appended to the cache at the current position.
+// residual stream, the Q, K and V projections as one matrix (rows: Q heads,
+// then K heads, then V heads), optional biases, RoPE on Q and K, and the K/V
+// rows appended to the cache at the current position.
 //
 // The rotation's cos and sin come from a table computed on the host in
 // float64 (rope_cs[pos][i] = cos, sin of pos·θ_i), exactly as the CPU engine
 // rounds them.
 //
-// Each warp computes the two rows that RoPE rotates together, so the
-// rotation happens in registers: adjacent rows (2i, 2i+1) for llama's
-// "normal" RoPE, rows (i, i+rope_dim/2) for NeoX. Rows past rope_dim are
-// paired adjacently and left unrotated.
-#include "common.cuh"
+// A warp's R rows (decode.cuh) are R/2 pairs of rows that RoPE rotates
+// together, so the rotation happens in registers: adjacent rows (2i, 2i+1)
+// for llama's "normal" RoPE, rows (i, i+rope_dim/2) for NeoX. Rows past
+// rope_dim are paired adjacently and left unrotated.
+#include "decode.cuh"
 
-template <int T>
-__device__ __forceinline__ void qkv_rope(const float *x, const float *norm_w, float eps, int k, const u8 *wq,
-                                         const f16 *wd, const float *bias, int n_head, int n_kv_head, int head_dim,
-                                         const float *rope_cs, int rope_dim, int neox, const int *pos_ptr, float *q_out,
-                                         float *k_cache, float *v_cache, int ctx_max) {
-	extern __shared__ float xs[];
-	__shared__ float scratch[32];
-	int nb = (k + 31) >> 5;
-	int half = head_dim >> 1, rhalf = rope_dim >> 1;
-	if (grid_warp() < (n_head + 2 * n_kv_head) * half) {
-		int p = grid_warp(), h = p / half, i = p % half;
-		prefetch_row<T>(wq, wd, (long)h * head_dim + (neox && i < rhalf ? i : 2 * i), nb);
+// pair_rows gives the two rows (within head h) of rotation pair i.
+__device__ __forceinline__ void pair_rows(int i, int rhalf, int rope_dim, int neox, int &a, int &b) {
+	if (neox && i < rhalf) {
+		a = i;
+		b = i + rhalf;
+	} else if (neox) {
+		a = rope_dim + 2 * (i - rhalf);
+		b = a + 1;
+	} else {
+		a = 2 * i;
+		b = a + 1;
 	}
-	pdl_wait_and_release();
-	float scale = rms_factor(xs_load(xs, x, norm_w, k, nb, scratch), k, eps);
-	int pos = *pos_ptr;
-	int pairs = (n_head + 2 * n_kv_head) * half;
-	int lane = threadIdx.x & 31;
-	for (int p = grid_warp(); p < pairs; p += grid_warps()) {
-		int h = p / half, i = p % half;
-		int a, b;
-		if (neox && i < rhalf) {
-			a = i;
-			b = i + rhalf;
-		} else if (neox) {
-			a = rope_dim + 2 * (i - rhalf);
-			b = a + 1;
-		} else {
-			a = 2 * i;
-			b = a + 1;
-		}
-		long r0 = (long)h * head_dim + a, r1 = (long)h * head_dim + b;
-		float v0, v1;
-		dot_rows2<T>(wq, wd, r0, wq, wd, r1, true, nb, xs, v0, v1);
-		if (lane != 0) continue;
-		v0 *= scale;
-		v1 *= scale;
-		if (bias) {
-			v0 += bias[r0];
-			v1 += bias[r1];
-		}
-		bool is_v = h >= n_head + n_kv_head;
-		if (!is_v && i < rhalf) {
-			const float *cs = rope_cs + 2 * ((long)pos * rhalf + i);
-			float c = cs[0], s = cs[1];
-			float t0 = v0 * c - v1 * s, t1 = v0 * s + v1 * c;
-			v0 = t0;
-			v1 = t1;
-		}
-		if (h < n_head) {
-			q_out[r0] = v0;
-			q_out[r1] = v1;
-		} else {
-			int kh = is_v ? h - n_head - n_kv_head : h - n_head;
-			float *dst = (is_v ? v_cache : k_cache) + ((long)kh * ctx_max + pos) * head_dim;
-			dst[a] = v0;
-			dst[b] = v1;
+}
+
+template <int T, int R>
+__device__ __forceinline__ void qkv_rows(mv<T, R, 1> &m, int grp, int pairs, int half, int head_dim,
+                                         int rhalf, int rope_dim, int neox) {
+#pragma unroll
+	for (int i = 0; i < R / 2; i++) {
+		int p = grp * (R / 2) + i;
+		m.row[2 * i] = m.row[2 * i + 1] = -1;
+		if (p < pairs) {
+			int h = p / half, a, b;
+			pair_rows(p % half, rhalf, rope_dim, neox, a, b);
+			m.row[2 * i] = (long)h * head_dim + a;
+			m.row[2 * i + 1] = (long)h * head_dim + b;
 		}
 	}
 }
 
-#define QKV_ROPE(name, T)                                                                                          \
-	extern "C" __global__ void qkv_rope_##name(const float *x, const float *norm_w, float eps, int k, const u8 *wq,  \
-	                                           const f16 *wd, const float *bias, int n_head, int n_kv_head,          \
-	                                           int head_dim, const float *rope_cs, int rope_dim, int neox,             \
-	                                           const int *pos_ptr, float *q_out, float *k_cache, float *v_cache,     \
-	                                           int ctx_max) {                                                        \
-		qkv_rope<T>(x, norm_w, eps, k, wq, wd, bias, n_head, n_kv_head, head_dim, rope_cs, rope_dim, neox, pos_ptr, \
-		            q_out, k_cache, v_cache, ctx_max);                                                             \
+template <int T, int R>
+__device__ __forceinline__ void qkv_rope(const float *x, const float *norm_w, float eps, int k, const u8 *wq,
+                                         const f16 *wd, const float *bias, int n_head, int n_kv_head, int head_dim,
+                                         const float *rope_cs, int rope_dim, int neox, const int *pos_ptr, float *q_out,
+                                         float *k_cache, float *v_cache, int ctx_max) {
+	int nb = (k + 31) >> 5, lane = threadIdx.x & 31;
+	int half = head_dim >> 1, rhalf = rope_dim >> 1;
+	int pairs = (n_head + 2 * n_kv_head) * half;
+	mv<T, R, 1> m;
+#pragma unroll
+	for (int i = 0; i < R; i++) {
+		m.q[i] = wq;
+		m.d[i] = wd;
 	}
+	int grp = grid_warp();
+	qkv_rows<T, R>(m, grp, pairs, half, head_dim, rhalf, rope_dim, neox);
+	m.preload(nb);
+	pdl_wait_and_release();
+	int pos = *pos_ptr;
+	for (bool first = true; grp * (R / 2) < pairs; grp += grid_warps(), first = false) {
+		if (!first) {
+			qkv_rows<T, R>(m, grp, pairs, half, head_dim, rhalf, rope_dim, neox);
+			m.preload(nb);
+		}
+		// Lane i < R/2 owns pair i. Its rotation and biases are loaded
+		// before the dot products, so their latency hides behind them.
+		int p = grp * (R / 2) + lane, h = 0, a = 0, b = 0;
+		float c = 0.f, s = 0.f, b0 = 0.f, b1 = 0.f;
+		bool mine = lane < R / 2 && p < pairs, rot = false;
+		if (mine) {
+			h = p / half;
+			pair_rows(p % half, rhalf, rope_dim, neox, a, b);
+			if (h < n_head + n_kv_head && p % half < rhalf) {
+				const float *cs = rope_cs + 2 * ((long)pos * rhalf + p % half);
+				c = cs[0];
+				s = cs[1];
+				rot = true;
+			}
+			if (bias) {
+				b0 = bias[(long)h * head_dim + a];
+				b1 = bias[(long)h * head_dim + b];
+			}
+		}
+		float acc[R], ss;
+		m.dot(nb, k, x, norm_w, acc, ss);
+		float scale = rms_factor(ss, k, eps);
+		float v0 = 0.f, v1 = 0.f;
+#pragma unroll
+		for (int i = 0; i < R / 2; i++) {
+			if (lane == i) {
+				v0 = acc[2 * i] * scale + b0;
+				v1 = acc[2 * i + 1] * scale + b1;
+			}
+		}
+		if (!mine) continue;
+		float t0 = v0, t1 = v1;
+		if (rot) {
+			t0 = v0 * c - v1 * s;
+			t1 = v0 * s + v1 * c;
+		}
+		if (h < n_head) {
+			q_out[(long)h * head_dim + a] = t0;
+			q_out[(long)h * head_dim + b] = t1;
+		} else {
+			bool is_v = h >= n_head + n_kv_head;
+			int kh = is_v ? h - n_head - n_kv_head : h - n_head;
+			float *dst = (is_v ? v_cache : k_cache) + ((long)kh * ctx_max + pos) * head_dim;
+			dst[a] = t0;
+			dst[b] = t1;
+		}
+	}
+}
+
+#define QKV_ROPE_R(name, T, R)                                                                                     \
+	extern "C" __global__ void __launch_bounds__(128)                                                              \
+	    qkv_rope_##name(const float *x, const float *norm_w, float eps, int k, const u8 *wq, const f16 *wd,         \
+	                    const float *bias, int n_head, int n_kv_head, int head_dim, const float *rope_cs,           \
+	                    int rope_dim, int neox, const int *pos_ptr, float *q_out, float *k_cache, float *v_cache,   \
+	                    int ctx_max) {                                                                             \
+		qkv_rope<T, R>(x, norm_w, eps, k, wq, wd, bias, n_head, n_kv_head, head_dim, rope_cs, rope_dim, neox,       \
+		               pos_ptr, q_out, k_cache, v_cache, ctx_max);                                                 \
+	}
+// qkv_rope_<type> with decode.cuh's rows per warp, qkv_rope_<type>_r2 with two.
+#define QKV_ROPE(name, T) QKV_ROPE_R(name, T, mv_shape<T>::R) QKV_ROPE_R(name##_r2, T, 2)
 FOR_EACH_WEIGHT_TYPE(QKV_ROPE)

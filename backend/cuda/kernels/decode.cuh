@@ -1,0 +1,241 @@
+// decode.cuh: the matrix-vector core of the decode kernels (one token).
+//
+// A warp owns R weight rows at a time. Lane l takes the 32-element blocks
+// l, l+32, l+64, … of every one of its rows, so the lane needs the
+// activations of those blocks only and nothing is staged in shared memory:
+// no barrier anywhere. The first MV_PRE blocks of each row are loaded into
+// registers before the PDL wait (weights never depend on the previous
+// kernel), so after the wait the critical path is one load of the
+// activations, the arithmetic and one warp reduction.
+//
+// Weights as laid out at upload (see backend/cuda/weights.go): for row r and
+// 32-element block b, blk = r*nb + b.
+//   F32:  q = floats, rows padded to nb*32 elements
+//   F16:  q = halves, rows padded likewise
+//   Q4_0: q = 16 nibble bytes per block (ggml order), d = one f16 scale per block
+//   Q8_0: q = 32 int8 per block, d = one f16 scale per block
+#pragma once
+#include "common.cuh"
+
+// Blocks of each row a lane holds in registers from before the PDL wait
+// (quantized layouts): rows of up to MV_PRE*32*32 = 2048 elements are
+// wholly preloaded.
+#define MV_PRE 2
+
+// wblk is one 32-element block of one row, in registers.
+template <int T> struct wblk;
+template <> struct wblk<WT_Q4_0> { uint4 q; float d; };
+template <> struct wblk<WT_Q8_0> { uint4 q0, q1; float d; };
+template <> struct wblk<WT_F16> { uint4 q[4]; };
+template <> struct wblk<WT_F32> { float4 q[8]; };
+
+template <int T> __device__ __forceinline__ void wload(wblk<T> &w, const u8 *q, const f16 *d, long blk);
+template <> __device__ __forceinline__ void wload<WT_Q4_0>(wblk<WT_Q4_0> &w, const u8 *q, const f16 *d, long blk) {
+	w.q = ((const uint4 *)q)[blk];
+	w.d = f16_to_f32(d[blk]);
+}
+template <> __device__ __forceinline__ void wload<WT_Q8_0>(wblk<WT_Q8_0> &w, const u8 *q, const f16 *d, long blk) {
+	const uint4 *p = (const uint4 *)q + 2 * blk;
+	w.q0 = p[0];
+	w.q1 = p[1];
+	w.d = f16_to_f32(d[blk]);
+}
+template <> __device__ __forceinline__ void wload<WT_F16>(wblk<WT_F16> &w, const u8 *q, const f16 *, long blk) {
+	const uint4 *p = (const uint4 *)q + 4 * blk;
+#pragma unroll
+	for (int j = 0; j < 4; j++) w.q[j] = p[j];
+}
+template <> __device__ __forceinline__ void wload<WT_F32>(wblk<WT_F32> &w, const u8 *q, const f16 *, long blk) {
+	const float4 *p = (const float4 *)q + 8 * blk;
+#pragma unroll
+	for (int j = 0; j < 8; j++) w.q[j] = p[j];
+}
+
+// bytes_f32 turns the four bytes of u into floats with the magic-number
+// trick (0x4B000000|b is the float 2^23+b; selector 0x754i puts byte i
+// under the exponent byte 0x4B): integer permutes and one add
+// each, where a conversion instruction runs at a quarter of the rate. off is
+// subtracted as well (2^23 plus the quantization offset).
+__device__ __forceinline__ void bytes_f32(unsigned u, float off, float &a, float &b, float &c, float &d) {
+	a = __int_as_float(__byte_perm(u, 0x4B000000u, 0x7540)) - off;
+	b = __int_as_float(__byte_perm(u, 0x4B000000u, 0x7541)) - off;
+	c = __int_as_float(__byte_perm(u, 0x4B000000u, 0x7542)) - off;
+	d = __int_as_float(__byte_perm(u, 0x4B000000u, 0x7543)) - off;
+}
+
+// xblk is the lane's 32 activations of one block.
+struct xblk {
+	float4 v[8];
+};
+
+// wdot is the dot product of a weight block with 32 activations.
+template <int T> __device__ __forceinline__ float wdot(const wblk<T> &w, const xblk &x);
+
+template <> __device__ __forceinline__ float wdot<WT_Q4_0>(const wblk<WT_Q4_0> &w, const xblk &x) {
+	// Byte j holds element j (low nibble) and j+16 (high nibble).
+	unsigned u[4] = {w.q.x, w.q.y, w.q.z, w.q.w};
+	const float off = 8388608.f + 8.f;
+	float s0 = 0.f, s1 = 0.f;
+#pragma unroll
+	for (int j = 0; j < 4; j++) {
+		float a, b, c, d;
+		bytes_f32(u[j] & 0x0F0F0F0Fu, off, a, b, c, d);
+		float4 lo = x.v[j];
+		s0 += a * lo.x + b * lo.y + c * lo.z + d * lo.w;
+		bytes_f32((u[j] >> 4) & 0x0F0F0F0Fu, off, a, b, c, d);
+		float4 hi = x.v[4 + j];
+		s1 += a * hi.x + b * hi.y + c * hi.z + d * hi.w;
+	}
+	return w.d * (s0 + s1);
+}
+
+template <> __device__ __forceinline__ float wdot<WT_Q8_0>(const wblk<WT_Q8_0> &w, const xblk &x) {
+	unsigned u[8] = {w.q0.x, w.q0.y, w.q0.z, w.q0.w, w.q1.x, w.q1.y, w.q1.z, w.q1.w};
+	// Flipping the sign bits maps int8 v to the unsigned byte v+128.
+	const float off = 8388608.f + 128.f;
+	float s0 = 0.f, s1 = 0.f;
+#pragma unroll
+	for (int j = 0; j < 8; j++) {
+		float a, b, c, d;
+		bytes_f32(u[j] ^ 0x80808080u, off, a, b, c, d);
+		float4 v = x.v[j];
+		float t = a * v.x + b * v.y + c * v.z + d * v.w;
+		if (j & 1) s1 += t; else s0 += t;
+	}
+	return w.d * (s0 + s1);
+}
+
+template <> __device__ __forceinline__ float wdot<WT_F16>(const wblk<WT_F16> &w, const xblk &x) {
+	float s = 0.f;
+#pragma unroll
+	for (int j = 0; j < 4; j++) {
+		unsigned u[4] = {w.q[j].x, w.q[j].y, w.q[j].z, w.q[j].w};
+		float4 a = x.v[2 * j], b = x.v[2 * j + 1];
+		s += f16_to_f32((f16)(u[0] & 0xffff)) * a.x + f16_to_f32((f16)(u[0] >> 16)) * a.y +
+		     f16_to_f32((f16)(u[1] & 0xffff)) * a.z + f16_to_f32((f16)(u[1] >> 16)) * a.w +
+		     f16_to_f32((f16)(u[2] & 0xffff)) * b.x + f16_to_f32((f16)(u[2] >> 16)) * b.y +
+		     f16_to_f32((f16)(u[3] & 0xffff)) * b.z + f16_to_f32((f16)(u[3] >> 16)) * b.w;
+	}
+	return s;
+}
+
+template <> __device__ __forceinline__ float wdot<WT_F32>(const wblk<WT_F32> &w, const xblk &x) {
+	float s = 0.f;
+#pragma unroll
+	for (int j = 0; j < 8; j++) s += w.q[j].x * x.v[j].x + w.q[j].y * x.v[j].y + w.q[j].z * x.v[j].z + w.q[j].w * x.v[j].w;
+	return s;
+}
+
+// xload fills x with in[32b:32b+32]·g (g may be null), zero past k, and
+// adds the squares of in to ss (RMSNorm's statistic, taken before g).
+__device__ __forceinline__ void xload(xblk &x, const float *in, const float *g, int b, int k, float &ss) {
+	int e0 = 32 * b;
+	if (e0 + 32 <= k) {
+		const float4 *p = (const float4 *)(in + e0);
+#pragma unroll
+		for (int j = 0; j < 8; j++) x.v[j] = p[j];
+		if (g) {
+			const float4 *gp = (const float4 *)(g + e0);
+#pragma unroll
+			for (int j = 0; j < 8; j++) {
+				float4 w = gp[j];
+				ss += x.v[j].x * x.v[j].x + x.v[j].y * x.v[j].y + x.v[j].z * x.v[j].z + x.v[j].w * x.v[j].w;
+				x.v[j].x *= w.x;
+				x.v[j].y *= w.y;
+				x.v[j].z *= w.z;
+				x.v[j].w *= w.w;
+			}
+		}
+		return;
+	}
+	// The row's last, partial block (F32/F16 rows padded to 32).
+	float *f = (float *)x.v;
+#pragma unroll
+	for (int j = 0; j < 32; j++) {
+		int e = e0 + j;
+		float v = e < k ? in[e] : 0.f;
+		ss += v * v;
+		f[j] = g && e < k ? v * g[e] : v;
+	}
+}
+
+// mv is a warp's R rows: row i is row[i] of the matrix (q[i], d[i]); rows
+// with row[i] < 0 are skipped. T is the weight layout; the first PRE blocks
+// of each row per lane are held in registers.
+template <int T, int R, int PRE = MV_PRE> struct mv {
+	const u8 *q[R];
+	const f16 *d[R];
+	long row[R];
+	wblk<T> w[R][PRE];
+
+	// preload reads the first PRE blocks of each row into registers.
+	__device__ __forceinline__ void preload(int nb) {
+		int lane = threadIdx.x & 31;
+#pragma unroll
+		for (int j = 0; j < PRE; j++) {
+			int b = lane + 32 * j;
+#pragma unroll
+			for (int i = 0; i < R; i++)
+				if (b < nb && row[i] >= 0) wload<T>(w[i][j], q[i], d[i], row[i] * nb + b);
+		}
+	}
+
+	// dot computes every row's dot product with in (times g, when set) and
+	// returns them to every lane in acc; ss gets Σ in² over the k elements
+	// when g is set (the norm's statistic; each warp has all of it).
+	__device__ __forceinline__ void dot(int nb, int k, const float *in, const float *g, float acc[R], float &ss) {
+		int lane = threadIdx.x & 31;
+		xblk x[PRE];
+		float ssl = 0.f;
+#pragma unroll
+		for (int j = 0; j < PRE; j++)
+			if (lane + 32 * j < nb) xload(x[j], in, g, lane + 32 * j, k, ssl);
+#pragma unroll
+		for (int i = 0; i < R; i++) acc[i] = 0.f;
+#pragma unroll
+		for (int j = 0; j < PRE; j++) {
+			if (lane + 32 * j < nb) {
+#pragma unroll
+				for (int i = 0; i < R; i++)
+					if (row[i] >= 0) acc[i] += wdot<T>(w[i][j], x[j]);
+			}
+		}
+		// Rows longer than PRE*32 blocks: the rest after the wait.
+		for (int b = lane + 32 * PRE; b < nb; b += 32) {
+			xblk xb;
+			xload(xb, in, g, b, k, ssl);
+#pragma unroll
+			for (int i = 0; i < R; i++) {
+				if (row[i] >= 0) {
+					wblk<T> wb;
+					wload<T>(wb, q[i], d[i], row[i] * nb + b);
+					acc[i] += wdot<T>(wb, xb);
+				}
+			}
+		}
+		// One butterfly for all R sums and the squares: the shuffles of
+		// different values are independent, so they overlap.
+#pragma unroll
+		for (int o = 16; o > 0; o >>= 1) {
+#pragma unroll
+			for (int i = 0; i < R; i++) acc[i] += __shfl_xor_sync(0xffffffffu, acc[i], o);
+			if (g) ssl += __shfl_xor_sync(0xffffffffu, ssl, o);
+		}
+		ss = ssl;
+	}
+};
+
+// Warps of the whole grid walk the row groups.
+__device__ __forceinline__ int grid_warp() { return blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5); }
+__device__ __forceinline__ int grid_warps() { return gridDim.x * (blockDim.x >> 5); }
+
+// Rows per warp and preloaded blocks per row: four rows and two blocks for
+// the quantized layouts, two rows and one block for F16/F32, whose blocks
+// take four and eight times the registers. Kernels whose rows are the model
+// width (QKV, gate/up, the output head) preload one block (rows up to 1024
+// elements whole); the others (O, down: the attention and FFN widths) PRE.
+template <int T> struct mv_shape {
+	static constexpr bool quant = T == WT_Q4_0 || T == WT_Q8_0;
+	static constexpr int R = quant ? 4 : 2;
+	static constexpr int PRE = quant ? MV_PRE : 1;
+};

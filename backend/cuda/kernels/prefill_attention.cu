@@ -1,0 +1,197 @@
+// prefill_attention: causal attention for m prompt tokens at positions
+// pos0..pos0+m-1 against the KV cache (which already holds their K and V,
+// written by prefill_rope, and every earlier position), flash-attention
+// style on the tensor cores.
+//
+// Grouped-query aware: the G = n_head/n_kv query heads that share a KV head
+// are packed into one block's rows, row r = token r/G, head kvh·G + r%G, so
+// each K/V tile is read and converted once per group. A block of 4 warps
+// takes 64 such rows (16 a warp) for KV head blockIdx.y and walks the keys in
+// tiles of 64: K and V (f32 in the cache) are converted to f16 in shared
+// memory, S = Q·Kᵀ by mma.sync, the causal mask, an online softmax in
+// registers (exp2, running max and sum per row), and O += P·V by mma.sync
+// with P straight from the score registers. Keys past the block's last
+// position are zero-filled, never read, so stale cache rows cannot leak NaN.
+// Blocks take row tiles last first: the longest run first.
+//
+// q: f16 [m][n_head·HD]; out: f16 [m][n_head·HD]; caches [n_kv][ctx_max][HD].
+#include "prefill.cuh"
+
+#define ATT_ROWS 64
+#define ATT_KEYS 64
+#define ATT_THREADS 128
+
+template <int HD>
+__device__ __forceinline__ void prefill_attention(const f16 *q, int m, int pos0, const float *k_cache,
+                                                  const float *v_cache, int ctx_max, int n_head, int n_kv,
+                                                  float scale, f16 *out) {
+	const int LD = HD + 8; // ldmatrix rows in distinct banks
+	// float4s of K (and of V) each thread loads a tile, and how many at once.
+	const int ATT_LOADS = ATT_KEYS * HD / 4 / ATT_THREADS;
+	const int ATT_BATCH = ATT_LOADS < 4 ? ATT_LOADS : 4;
+	__shared__ __attribute__((aligned(16))) f16 sk[ATT_KEYS * LD];
+	__shared__ __attribute__((aligned(16))) f16 sv[ATT_KEYS * LD];
+	pdl_wait_and_release();
+	int group = n_head / n_kv, kvh = blockIdx.y;
+	int rows = m * group;
+	int r0 = (gridDim.x - 1 - blockIdx.x) * ATT_ROWS;
+	int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, tq = lane & 3;
+	int qdim = n_head * HD;
+
+	// This thread's two rows; rows past the end act as the last real row
+	// (finite work, never stored).
+	int ra = r0 + warp * 16 + g, rb = ra + 8;
+	int ca = min(ra, rows - 1), cb = min(rb, rows - 1);
+	int ta = ca / group, tb = cb / group;
+	int ha = kvh * group + ca % group, hb = kvh * group + cb % group;
+	int lim_a = pos0 + ta, lim_b = pos0 + tb; // the last key each row sees
+	int warp_lim = pos0 + (min(r0 + warp * 16 + 15, rows - 1)) / group;
+	int key_end = pos0 + (min(r0 + ATT_ROWS, rows) - 1) / group + 1;
+
+	u32 qf[HD / 16][4];
+	{
+		const f16 *qa = q + (long)ta * qdim + ha * HD + 2 * tq;
+		const f16 *qb = q + (long)tb * qdim + hb * HD + 2 * tq;
+#pragma unroll
+		for (int ks = 0; ks < HD / 16; ks++) {
+			qf[ks][0] = *(const u32 *)(qa + ks * 16);
+			qf[ks][1] = *(const u32 *)(qb + ks * 16);
+			qf[ks][2] = *(const u32 *)(qa + ks * 16 + 8);
+			qf[ks][3] = *(const u32 *)(qb + ks * 16 + 8);
+		}
+	}
+	float o[HD / 8][4];
+#pragma unroll
+	for (int d = 0; d < HD / 8; d++) o[d][0] = o[d][1] = o[d][2] = o[d][3] = 0.f;
+	float mrow[2] = {-INFINITY, -INFINITY}, lrow[2] = {0.f, 0.f};
+	const float sl2 = scale * 1.4426950408889634f; // scores in log2 units
+
+	const float *kbase = k_cache + (long)kvh * ctx_max * HD;
+	const float *vbase = v_cache + (long)kvh * ctx_max * HD;
+	int ntiles = (key_end + ATT_KEYS - 1) / ATT_KEYS;
+	for (int kt = 0; kt < ntiles; kt++) {
+		int k0 = kt * ATT_KEYS;
+		__syncthreads(); // the previous tile's readers are done
+		// The tile's float4s in batches whose loads are all issued before
+		// the first is converted: a few memory round trips a tile, not one
+		// per float4.
+#pragma unroll
+		for (int b0 = 0; b0 < ATT_LOADS; b0 += ATT_BATCH) {
+			float4 kv[ATT_BATCH], vv[ATT_BATCH];
+#pragma unroll
+			for (int i = 0; i < ATT_BATCH; i++) {
+				int idx = tid + (b0 + i) * ATT_THREADS, r = idx / (HD / 4), c = idx % (HD / 4);
+				kv[i] = vv[i] = make_float4v(0.f, 0.f, 0.f, 0.f);
+				if (k0 + r < key_end) {
+					kv[i] = ((const float4 *)(kbase + (long)(k0 + r) * HD))[c];
+					vv[i] = ((const float4 *)(vbase + (long)(k0 + r) * HD))[c];
+				}
+			}
+#pragma unroll
+			for (int i = 0; i < ATT_BATCH; i++) {
+				int idx = tid + (b0 + i) * ATT_THREADS, r = idx / (HD / 4), c = idx % (HD / 4);
+				uint2 kh, vh;
+				kh.x = pack_half2(kv[i].x, kv[i].y);
+				kh.y = pack_half2(kv[i].z, kv[i].w);
+				vh.x = pack_half2(vv[i].x, vv[i].y);
+				vh.y = pack_half2(vv[i].z, vv[i].w);
+				*(uint2 *)(sk + r * LD + 4 * c) = kh;
+				*(uint2 *)(sv + r * LD + 4 * c) = vh;
+			}
+		}
+		__syncthreads();
+		if (k0 > warp_lim) continue; // every key of the tile is masked for this warp
+
+		float s[ATT_KEYS / 8][4];
+#pragma unroll
+		for (int j = 0; j < ATT_KEYS / 8; j++) s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.f;
+#pragma unroll
+		for (int ks = 0; ks < HD / 16; ks++)
+#pragma unroll
+			for (int jp = 0; jp < ATT_KEYS / 16; jp++) {
+				u32 r[4];
+				ldsm_x4(r, smem_addr(sk + (jp * 16 + (lane & 7) + ((lane >> 4) << 3)) * LD + ks * 16 + ((lane >> 3) & 1) * 8));
+				mma_16816(s[2 * jp], qf[ks], r[0], r[1]);
+				mma_16816(s[2 * jp + 1], qf[ks], r[2], r[3]);
+			}
+
+		float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+		for (int j = 0; j < ATT_KEYS / 8; j++)
+#pragma unroll
+			for (int e = 0; e < 4; e++) {
+				int key = k0 + j * 8 + 2 * tq + (e & 1);
+				float v = key <= (e < 2 ? lim_a : lim_b) ? s[j][e] * sl2 : -INFINITY;
+				s[j][e] = v;
+				mx[e >> 1] = fmaxf(mx[e >> 1], v);
+			}
+		float alpha[2];
+#pragma unroll
+		for (int hr = 0; hr < 2; hr++) {
+			mx[hr] = fmaxf(mx[hr], __shfl_xor_sync(0xffffffffu, mx[hr], 1));
+			mx[hr] = fmaxf(mx[hr], __shfl_xor_sync(0xffffffffu, mx[hr], 2));
+			// Key 0 is in the first tile and visible to every row, so the
+			// running max is finite from the first tile on.
+			float mn = fmaxf(mrow[hr], mx[hr]);
+			alpha[hr] = exp2f(mrow[hr] - mn);
+			mrow[hr] = mn;
+		}
+		float ls[2] = {0.f, 0.f};
+#pragma unroll
+		for (int j = 0; j < ATT_KEYS / 8; j++)
+#pragma unroll
+			for (int e = 0; e < 4; e++) {
+				float p = exp2f(s[j][e] - mrow[e >> 1]);
+				s[j][e] = p;
+				ls[e >> 1] += p;
+			}
+		lrow[0] = lrow[0] * alpha[0] + ls[0]; // per-thread partial sums: the quad is summed at the end
+		lrow[1] = lrow[1] * alpha[1] + ls[1];
+#pragma unroll
+		for (int d = 0; d < HD / 8; d++) {
+			o[d][0] *= alpha[0];
+			o[d][1] *= alpha[0];
+			o[d][2] *= alpha[1];
+			o[d][3] *= alpha[1];
+		}
+#pragma unroll
+		for (int kk = 0; kk < ATT_KEYS / 16; kk++) {
+			// The score accumulators of key tiles 2kk and 2kk+1 are the A
+			// fragment of P for these 16 keys.
+			u32 pa[4] = {pack_half2(s[2 * kk][0], s[2 * kk][1]), pack_half2(s[2 * kk][2], s[2 * kk][3]),
+			             pack_half2(s[2 * kk + 1][0], s[2 * kk + 1][1]), pack_half2(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+#pragma unroll
+			for (int dp = 0; dp < HD / 16; dp++) {
+				u32 r[4];
+				ldsm_x4_trans(r, smem_addr(sv + (kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * LD + dp * 16 + (lane >> 4) * 8));
+				mma_16816(o[2 * dp], pa, r[0], r[1]);
+				mma_16816(o[2 * dp + 1], pa, r[2], r[3]);
+			}
+		}
+	}
+
+	float la = lrow[0], lb = lrow[1];
+	la += __shfl_xor_sync(0xffffffffu, la, 1);
+	la += __shfl_xor_sync(0xffffffffu, la, 2);
+	lb += __shfl_xor_sync(0xffffffffu, lb, 1);
+	lb += __shfl_xor_sync(0xffffffffu, lb, 2);
+	float ia = 1.f / la, ib = 1.f / lb;
+	f16 *oa = out + (long)ta * qdim + ha * HD + 2 * tq;
+	f16 *ob = out + (long)tb * qdim + hb * HD + 2 * tq;
+#pragma unroll
+	for (int d = 0; d < HD / 8; d++) {
+		if (ra < rows) *(u32 *)(oa + d * 8) = pack_half2(o[d][0] * ia, o[d][1] * ia);
+		if (rb < rows) *(u32 *)(ob + d * 8) = pack_half2(o[d][2] * ib, o[d][3] * ib);
+	}
+}
+
+#define PREFILL_ATTENTION(HD)                                                                                      \
+	extern "C" __global__ void __launch_bounds__(ATT_THREADS)                                                              \
+	    prefill_attention_hd##HD(const f16 *q, int m, int pos0, const float *k_cache, const float *v_cache,          \
+	                             int ctx_max, int n_head, int n_kv, float scale, f16 *out) {                         \
+		prefill_attention<HD>(q, m, pos0, k_cache, v_cache, ctx_max, n_head, n_kv, scale, out);                    \
+	}
+PREFILL_ATTENTION(16)
+PREFILL_ATTENTION(32)
+PREFILL_ATTENTION(64)
+PREFILL_ATTENTION(128)

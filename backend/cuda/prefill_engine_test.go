@@ -1,0 +1,407 @@
+package cuda
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"sort"
+	"testing"
+	"time"
+
+	"gotok/backend/cpu"
+	"gotok/backend/cuda/cu"
+	"gotok/model"
+	"gotok/model/synth"
+	"gotok/quant"
+	"gotok/sample"
+)
+
+// prefillLogitsTol bounds the relative error between the logits after a
+// batched prefill and after the same prompt a token at a time through the
+// decode graph. The batched path multiplies f16 activations by weights
+// dequantized to f16 and runs attention with f16 Q, K, V and P; the decode
+// path keeps float32 throughout.
+const prefillLogitsTol = 2e-2
+
+func randPrompt(r *rand.Rand, n, vocab int) []int32 {
+	p := make([]int32, n)
+	for i := range p {
+		p[i] = int32(r.IntN(vocab))
+	}
+	return p
+}
+
+// prefillVsSteps prefills prompt (from position 0, in pieces at the given
+// split points) both ways on g, batched whatever the length, and compares the logits at the last prompt
+// position and, after one more token, at the next; it returns the two
+// relative errors.
+func prefillVsSteps(t *testing.T, g *Backend, prompt []int32, splits []int, probe int32) (last, next float64) {
+	t.Helper()
+	ctx := context.Background()
+	n := len(prompt)
+	bounds := append(append([]int{0}, splits...), n)
+	var tok int32
+	for i := 0; i+1 < len(bounds); i++ {
+		var err error
+		if tok, err = g.prefillBatched(ctx, prompt[bounds[i]:bounds[i+1]], bounds[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lastB, err := g.readLogits()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := int32(refArgmax(lastB)); tok != want {
+		t.Errorf("prompt of %d: the device sampled %d, the argmax of its logits is %d", n, tok, want)
+	}
+	nextB, err := g.Logits(ctx, probe, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tokS, err := g.prefillSteps(ctx, prompt, 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lastS, _ := g.readLogits()
+	nextS, err := g.Logits(ctx, probe, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	last, next = relErr(lastB, f64s(lastS)), relErr(nextB, f64s(nextS))
+	if !(last <= prefillLogitsTol) || !(next <= prefillLogitsTol) {
+		t.Errorf("prompt of %d (pieces at %v): logits relative error %.3g at the last prompt position, %.3g after it (bound %.0e)",
+			n, splits, last, next, prefillLogitsTol)
+	} else {
+		t.Logf("prompt of %d (pieces at %v): logits relative error %.3g at the last prompt position, %.3g after it; first token %d, token by token %d",
+			n, splits, last, next, tok, tokS)
+	}
+	return last, next
+}
+
+// TestPrefillMatchesSteps runs the batched prefill against token-by-token
+// decoding on small models: head dimensions 16 and 64, Q4_0 and Q8_0,
+// tied and untied heads, prompts in several chunks and in several calls.
+func TestPrefillMatchesSteps(t *testing.T) {
+	skipWithoutGPU(t)
+	r := rand.New(rand.NewPCG(21, 21))
+	hd64 := synth.Shape{Layers: 2, Dim: 256, Heads: 4, KVHeads: 1, FFN: 320, Vocab: 512, Context: 1024, RopeBase: 10000}
+	for _, tc := range []struct {
+		name    string
+		shape   synth.Shape
+		typ     quant.Type
+		chunk   int
+		prompts []int
+	}{
+		{"tiny q4_0", synth.Presets["tiny"], quant.Q4_0, 64, []int{1, 7, 100, 200}},
+		{"tiny q8_0", synth.Presets["tiny"], quant.Q8_0, 512, []int{1, 7, 200}},
+		{"hd64 q4_0 untied", hd64, quant.Q4_0, 512, []int{1, 7, 130, 600}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := genModel(t, tc.shape, tc.typ, 7)
+			g, err := New(m, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer g.Close()
+			if g.pre == nil {
+				t.Fatalf("no batched prefill: %s", g.prefillUnsupported())
+			}
+			g.pre.chunk = min(tc.chunk, g.pre.chunk)
+			for _, n := range tc.prompts {
+				prefillVsSteps(t, g, randPrompt(r, n, m.Config.VocabSize), nil, int32(r.IntN(m.Config.VocabSize)))
+			}
+			n := tc.prompts[len(tc.prompts)-1]
+			prefillVsSteps(t, g, randPrompt(r, n, m.Config.VocabSize), []int{n / 3, n/3 + 1}, 5)
+		})
+	}
+}
+
+// TestPrefillPaths checks which models take the batched path, and that a
+// prompt past the context fails before any work on either path.
+func TestPrefillPaths(t *testing.T) {
+	skipWithoutGPU(t)
+	ctx := context.Background()
+	for _, tc := range []struct {
+		typ     quant.Type
+		batched bool
+	}{{quant.Q4_0, true}, {quant.Q8_0, true}, {quant.F16, false}, {quant.F32, false}} {
+		m := genModel(t, synth.Presets["tiny"], tc.typ, 8)
+		g, err := New(m, Options{ContextLen: 32})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if (g.pre != nil) != tc.batched {
+			t.Errorf("%s: batched prefill %v, want %v (%s)", tc.typ, g.pre != nil, tc.batched, g.prefillUnsupported())
+		}
+		if g.batchedPrefill(prefillStepsMax) || g.batchedPrefill(prefillStepsMax+1) != tc.batched {
+			t.Errorf("%s: prompts of %d tokens batched %v, of %d %v", tc.typ, prefillStepsMax, g.batchedPrefill(prefillStepsMax),
+				prefillStepsMax+1, g.batchedPrefill(prefillStepsMax+1))
+		}
+		if _, err := g.Prefill(ctx, make([]int32, 33), 0, nil); err == nil {
+			t.Errorf("%s: a prompt past the context was accepted", tc.typ)
+		}
+		if _, err := g.Prefill(ctx, make([]int32, 10), 23, nil); err == nil {
+			t.Errorf("%s: a prompt ending past the context was accepted", tc.typ)
+		}
+		if _, err := g.Prefill(ctx, nil, 0, nil); err == nil {
+			t.Errorf("%s: an empty prompt was accepted", tc.typ)
+		}
+		if _, err := g.Prefill(ctx, make([]int32, 32), 0, nil); err != nil {
+			t.Errorf("%s: a prompt filling the context failed: %v", tc.typ, err)
+		}
+		g.Close()
+	}
+}
+
+// TestPrefillSampled checks the host sampler after a batched prefill: the
+// same seed draws the CPU engine's token from the same prompt (logits differ
+// in the last bits, so a few seeds may land on a boundary; most must agree).
+func TestPrefillSampled(t *testing.T) {
+	skipWithoutGPU(t)
+	m := genModel(t, synth.Presets["tiny"], quant.Q8_0, 9)
+	ctx := context.Background()
+	g, err := New(m, Options{ContextLen: 128})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	c, err := cpu.New(m, cpu.Options{ContextLen: 128})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	r := rand.New(rand.NewPCG(22, 22))
+	same := 0
+	const trials = 20
+	for i := 0; i < trials; i++ {
+		prompt := randPrompt(r, 1+r.IntN(100), m.Config.VocabSize)
+		draw := func(be interface {
+			Prefill(context.Context, []int32, int, *sample.Sampler) (int32, error)
+		}) int32 {
+			s, err := sample.New(sample.Params{Temperature: 0.9, TopK: 20, Seed: uint64(i)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			tok, err := be.Prefill(ctx, prompt, 0, s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return tok
+		}
+		if draw(g) == draw(c) {
+			same++
+		}
+	}
+	if same < trials*3/4 {
+		t.Errorf("sampled first tokens agree with the CPU engine in %d of %d prompts", same, trials)
+	}
+	t.Logf("sampled first tokens agree in %d of %d prompts", same, trials)
+}
+
+// TestStories260KPrefillGreedy prefills a prompt and decodes greedily on
+// both engines: stories260K is F32, so this is the token-by-token path,
+// whose continuations must not change.
+func TestStories260KPrefillGreedy(t *testing.T) {
+	skipWithoutGPU(t)
+	m := stories260K(t)
+	ctx := context.Background()
+	prompt := randPrompt(rand.New(rand.NewPCG(23, 23)), 20, m.Config.VocabSize)
+	prompt[0] = 1
+	greedy := func(be interface {
+		Prefill(context.Context, []int32, int, *sample.Sampler) (int32, error)
+		Decode(context.Context, int32, int, *sample.Sampler) (int32, error)
+	}) []int32 {
+		s, err := sample.New(sample.Params{Temperature: 0})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tok, err := be.Prefill(ctx, prompt, 0, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := []int32{tok}
+		for pos := len(prompt); pos < len(prompt)+100; pos++ {
+			if tok, err = be.Decode(ctx, tok, pos, s); err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, tok)
+		}
+		return out
+	}
+	g, err := New(m, Options{ContextLen: 256})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	c, err := cpu.New(m, cpu.Options{ContextLen: 256})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	gt, ct := greedy(g), greedy(c)
+	for i := range ct {
+		if gt[i] != ct[i] {
+			t.Fatalf("greedy continuations differ at %d: gpu %v… cpu %v…", i, gt[i:min(i+8, len(gt))], ct[i:min(i+8, len(ct))])
+		}
+	}
+	t.Logf("101 greedy tokens after a 20-token prompt identical (batched prefill: %v)", g.pre != nil)
+}
+
+// benchModel loads $GOTOK_BENCH_MODEL: a file, or a synth preset generated
+// as `gotok gen --preset NAME` does (Q4_0, token_embd Q8_0, seed 1).
+func benchModel(t *testing.T) *model.Model {
+	t.Helper()
+	path := os.Getenv("GOTOK_BENCH_MODEL")
+	if path == "" {
+		t.Skip("set GOTOK_BENCH_MODEL to a model file or a synth preset")
+	}
+	skipWithoutGPU(t)
+	if shape, ok := synth.Presets[path]; ok {
+		return genModel(t, shape, quant.Q4_0, 1)
+	}
+	m, err := model.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	return m
+}
+
+// TestPrefillBenchModel compares the batched prefill with token-by-token
+// decoding on the benchmark model (SmolLM-135M-shaped) for prompts of 1, 7,
+// 128, 512 and 2000 tokens.
+func TestPrefillBenchModel(t *testing.T) {
+	m := benchModel(t)
+	g, err := New(m, Options{ContextLen: 2048})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	if g.pre == nil {
+		t.Fatalf("no batched prefill: %s", g.prefillUnsupported())
+	}
+	r := rand.New(rand.NewPCG(24, 24))
+	for _, n := range []int{1, 7, 128, 512, 2000} {
+		prefillVsSteps(t, g, randPrompt(r, n, m.Config.VocabSize), nil, int32(r.IntN(m.Config.VocabSize)))
+	}
+}
+
+// TestPrefillSpeed times Prefill on the benchmark model: the wall clock of
+// the whole call (chunks, output head, the sampled token back on the host)
+// as `gotok bench` sees it, median of 10 after 2 warm-ups, and a per-kernel
+// profile of pp512 from events between the launches.
+func TestPrefillSpeed(t *testing.T) {
+	m := benchModel(t)
+	g, err := New(m, Options{ContextLen: 4096})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	if g.pre == nil {
+		t.Fatalf("no batched prefill: %s", g.prefillUnsupported())
+	}
+	t.Logf("%s; prefill chunk %d", g.Name(), g.pre.chunk)
+	ctx := context.Background()
+	r := rand.New(rand.NewPCG(25, 25))
+	for _, n := range []int{1, 3, 7, 128, 512, 2048, 4096} {
+		prompt := randPrompt(r, n, m.Config.VocabSize)
+		var times []time.Duration
+		for i := 0; i < 12; i++ {
+			start := time.Now()
+			if _, err := g.Prefill(ctx, prompt, 0, nil); err != nil {
+				t.Fatal(err)
+			}
+			if i >= 2 {
+				times = append(times, time.Since(start))
+			}
+		}
+		sort.Slice(times, func(i, j int) bool { return times[i] < times[j] })
+		med := times[len(times)/2]
+		t.Logf("pp%d: %.0f tok/s (median %v, min %v, max %v)", n, float64(n)/med.Seconds(), med, times[0], times[len(times)-1])
+	}
+	profilePrefill(t, g, randPrompt(r, 512, m.Config.VocabSize))
+
+	// Programmatic dependent launch for short chunks only (the default), for
+	// all, for none: Prefill's median wall time; and the host's side, the
+	// time to enqueue one chunk's launches (no sync inside).
+	defer func(v int) { g.pre.pdlMax = v }(g.pre.pdlMax)
+	for _, pdlMax := range []int{prefillPDLMax, g.ctxLen, 0} {
+		g.pre.pdlMax = pdlMax
+		line := fmt.Sprintf("PDL up to %d tokens:", pdlMax)
+		for _, n := range []int{3, 128, 512, 2048} {
+			prompt := randPrompt(r, n, m.Config.VocabSize)
+			var total []time.Duration
+			for i := 0; i < 8; i++ {
+				start := time.Now()
+				if _, err := g.Prefill(ctx, prompt, 0, nil); err != nil {
+					t.Fatal(err)
+				}
+				total = append(total, time.Since(start))
+			}
+			sort.Slice(total, func(i, j int) bool { return total[i] < total[j] })
+			line += fmt.Sprintf(" pp%d %.0f tok/s (%v);", n, float64(n)/total[4].Seconds(), total[4].Round(time.Microsecond))
+		}
+		start := time.Now()
+		if err := g.recordPrefill(&g.pre.l, g.pre.dtok, 512, 0); err != nil {
+			t.Fatal(err)
+		}
+		enq := time.Since(start)
+		if err := g.c.SyncStream(g.stream); err != nil {
+			t.Fatal(err)
+		}
+		launches := 1 + 8*len(g.layers)
+		t.Logf("%s enqueueing a 512-token chunk's %d launches %v (%.1f µs a launch)", line, launches,
+			enq.Round(time.Microsecond), float64(enq.Microseconds())/float64(launches))
+	}
+}
+
+// profilePrefill times each kernel of one prefill with events recorded
+// between the launches (which also stops launches from overlapping) and
+// sums the time by kernel name.
+func profilePrefill(t *testing.T, g *Backend, prompt []int32) {
+	var evs []cu.Event
+	var names []string
+	defer func() {
+		for _, e := range evs {
+			g.c.DestroyEvent(e)
+		}
+	}()
+	record := func(name string) error {
+		e, err := g.c.NewEvent()
+		if err != nil {
+			return err
+		}
+		evs, names = append(evs, e), append(names, name)
+		return g.c.Record(e, g.stream)
+	}
+	saved := g.pre.l
+	g.pre.l.after = func(f *cu.Function) error { return record(f.Name) }
+	defer func() { g.pre.l = saved }()
+	if err := record("start"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.prefillBatched(context.Background(), prompt, 0); err != nil {
+		t.Fatal(err)
+	}
+	sum := map[string]float64{}
+	count := map[string]int{}
+	var order []string
+	total := 0.0
+	for i := 1; i < len(evs); i++ {
+		ms, err := g.c.Elapsed(evs[i-1], evs[i])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if count[names[i]] == 0 {
+			order = append(order, names[i])
+		}
+		sum[names[i]] += float64(ms) * 1000
+		count[names[i]]++
+		total += float64(ms) * 1000
+	}
+	t.Logf("profile of pp%d, kernel by kernel (%d launches, %.0f µs, pdl=%v):", len(prompt), len(evs)-1, total, g.pre.l.pdl && len(prompt) <= g.pre.pdlMax)
+	for _, n := range order {
+		t.Logf("  %-24s %4d× %8.1f µs (%.1f µs each)", n, count[n], sum[n], sum[n]/float64(count[n]))
+	}
+}

@@ -1,0 +1,99 @@
+package cuda
+
+import (
+	"fmt"
+
+	"gotok/backend/cuda/cu"
+	"gotok/backend/cuda/kernels"
+)
+
+// gemmEpilogue says what a prefill gemm does with its product; the numbers
+// are EPI_* in kernels/gemm.cu.
+type gemmEpilogue int
+
+const (
+	gemmStore gemmEpilogue = iota // out f32 = A·Wᵀ
+	gemmAdd                       // out f32 += A·Wᵀ
+	gemmGLU                       // out f16 = SiLU(A·Gᵀ)∘(A·Uᵀ)
+)
+
+func (e gemmEpilogue) String() string { return [...]string{"store", "add", "glu"}[e] }
+
+// prefillHeadDims are the head dimensions prefill_attention is built for.
+var prefillHeadDims = []int{16, 32, 64, 128}
+
+// prefillKernels are the batched-prefill entry points. gemm has kernels
+// for Q4_0 and Q8_0 weights only (nil elsewhere).
+type prefillKernels struct {
+	embed     [4]*cu.Function
+	gemm      [4][3]*cu.Function // by weight type and epilogue
+	norm      *cu.Function
+	rope      *cu.Function
+	attention map[int]*cu.Function // by head dimension
+}
+
+// loadPrefill loads the prefill modules into k (their modules join
+// k.modules, so unload frees them).
+func (k *kernelSet) loadPrefill(c *cu.Context, target, dir string) error {
+	load := func(op string, names ...string) ([]*cu.Function, error) {
+		ptx, err := kernels.PTX(op, target, dir)
+		if err != nil {
+			return nil, err
+		}
+		m, err := c.LoadModule(op, ptx)
+		if err != nil {
+			return nil, err
+		}
+		k.modules = append(k.modules, m)
+		fs := make([]*cu.Function, len(names))
+		for i, n := range names {
+			if fs[i], err = m.Function(n); err != nil {
+				return nil, fmt.Errorf("cuda: module %s: %w", op, err)
+			}
+		}
+		return fs, nil
+	}
+	p := &k.pre
+	var names []string
+	for t := wtF32; t <= wtQ8_0; t++ {
+		names = append(names, "prefill_embed_"+t.suffix())
+	}
+	fs, err := load("prefill_embed", names...)
+	if err != nil {
+		return err
+	}
+	copy(p.embed[:], fs)
+
+	names = names[:0]
+	for _, t := range []gpuType{wtQ4_0, wtQ8_0} {
+		for e := gemmStore; e <= gemmGLU; e++ {
+			names = append(names, "gemm_"+t.suffix()+"_"+e.String())
+		}
+	}
+	if fs, err = load("gemm", names...); err != nil {
+		return err
+	}
+	copy(p.gemm[wtQ4_0][:], fs[:3])
+	copy(p.gemm[wtQ8_0][:], fs[3:])
+
+	if fs, err = load("prefill_norm", "prefill_norm"); err != nil {
+		return err
+	}
+	p.norm = fs[0]
+	if fs, err = load("prefill_rope", "prefill_rope"); err != nil {
+		return err
+	}
+	p.rope = fs[0]
+	names = names[:0]
+	for _, hd := range prefillHeadDims {
+		names = append(names, fmt.Sprintf("prefill_attention_hd%d", hd))
+	}
+	if fs, err = load("prefill_attention", names...); err != nil {
+		return err
+	}
+	p.attention = map[int]*cu.Function{}
+	for i, hd := range prefillHeadDims {
+		p.attention[hd] = fs[i]
+	}
+	return nil
+}

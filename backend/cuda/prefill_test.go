@@ -1,0 +1,309 @@
+package cuda
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"gotok/backend/cuda/cu"
+	"gotok/model"
+	"gotok/quant"
+)
+
+// Bounds of the prefill kernel tests (relative error ‖got−want‖/‖want‖
+// against the float64 twins; NaN fails):
+const (
+	// f32 accumulation of exact f16 products on the tensor cores, in
+	// another order than the twin.
+	gemmTol = 1e-4
+	// A result rounded to f16 (2⁻¹¹ relative) on top of f32 arithmetic.
+	f16OutTol = 1e-3
+	// Attention: P rounded to f16 for the P·V product, the output to f16.
+	prefillAttnTol = 2e-3
+)
+
+// f16NaN2 is two f16 NaNs: poison for f16 outputs.
+const f16NaN2 = 0x7e007e00
+
+// bytes uploads b and frees it with the test.
+func (g *gpu) bytes(b []byte) cu.DevicePtr {
+	g.t.Helper()
+	p, err := g.c.Alloc(max(len(b), 4))
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	g.t.Cleanup(func() { g.c.Free(p) })
+	if err := g.c.CopyHtoD(p, b); err != nil {
+		g.t.Fatal(err)
+	}
+	return p
+}
+
+// settle waits for the uploads: a synchronous copy from pageable memory may
+// return before its DMA lands, and the legacy stream it runs on does not
+// order the test stream's kernels after it.
+func (g *gpu) settle() {
+	g.t.Helper()
+	if err := g.c.Synchronize(); err != nil {
+		g.t.Fatal(err)
+	}
+}
+
+// halves allocates n f16 poisoned with NaN.
+func (g *gpu) halves(n int) cu.DevicePtr {
+	g.t.Helper()
+	words := (n + 1) / 2
+	p, err := g.c.Alloc(4 * max(words, 1))
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	g.t.Cleanup(func() { g.c.Free(p) })
+	if err := g.c.MemsetD32(p, f16NaN2, words); err != nil {
+		g.t.Fatal(err)
+	}
+	return p
+}
+
+func (g *gpu) readHalves(p cu.DevicePtr, n int) []float32 {
+	g.t.Helper()
+	if err := g.c.SyncStream(g.l.stream); err != nil {
+		g.t.Fatal(err)
+	}
+	b := make([]byte, 2*n)
+	if err := g.c.CopyDtoH(b, p); err != nil {
+		g.t.Fatal(err)
+	}
+	return halvesF32(b)
+}
+
+// untouched fails unless every value is still NaN (the poison).
+func untouched(t *testing.T, what string, f []float32) {
+	t.Helper()
+	for i, v := range f {
+		if v == v {
+			t.Errorf("%s: guard element %d was written (%v)", what, i, v)
+			return
+		}
+	}
+}
+
+// TestGemmKernels checks the three gemm epilogues for Q4_0 and Q8_0 weights
+// on shapes that are and are not multiples of the 64×64×64 tiles, with a
+// poisoned guard row past the output.
+func TestGemmKernels(t *testing.T) {
+	g := newGPU(t)
+	r := rand.New(rand.NewPCG(11, 11))
+	shapes := []struct{ m, n, k int }{
+		{1, 64, 64}, {7, 40, 96}, {64, 64, 32}, {100, 200, 576}, {130, 832, 576}, {65, 96, 1536}, {200, 1536, 160}, {3, 5, 32},
+	}
+	for _, typ := range []quant.Type{quant.Q4_0, quant.Q8_0} {
+		for _, sh := range shapes {
+			m, n, k := sh.m, sh.n, sh.k
+			name := fmt.Sprintf("%s/m%d/n%d/k%d", typ, m, n, k)
+			a16, a := randHalves(r, m*k, 1)
+			da := g.bytes(a16)
+			_, w, hm := randWeights(t, r, typ, n, k)
+			_, w2, hm2 := randWeights(t, r, typ, n, k)
+			dw, dw2 := g.matrix(hm), g.matrix(hm2)
+			c := refGemm(a, m, k, refF16Rows(w))
+			u := refGemm(a, m, k, refF16Rows(w2))
+			out := g.floats(nil, (m+1)*n)
+			g.settle()
+			if err := g.l.gemm(da, m, dw, nil, gemmStore, out); err != nil {
+				t.Fatal(err)
+			}
+			got := g.read(out, (m+1)*n)
+			check(t, name+" store", got[:m*n], c, gemmTol)
+			untouched(t, name+" store", got[m*n:])
+
+			y0 := randFloats(r, m*n, 1)
+			ya := g.floats(y0, 0)
+			g.settle()
+			if err := g.l.gemm(da, m, dw, nil, gemmAdd, ya); err != nil {
+				t.Fatal(err)
+			}
+			want := make([]float64, m*n)
+			for i := range want {
+				want[i] = c[i] + float64(y0[i])
+			}
+			check(t, name+" add", g.read(ya, m*n), want, gemmTol)
+
+			h := g.halves((m + 1) * n)
+			g.settle()
+			if err := g.l.gemm(da, m, dw, dw2, gemmGLU, h); err != nil {
+				t.Fatal(err)
+			}
+			gotH := g.readHalves(h, (m+1)*n)
+			check(t, name+" glu", gotH[:m*n], refSiLUMul(c, u), f16OutTol)
+			untouched(t, name+" glu", gotH[m*n:])
+		}
+	}
+}
+
+func TestPrefillNormKernel(t *testing.T) {
+	g := newGPU(t)
+	r := rand.New(rand.NewPCG(12, 12))
+	for _, sh := range []struct{ m, k int }{{1, 64}, {5, 576}, {130, 1000}, {512, 576}} {
+		x, w := randFloats(r, sh.m*sh.k, 2), randFloats(r, sh.k, 1)
+		out := g.halves((sh.m + 1) * sh.k)
+		g.settle()
+		if err := g.l.prefillNorm(g.floats(x, 0), g.floats(w, 0), 1e-5, sh.m, sh.k, out); err != nil {
+			t.Fatal(err)
+		}
+		got := g.readHalves(out, (sh.m+1)*sh.k)
+		name := fmt.Sprintf("m%d/k%d", sh.m, sh.k)
+		check(t, name, got[:sh.m*sh.k], refPrefillNorm(x, w, 1e-5, sh.m, sh.k), f16OutTol)
+		untouched(t, name, got[sh.m*sh.k:])
+	}
+}
+
+func TestPrefillEmbedKernel(t *testing.T) {
+	g := newGPU(t)
+	r := rand.New(rand.NewPCG(13, 13))
+	for _, typ := range testTypes {
+		rows, cols, m := 300, 576, 37
+		_, w, hm := randWeights(t, r, typ, rows, cols)
+		toks := make([]int32, m)
+		var want []float64
+		for i := range toks {
+			toks[i] = int32(r.IntN(rows))
+			want = append(want, w[toks[i]]...)
+		}
+		x := g.floats(nil, (m+1)*cols)
+		g.settle()
+		if err := g.l.prefillEmbed(g.int32s(toks...), m, g.matrix(hm), x); err != nil {
+			t.Fatal(err)
+		}
+		got := g.read(x, (m+1)*cols)
+		check(t, typ.String(), got[:m*cols], want, 0)
+		untouched(t, typ.String(), got[m*cols:])
+	}
+}
+
+// TestPrefillRopeKernel checks biases, both RoPE pairings and the cache
+// writes: the m rows at pos0.. hold K and V, every other element of the
+// caches is unchanged.
+func TestPrefillRopeKernel(t *testing.T) {
+	g := newGPU(t)
+	r := rand.New(rand.NewPCG(14, 14))
+	cases := []struct {
+		nHead, nKV, hd, ropeDim int
+		neox, bias              bool
+		m, pos0, ctx            int
+	}{
+		{4, 2, 16, 16, false, false, 7, 0, 64},
+		{9, 3, 64, 64, false, false, 130, 37, 300},
+		{8, 2, 64, 32, true, true, 50, 100, 200},
+		{4, 4, 128, 128, true, false, 1, 9, 16},
+	}
+	for _, tc := range cases {
+		name := fmt.Sprintf("h%d/kv%d/hd%d/rope%d/neox=%v/bias=%v/m%d/pos%d", tc.nHead, tc.nKV, tc.hd, tc.ropeDim, tc.neox, tc.bias, tc.m, tc.pos0)
+		w := (tc.nHead + 2*tc.nKV) * tc.hd
+		qkv := randFloats(r, tc.m*w, 1)
+		var bias []float32
+		var dbias cu.DevicePtr
+		if tc.bias {
+			bias = randFloats(r, w, 0.5)
+			dbias = g.floats(bias, 0)
+		}
+		cs := refRopeTable(tc.ctx, tc.ropeDim, 10000, 1)
+		kc, vc := randFloats(r, tc.nKV*tc.ctx*tc.hd, 1), randFloats(r, tc.nKV*tc.ctx*tc.hd, 1)
+		dkc, dvc := g.floats(kc, 0), g.floats(vc, 0)
+		qd := tc.nHead * tc.hd
+		dq := g.halves((tc.m + 1) * qd)
+		g.settle()
+		err := g.l.prefillRope(ropeArgs{qkv: g.floats(qkv, 0), bias: dbias, m: tc.m, pos0: tc.pos0, nHead: tc.nHead,
+			nKV: tc.nKV, hd: tc.hd, ropeCS: g.floats(cs, 0), ropeDim: tc.ropeDim, neox: tc.neox, q: dq,
+			kCache: dkc, vCache: dvc, ctxMax: tc.ctx})
+		if err != nil {
+			t.Fatal(err)
+		}
+		q, wantK, wantV := refPrefillRope(qkv, bias, tc.m, tc.nHead, tc.nKV, tc.hd, tc.ropeDim, tc.neox, cs, tc.pos0, kc, vc, tc.ctx)
+		gotQ := g.readHalves(dq, (tc.m+1)*qd)
+		check(t, name+" q", gotQ[:tc.m*qd], q, f16OutTol)
+		untouched(t, name+" q", gotQ[tc.m*qd:])
+		check(t, name+" k cache", g.read(dkc, len(kc)), f64s(wantK), f32Tol)
+		check(t, name+" v cache", g.read(dvc, len(vc)), f64s(wantV), f32Tol)
+		gotK, gotV := g.read(dkc, len(kc)), g.read(dvc, len(vc))
+		for i := range kc {
+			p := i / tc.hd % tc.ctx
+			if p >= tc.pos0 && p < tc.pos0+tc.m {
+				continue
+			}
+			if math.Float32bits(gotK[i]) != math.Float32bits(kc[i]) || math.Float32bits(gotV[i]) != math.Float32bits(vc[i]) {
+				t.Fatalf("%s: cache element %d (position %d) outside the written rows changed", name, i, p)
+			}
+		}
+	}
+}
+
+// TestPrefillAttentionKernel runs causal attention for m tokens after a
+// cached prefix of pos0, every supported head dimension and several query
+// groupings, with NaN in the cache past the last position (it must never be
+// read) and in the output (every element must be written).
+func TestPrefillAttentionKernel(t *testing.T) {
+	g := newGPU(t)
+	r := rand.New(rand.NewPCG(15, 15))
+	cases := []struct{ hd, nHead, nKV, m, pos0 int }{
+		{16, 4, 2, 7, 0}, {16, 4, 2, 200, 37}, {32, 8, 1, 65, 0}, {64, 9, 3, 1, 0}, {64, 9, 3, 130, 0},
+		{64, 9, 3, 100, 130}, {64, 4, 4, 64, 64}, {128, 4, 1, 70, 10}, {128, 2, 2, 33, 200},
+	}
+	for _, tc := range cases {
+		name := fmt.Sprintf("hd%d/h%d/kv%d/m%d/pos%d", tc.hd, tc.nHead, tc.nKV, tc.m, tc.pos0)
+		ctx := tc.pos0 + tc.m + 70
+		kc, vc := randFloats(r, tc.nKV*ctx*tc.hd, 1), randFloats(r, tc.nKV*ctx*tc.hd, 1)
+		for i := range kc {
+			if i/tc.hd%ctx >= tc.pos0+tc.m {
+				kc[i], vc[i] = float32(math.NaN()), float32(math.NaN())
+			}
+		}
+		qd := tc.nHead * tc.hd
+		q16, q := randHalves(r, tc.m*qd, 1)
+		out := g.halves((tc.m + 1) * qd)
+		scale := float32(1 / math.Sqrt(float64(tc.hd)))
+		g.settle()
+		err := g.l.prefillAttention(prefillAttnArgs{q: g.bytes(q16), m: tc.m, pos0: tc.pos0, kCache: g.floats(kc, 0),
+			vCache: g.floats(vc, 0), ctxMax: ctx, nHead: tc.nHead, nKV: tc.nKV, hd: tc.hd, scale: scale, out: out})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := g.readHalves(out, (tc.m+1)*qd)
+		check(t, name, got[:tc.m*qd], refPrefillAttention(q, kc, vc, tc.m, tc.pos0, tc.nHead, tc.nKV, tc.hd, ctx, scale), prefillAttnTol)
+		untouched(t, name, got[tc.m*qd:])
+	}
+}
+
+// TestPrefillUnsupported checks the path choice without a GPU: the batched
+// prefill needs Q4_0/Q8_0 gemms for every projection and an attention
+// kernel for the head dimension.
+func TestPrefillUnsupported(t *testing.T) {
+	f := &cu.Function{}
+	k := &kernelSet{}
+	k.pre.attention = map[int]*cu.Function{64: f}
+	for typ := wtF32; typ <= wtQ8_0; typ++ {
+		k.pre.embed[typ] = f
+	}
+	k.pre.gemm[wtQ4_0][gemmStore], k.pre.gemm[wtQ8_0][gemmStore] = f, f
+	b := &Backend{k: k, cfg: model.Config{HeadDim: 64}, embd: deviceMatrix{Type: wtQ8_0}, layers: make([]layerWeights, 2)}
+	for i := range b.layers {
+		ly := &b.layers[i]
+		for _, w := range []*deviceMatrix{&ly.qkv, &ly.wo, &ly.gate, &ly.up, &ly.down} {
+			w.Type = wtQ4_0
+		}
+	}
+	b.layers[0].wo.Type = wtQ8_0
+	if why := b.prefillUnsupported(); why != "" {
+		t.Errorf("Q4_0/Q8_0 model refused: %s", why)
+	}
+	b.layers[1].down.Type = wtF16
+	if why := b.prefillUnsupported(); !strings.Contains(why, "layer 1") {
+		t.Errorf("F16 down projection: reason %q does not name layer 1", why)
+	}
+	b.layers[1].down.Type = wtQ8_0
+	b.cfg.HeadDim = 80
+	if why := b.prefillUnsupported(); !strings.Contains(why, "head dimension 80") {
+		t.Errorf("head dimension 80: reason %q", why)
+	}
+}
