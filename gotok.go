@@ -76,21 +76,7 @@ func Load(path string, o Options) (*Model, error) {
 		mm.Close()
 		return nil, err
 	}
-	m := &Model{model: mm, tok: tok, backend: be}
-	m.ctxLen = contextLen(be, mm, o)
-	return m, nil
-}
-
-type contextLener interface{ ContextLen() int }
-
-func contextLen(be backend.Backend, mm *model.Model, o Options) int {
-	if c, ok := be.(contextLener); ok {
-		return c.ContextLen()
-	}
-	if o.ContextLen > 0 {
-		return o.ContextLen
-	}
-	return min(mm.Config.ContextLen, cpu.DefaultMaxContext)
+	return &Model{model: mm, tok: tok, backend: be, ctxLen: be.ContextLen()}, nil
 }
 
 func newBackend(mm *model.Model, o Options, log *slog.Logger) (backend.Backend, error) {

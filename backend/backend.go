@@ -19,6 +19,9 @@ type Backend interface {
 	// Logits runs one token at position pos and returns a copy of the full
 	// logits (tests, debugging, log-probabilities).
 	Logits(ctx context.Context, token int32, pos int) ([]float32, error)
+	// ContextLen is the KV cache length in tokens: positions run from 0 to
+	// ContextLen()-1.
+	ContextLen() int
 	// Name says what runs the model, e.g. "cpu (2 threads, avx2)" or the GPU name.
 	Name() string
 	Close() error
