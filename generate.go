@@ -119,8 +119,8 @@ func (m *Model) GenerateTokens(ctx context.Context, prompt []int32, o GenerateOp
 	if len(prompt) == 0 {
 		return st, errors.New("generate: empty prompt")
 	}
-	if len(prompt) >= m.ctxLen {
-		return st, fmt.Errorf("generate: prompt of %d tokens does not fit the context of %d (leave room for at least one generated token; raise --ctx)", len(prompt), m.ctxLen)
+	if len(prompt) >= m.backend.ContextLen() {
+		return st, fmt.Errorf("generate: prompt of %d tokens does not fit the context of %d (leave room for at least one generated token; raise --ctx)", len(prompt), m.backend.ContextLen())
 	}
 	if o.MaxTokens < 0 {
 		return st, fmt.Errorf("generate: negative max tokens %d", o.MaxTokens)
@@ -137,7 +137,7 @@ func (m *Model) GenerateTokens(ctx context.Context, prompt []int32, o GenerateOp
 	// Every generated token but the last is fed back at the next position,
 	// so the context holds the prompt plus room generated tokens.
 	limit, limitReason := o.MaxTokens, StopMaxTokens
-	if room := m.ctxLen - len(prompt); limit == 0 || limit > room {
+	if room := m.backend.ContextLen() - len(prompt); limit == 0 || limit > room {
 		limit, limitReason = room, StopContext
 	}
 

@@ -42,7 +42,6 @@ type Model struct {
 	model   *model.Model
 	tok     *tokenizer.Tokenizer
 	backend backend.Backend
-	ctxLen  int
 	// cached holds the tokens whose keys and values are in the backend's
 	// cache at positions 0, 1, …; a prompt that starts with them (the next
 	// turn of a chat) skips recomputing that prefix.
@@ -76,7 +75,7 @@ func Load(path string, o Options) (*Model, error) {
 		mm.Close()
 		return nil, err
 	}
-	return &Model{model: mm, tok: tok, backend: be, ctxLen: be.ContextLen()}, nil
+	return &Model{model: mm, tok: tok, backend: be}, nil
 }
 
 func newBackend(mm *model.Model, o Options, log *slog.Logger) (backend.Backend, error) {
@@ -116,7 +115,7 @@ func (m *Model) Config() model.Config { return m.model.Config }
 func (m *Model) Backend() backend.Backend { return m.backend }
 
 // ContextLen is the KV cache length in tokens.
-func (m *Model) ContextLen() int { return m.ctxLen }
+func (m *Model) ContextLen() int { return m.backend.ContextLen() }
 
 // Params is the number of weights.
 func (m *Model) Params() int64 { return m.model.Params() }
