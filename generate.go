@@ -50,6 +50,8 @@ type Stats struct {
 	// of the prompt pass.
 	DecodeDuration time.Duration
 	StopReason     string
+
+	decodes int // forward passes in DecodeDuration
 }
 
 // PromptTokensPerSecond is the prefill speed over the tokens computed.
@@ -57,17 +59,10 @@ func (s Stats) PromptTokensPerSecond() float64 {
 	return rate(s.PromptTokens-s.PromptReused, s.PromptDuration)
 }
 
-func commonPrefix(a, b []int32) int {
-	n := 0
-	for n < len(a) && n < len(b) && a[n] == b[n] {
-		n++
-	}
-	return n
-}
-
-// DecodeTokensPerSecond is the decode speed.
+// DecodeTokensPerSecond is the decode speed: forward passes after the
+// prompt's per second.
 func (s Stats) DecodeTokensPerSecond() float64 {
-	return rate(s.GeneratedTokens-1, s.DecodeDuration)
+	return rate(s.decodes, s.DecodeDuration)
 }
 
 func rate(n int, d time.Duration) float64 {
@@ -78,7 +73,9 @@ func rate(n int, d time.Duration) float64 {
 }
 
 // Token is one generated token and the text it completes (possibly empty
-// while a multi-byte character is incomplete).
+// while a multi-byte character is incomplete). The last Token of a
+// generation may carry ID -1: text held back until the end (an incomplete
+// character, a partial stop string) with no token of its own.
 type Token struct {
 	ID   int32
 	Text string
@@ -119,8 +116,9 @@ func (m *Model) GenerateTokens(ctx context.Context, prompt []int32, o GenerateOp
 	if len(prompt) == 0 {
 		return st, errors.New("generate: empty prompt")
 	}
-	if len(prompt) >= m.backend.ContextLen() {
-		return st, fmt.Errorf("generate: prompt of %d tokens does not fit the context of %d (leave room for at least one generated token; raise --ctx)", len(prompt), m.backend.ContextLen())
+	ctxLen := m.backend.ContextLen()
+	if len(prompt) > ctxLen {
+		return st, fmt.Errorf("generate: prompt of %d tokens does not fit the context of %d (raise --ctx)", len(prompt), ctxLen)
 	}
 	if o.MaxTokens < 0 {
 		return st, fmt.Errorf("generate: negative max tokens %d", o.MaxTokens)
@@ -134,16 +132,16 @@ func (m *Model) GenerateTokens(ctx context.Context, prompt []int32, o GenerateOp
 	}
 	out := newStopper(o.Stop)
 	dec := m.tok.NewStreamDecoder()
-	// Every generated token but the last is fed back at the next position,
-	// so the context holds the prompt plus room generated tokens.
+	// Every generated token but the last is fed back at the next position:
+	// the k-th goes in at len(prompt)+k-1, so ctxLen-len(prompt)+1 fit.
 	limit, limitReason := o.MaxTokens, StopMaxTokens
-	if room := m.backend.ContextLen() - len(prompt); limit == 0 || limit > room {
+	if room := ctxLen - len(prompt) + 1; limit == 0 || limit > room {
 		limit, limitReason = room, StopContext
 	}
 
 	// Reuse the cached prefix; at least one token must run to get logits.
 	reuse := min(commonPrefix(m.cached, prompt), len(prompt)-1)
-	m.cached = m.cached[:0] // invalid until the prefill has written it
+	m.cached = m.cached[:reuse] // the rest is invalid until the prefill has written it
 	start := time.Now()
 	tok, err := m.backend.Prefill(ctx, prompt[reuse:], reuse, s)
 	st.PromptDuration = time.Since(start)
@@ -151,7 +149,7 @@ func (m *Model) GenerateTokens(ctx context.Context, prompt []int32, o GenerateOp
 	if err != nil {
 		return st, stopErr(&st, err)
 	}
-	m.cached = append(m.cached, prompt...)
+	m.cached = append(m.cached, prompt[reuse:]...)
 	pos := len(prompt)
 	decodeStart := time.Now()
 	defer func() { st.DecodeDuration = time.Since(decodeStart) }()
@@ -169,7 +167,7 @@ func (m *Model) GenerateTokens(ctx context.Context, prompt []int32, o GenerateOp
 		st.GeneratedTokens++
 		text, stopped := out.push(dec.Next(tok))
 		if err := emit(Token{ID: tok, Text: text}); err != nil {
-			return st, err
+			return st, stopErr(&st, err)
 		}
 		if stopped {
 			st.StopReason = StopString
@@ -181,12 +179,21 @@ func (m *Model) GenerateTokens(ctx context.Context, prompt []int32, o GenerateOp
 		}
 		m.cached = append(m.cached, tok)
 		tok, err = m.backend.Decode(ctx, tok, pos, s)
+		st.decodes++
 		if err != nil {
 			m.cached = m.cached[:pos] // the failed step may have written pos
 			return st, stopErr(&st, err)
 		}
 		pos++
 	}
+}
+
+func commonPrefix(a, b []int32) int {
+	n := 0
+	for n < len(a) && n < len(b) && a[n] == b[n] {
+		n++
+	}
+	return n
 }
 
 func stopErr(st *Stats, err error) error {

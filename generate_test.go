@@ -65,8 +65,10 @@ func TestGenerateStopsAndLimits(t *testing.T) {
 	if err != nil || st.StopReason != StopContext && st.StopReason != StopEOS {
 		t.Errorf("unbounded run: %+v %v", st, err)
 	}
-	if st.PromptTokens+st.GeneratedTokens > m.ContextLen() {
-		t.Errorf("generated past the context: %+v", st)
+	// Every token but the last generated one is fed to the model; a full
+	// context holds exactly those.
+	if fed := st.PromptTokens + st.GeneratedTokens - 1; fed > m.ContextLen() || st.StopReason == StopContext && fed != m.ContextLen() {
+		t.Errorf("fed %d tokens to a context of %d: %+v", fed, m.ContextLen(), st)
 	}
 	_, _, err = collect(strings.Repeat("Once upon a time ", 40), GenerateOptions{})
 	if err == nil || !strings.Contains(err.Error(), "context") {

@@ -46,6 +46,7 @@ type Model struct {
 	// cache at positions 0, 1, …; a prompt that starts with them (the next
 	// turn of a chat) skips recomputing that prefix.
 	cached []int32
+	closed bool
 }
 
 // ErrNoCUDA is returned when Device is "cuda" and CUDA cannot be used.
@@ -65,6 +66,9 @@ func Load(path string, o Options) (*Model, error) {
 	if err != nil {
 		mm.Close()
 		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	for _, w := range tok.Warnings() {
+		log.Warn(w)
 	}
 	if tok.VocabSize() != mm.Config.VocabSize {
 		mm.Close()
@@ -100,8 +104,15 @@ func newBackend(mm *model.Model, o Options, log *slog.Logger) (backend.Backend, 
 	return cpu.New(mm, cpu.Options{ContextLen: o.ContextLen, Threads: o.Threads})
 }
 
-// Close releases the backend and the mapped file.
+// Close releases the backend and the mapped file, after any generation in
+// progress has finished. The Model must not be used afterwards.
 func (m *Model) Close() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return nil
+	}
+	m.closed = true
 	return errors.Join(m.backend.Close(), m.model.Close())
 }
 
@@ -111,8 +122,16 @@ func (m *Model) Tokenizer() *tokenizer.Tokenizer { return m.tok }
 // Config is the model's architecture.
 func (m *Model) Config() model.Config { return m.model.Config }
 
-// Backend is what runs the model.
-func (m *Model) Backend() backend.Backend { return m.backend }
+// Backend is what runs the model, for direct use (benchmarks, logits).
+// Running it directly overwrites the KV cache, so this forgets the cached
+// prompt prefix: the next Generate recomputes its whole prompt. Do not use
+// the backend concurrently with Generate.
+func (m *Model) Backend() backend.Backend {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.cached = nil
+	return m.backend
+}
 
 // ContextLen is the KV cache length in tokens.
 func (m *Model) ContextLen() int { return m.backend.ContextLen() }

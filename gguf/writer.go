@@ -163,6 +163,16 @@ func (w *Writer) WriteFile(path string) error {
 		tmp.Close()
 		return fmt.Errorf("gguf: write %s: %w", path, err)
 	}
+	// CreateTemp makes the file 0600; a model is an ordinary file. Sync
+	// before the rename so a crash cannot leave a renamed but empty file.
+	if err := tmp.Chmod(0o644); err != nil {
+		tmp.Close()
+		return fmt.Errorf("gguf: write %s: %w", path, err)
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return fmt.Errorf("gguf: write %s: %w", path, err)
+	}
 	if err := tmp.Close(); err != nil {
 		return fmt.Errorf("gguf: write %s: %w", path, err)
 	}

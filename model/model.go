@@ -101,6 +101,11 @@ func FromFile(f *gguf.File) (*Model, error) {
 		c.TiedEmbeddings = true
 		m.Output = m.TokenEmbd
 	}
+	// Check the last block exists before allocating for NumLayers of them,
+	// so a hostile block_count cannot ask for gigabytes.
+	if _, ok := f.Tensor(fmt.Sprintf("blk.%d.attn_norm.weight", c.NumLayers-1)); !ok || c.NumLayers > len(f.Tensors) {
+		return nil, fmt.Errorf("model: %s.block_count is %d but the file has no blk.%d tensors", c.Arch, c.NumLayers, c.NumLayers-1)
+	}
 	m.Layers = make([]Layer, c.NumLayers)
 	for i := range m.Layers {
 		l := &m.Layers[i]
@@ -114,6 +119,10 @@ func FromFile(f *gguf.File) (*Model, error) {
 			l.Bq = b.optVector(p+"attn_q.bias", c.QDim())
 			l.Bk = b.optVector(p+"attn_k.bias", c.KVDim())
 			l.Bv = b.optVector(p+"attn_v.bias", c.KVDim())
+			// The backends add all three or none.
+			if (l.Bq == nil) != (l.Bk == nil) || (l.Bq == nil) != (l.Bv == nil) {
+				return nil, fmt.Errorf("model: layer %d has some of the Q/K/V biases but not all three", i)
+			}
 		}
 		l.FFNNorm = b.vector(p+"ffn_norm.weight", c.Dim)
 		l.Gate = b.matrix(p+"ffn_gate.weight", c.Dim, c.FFNDim)

@@ -61,7 +61,8 @@ func TestConfigErrors(t *testing.T) {
 		{"rope dim", func(w *gguf.Writer) { w.Set("llama.rope.dimension_count", uint32(100)) }, "rope dimension"},
 		{"rope scaling", func(w *gguf.Writer) { w.Set("llama.rope.scaling.type", "yarn") }, "yarn"},
 		{"vocab size", func(w *gguf.Writer) { w.Set("llama.vocab_size", uint32(7)) }, "vocab_size"},
-		{"more layers than tensors", func(w *gguf.Writer) { w.Set("llama.block_count", uint32(3)) }, "blk.2.attn_norm.weight missing"},
+		{"more layers than tensors", func(w *gguf.Writer) { w.Set("llama.block_count", uint32(3)) }, "no blk.2 tensors"},
+		{"absurd layer count", func(w *gguf.Writer) { w.Set("llama.block_count", uint32(2_000_000_000)) }, "block_count"},
 		{"dim mismatch", func(w *gguf.Writer) { w.Set("llama.embedding_length", uint32(128)) }, "shape"},
 		{"ffn mismatch", func(w *gguf.Writer) { w.Set("llama.feed_forward_length", uint32(100)) }, "shape"},
 	}
@@ -95,5 +96,22 @@ func TestUnsupportedTensorType(t *testing.T) {
 	_, err = FromFile(f)
 	if err == nil || !strings.Contains(err.Error(), "token_embd.weight") || !strings.Contains(err.Error(), "IQ2_XXS") {
 		t.Errorf("err = %v, want it to name the tensor and its type", err)
+	}
+}
+
+func TestPartialQKVBiasesAreAnError(t *testing.T) {
+	f, err := tinyFile(t, func(w *gguf.Writer) {
+		w.Set("general.architecture", "qwen2")
+		for k, v := range map[string]uint32{"block_count": 2, "context_length": 256, "embedding_length": 64, "feed_forward_length": 192, "attention.head_count": 4, "attention.head_count_kv": 2} {
+			w.Set("qwen2."+k, v)
+		}
+		w.AddTensor("blk.0.attn_q.bias", quant.F32, []uint64{64}, make([]byte, 64*4))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = FromFile(f)
+	if err == nil || !strings.Contains(err.Error(), "biases") {
+		t.Errorf("err = %v, want an error about partial biases", err)
 	}
 }

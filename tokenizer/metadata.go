@@ -2,7 +2,6 @@ package tokenizer
 
 import (
 	"fmt"
-	"log/slog"
 	"math"
 	"strings"
 
@@ -199,7 +198,7 @@ func (t *Tokenizer) loadBPE(m *gguf.Metadata) error {
 		return err
 	}
 	if !present || pre == "" {
-		slog.Warn("tokenizer: " + KeyPre + " is missing; using llama.cpp's \"default\" pre-tokenizer, which may not match the model's own")
+		t.warnings = append(t.warnings, KeyPre+" is missing; using llama.cpp's \"default\" pre-tokenizer, which may not match the model's own")
 		pre = "default"
 	}
 	if t.preTok, err = newPreTokenizer(pre); err != nil {

@@ -15,8 +15,10 @@ type Tokenizer struct {
 
 	tokens []string
 	attrs  []tokenAttr
-	ids    map[string]int32
-	pieces []string // Piece of each token
+
+	warnings []string // see Warnings
+	ids      map[string]int32
+	pieces   []string // Piece of each token
 
 	// special holds the control, user-defined and unknown tokens, longest
 	// first: the order llama.cpp matches them in (tokenizer_st_partition).
@@ -241,3 +243,7 @@ func (t *Tokenizer) Token(id int32) string {
 func (t *Tokenizer) IsControl(id int32) bool {
 	return id >= 0 && int(id) < len(t.attrs) && t.attrs[id]&attrControl != 0
 }
+
+// Warnings are the fallbacks FromGGUF took for incomplete metadata, for the
+// caller to show.
+func (t *Tokenizer) Warnings() []string { return t.warnings }

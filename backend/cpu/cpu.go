@@ -27,6 +27,9 @@ type Options struct {
 	Threads int
 }
 
+// MaxKVBytes bounds the KV cache a backend allocates.
+const MaxKVBytes = 16 << 30
+
 // DefaultMaxContext caps the default KV cache so that models trained on long
 // contexts do not allocate gigabytes unasked.
 const DefaultMaxContext = 4096
@@ -65,8 +68,10 @@ func New(m *model.Model, o Options) (*Backend, error) {
 	if ctxLen <= 0 {
 		ctxLen = min(c.ContextLen, DefaultMaxContext)
 	}
-	if ctxLen > 1<<20 {
-		return nil, fmt.Errorf("cpu: context of %d tokens is too large", ctxLen)
+	// The KV cache is the big allocation: refuse sizes that would take the
+	// process down instead of returning an error.
+	if kv := int64(ctxLen) * int64(c.NumLayers) * int64(c.KVDim()) * 8; ctxLen > 1<<20 || kv > MaxKVBytes {
+		return nil, fmt.Errorf("cpu: a context of %d tokens needs a %.1f GiB KV cache (limit %d GiB); lower --ctx", ctxLen, float64(kv)/(1<<30), MaxKVBytes>>30)
 	}
 	for _, t := range []*model.Tensor{&m.TokenEmbd, &m.Output} {
 		if t.Cols%32 != 0 && t.Type != quant.F32 {
@@ -75,7 +80,10 @@ func New(m *model.Model, o Options) (*Backend, error) {
 	}
 	threads := o.Threads
 	if threads <= 0 {
-		threads = runtime.NumCPU()
+		threads = runtime.GOMAXPROCS(0) // respects CPU quotas, unlike NumCPU
+	}
+	if threads > 4*runtime.NumCPU() {
+		return nil, fmt.Errorf("cpu: %d threads on %d cores", threads, runtime.NumCPU())
 	}
 	b := &Backend{m: m, c: c, ctxLen: ctxLen, threads: threads, pool: newPool(threads)}
 	b.rope = newRopeTable(c.RopeDim, c.RopeBase, c.RopeFreqScale, c.RopeNeox)

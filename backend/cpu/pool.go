@@ -9,6 +9,8 @@ type pool struct {
 	workers int
 	jobs    chan poolJob
 	wg      sync.WaitGroup
+
+	closeOnce sync.Once
 }
 
 type poolJob struct {
@@ -58,6 +60,8 @@ func (p *pool) parallelFor(n, grain int, fn func(lo, hi int)) {
 }
 
 func (p *pool) close() {
-	close(p.jobs)
-	p.wg.Wait()
+	p.closeOnce.Do(func() {
+		close(p.jobs)
+		p.wg.Wait()
+	})
 }

@@ -404,3 +404,19 @@ func TestBadInput(t *testing.T) {
 		t.Error("cancelled context: no error")
 	}
 }
+
+func TestBadOptions(t *testing.T) {
+	m := genModel(t, synth.Presets["tiny"], quant.Q8_0, 1)
+	for _, o := range []Options{{ContextLen: 1 << 21}, {Threads: 1 << 20}} {
+		if b, err := New(m, o); err == nil {
+			b.Close()
+			t.Errorf("New(%+v): no error", o)
+		}
+	}
+	b, err := New(m, Options{ContextLen: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Close()
+	b.Close() // closing twice is harmless
+}

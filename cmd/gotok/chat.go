@@ -44,10 +44,9 @@ Example:
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if n < 0 {
-				return fmt.Errorf("-n must not be negative")
+				n = 0 // llama.cpp's -1: no limit
 			}
-			params := sf.params()
-			if err := params.Validate(); err != nil {
+			if err := sf.params(0).Validate(); err != nil {
 				return err
 			}
 			path, err := modelPath(lf.model)
@@ -64,6 +63,7 @@ Example:
 				return err
 			}
 			defer m.Close()
+			params := sf.params(m.ContextLen())
 			if lf.verbose {
 				fmt.Fprintf(stderr, "gotok: chat template %s\n", tmpl.Name())
 			}
@@ -90,7 +90,7 @@ Example:
 	sf.add(f)
 	f.StringVar(&system, "system", "", "system message that opens the conversation")
 	f.StringVar(&templateName, "template", "", "chat format, by llama.cpp's name (default: from the model's chat template)")
-	f.IntVarP(&n, "n-predict", "n", 1024, "most tokens per reply (0: until the context is full)")
+	f.IntVarP(&n, "n-predict", "n", 1024, "most tokens per reply (0 or -1: until the context is full)")
 	return cmd
 }
 

@@ -121,7 +121,7 @@ func TestChatTemplateFromModel(t *testing.T) {
 	}
 	for _, bad := range [][]string{
 		{"chat", "-m", plain, "--template", "chatml3"},
-		{"chat", "-m", plain, "--template", "chatml", "-n", "-1"},
+		{"chat", "-m", plain, "--template", "chatml", "--top-p", "2"},
 		{"chat", "--template", "chatml"}, // no model
 	} {
 		if _, _, err := cliInput(t, "hi\n", bad...); err == nil {

@@ -46,20 +46,7 @@ func (l *loadFlags) load(stderr io.Writer) (*gotok.Model, time.Duration, error) 
 	if l.verbose {
 		level = slog.LevelDebug
 	}
-	// Notices read as "gotok: running on the CPU reason=...": no time stamps
-	// or levels, which only clutter a terminal.
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{
-		Level: level,
-		ReplaceAttr: func(groups []string, a slog.Attr) slog.Attr {
-			switch a.Key {
-			case slog.TimeKey, slog.LevelKey:
-				return slog.Attr{}
-			case slog.MessageKey:
-				return slog.String(slog.MessageKey, "gotok: "+a.Value.String())
-			}
-			return a
-		},
-	}))
+	log := slog.New(&noticeHandler{w: stderr, level: level})
 	start := time.Now()
 	m, err := gotok.Load(path, gotok.Options{Device: l.device, ContextLen: l.ctx, Threads: l.threads, Logger: log})
 	return m, time.Since(start), err
@@ -81,12 +68,17 @@ func (s *sampleFlags) add(f *pflag.FlagSet) {
 	f.Float32Var(&s.p.RepeatPenalty, "repeat-penalty", d.RepeatPenalty, "penalize repeated tokens (1: off)")
 	f.Float32Var(&s.p.PresencePenalty, "presence-penalty", d.PresencePenalty, "subtract from the logits of tokens present (0: off)")
 	f.Float32Var(&s.p.FrequencyPenalty, "frequency-penalty", d.FrequencyPenalty, "subtract this times the count of each token (0: off)")
-	f.IntVar(&s.p.PenaltyLastN, "repeat-last-n", d.PenaltyLastN, "how many recent tokens the penalties look at")
+	f.IntVar(&s.p.PenaltyLastN, "repeat-last-n", d.PenaltyLastN, "how many recent tokens the penalties look at (-1: the whole context)")
 	f.Int64Var(&s.seed, "seed", -1, "random seed (-1: a random one)")
 }
 
-func (s *sampleFlags) params() sample.Params {
+// params returns the sampler settings for a context of ctxLen tokens
+// (--repeat-last-n -1 means all of it, as in llama.cpp).
+func (s *sampleFlags) params(ctxLen int) sample.Params {
 	p := s.p
+	if p.PenaltyLastN < 0 {
+		p.PenaltyLastN = ctxLen
+	}
 	if s.seed >= 0 {
 		p.Seed = uint64(s.seed)
 	} else {
@@ -125,10 +117,9 @@ Example:
 				prompt = string(data)
 			}
 			if n < 0 {
-				return fmt.Errorf("-n must not be negative")
+				n = 0 // llama.cpp's -1: no limit
 			}
-			params := sf.params()
-			if err := params.Validate(); err != nil {
+			if err := sf.params(0).Validate(); err != nil {
 				return err
 			}
 			stderr := cmd.ErrOrStderr()
@@ -137,6 +128,7 @@ Example:
 				return err
 			}
 			defer m.Close()
+			params := sf.params(m.ContextLen())
 
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt)
 			defer stop()
@@ -146,6 +138,9 @@ Example:
 				_, err := io.WriteString(out, text)
 				return err
 			})
+			if st.GeneratedTokens == 0 && err != nil {
+				return err // nothing ran: no statistics to show
+			}
 			fmt.Fprintln(out)
 			printStats(stderr, m, loadTime, st)
 			if errors.Is(err, context.Canceled) {
@@ -159,11 +154,11 @@ Example:
 	sf.add(f)
 	f.StringVarP(&prompt, "prompt", "p", "", "prompt text")
 	f.StringVarP(&promptFile, "file", "f", "", "read the prompt from a file")
-	f.IntVarP(&n, "n-predict", "n", 256, "most tokens to generate (0: until the context is full)")
+	f.IntVarP(&n, "n-predict", "n", 256, "most tokens to generate (0 or -1: until the context is full)")
 	f.StringArrayVar(&stops, "stop", nil, "stop when this text is generated (repeatable)")
 	f.BoolVar(&ignoreEOS, "ignore-eos", false, "keep generating past end-of-generation tokens")
 	f.BoolVar(&noSpecial, "no-bos", false, "do not add the BOS/EOS tokens the model asks for")
-	f.BoolVar(&parseSpecial, "parse-special", false, "turn special-token text in the prompt into special tokens")
+	f.BoolVar(&parseSpecial, "parse-special", false, "turn special-token text in the prompt into special tokens (off by default, unlike llama-cli: raw text stays text)")
 	return cmd
 }
 

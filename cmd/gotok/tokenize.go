@@ -2,10 +2,8 @@ package main
 
 import (
 	"bufio"
-	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -35,11 +33,9 @@ add_eos_token say), and the text of special tokens such as <|im_start|> is
 parsed as those tokens only with --parse-special.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if model == "" {
-				model = os.Getenv("GOTOK_MODEL")
-			}
-			if model == "" {
-				return errors.New("tokenize: no model: pass -m MODEL or set GOTOK_MODEL")
+			model, err := modelPath(model)
+			if err != nil {
+				return err
 			}
 			var text string
 			if len(args) == 1 {
@@ -74,7 +70,7 @@ parsed as those tokens only with --parse-special.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVarP(&model, "model", "m", "", "GGUF model file (default $GOTOK_MODEL)")
+	addModelFlag(cmd, &model)
 	f.BoolVar(&idsOnly, "ids", false, "print only the ids, space-separated on one line")
 	f.BoolVar(&addSpecial, "add-special", false, "add BOS/EOS as the model's metadata asks")
 	f.BoolVar(&parseSpecial, "parse-special", false, "match the text of special tokens (<|im_start|>, ...) as those tokens")
