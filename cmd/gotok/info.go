@@ -79,13 +79,6 @@ type tokInfo struct {
 	AddEOS    *bool            `json:"add_eos_token,omitempty"`
 }
 
-// fileTypes names llama.cpp's general.file_type values.
-var fileTypes = map[int64]string{
-	0: "F32", 1: "F16", 2: "Q4_0", 3: "Q4_1", 7: "Q8_0", 8: "Q5_0", 9: "Q5_1",
-	10: "Q2_K", 11: "Q3_K_S", 12: "Q3_K_M", 13: "Q3_K_L", 14: "Q4_K_S", 15: "Q4_K_M",
-	16: "Q5_K_S", 17: "Q5_K_M", 18: "Q6_K", 32: "BF16",
-}
-
 func describe(f *gguf.File) modelInfo {
 	info := modelInfo{
 		GGUFVersion:  f.Version,
@@ -94,10 +87,7 @@ func describe(f *gguf.File) modelInfo {
 		FileBytes:    f.Size(),
 	}
 	if ft, ok := f.Int("general.file_type"); ok {
-		info.FileType = fileTypes[ft]
-		if info.FileType == "" {
-			info.FileType = fmt.Sprint(ft)
-		}
+		info.FileType = gguf.FileType(ft).String()
 	}
 	if c, err := model.ConfigFromMetadata(&f.Metadata); err != nil {
 		info.ConfigError = err.Error()

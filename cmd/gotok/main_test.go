@@ -247,3 +247,36 @@ func TestBenchJSON(t *testing.T) {
 		t.Errorf("bench table: %v\n%s", err, table)
 	}
 }
+
+func TestQuantizeKeepsQuantizedUnlessAllowed(t *testing.T) {
+	dir := t.TempDir()
+	src := filepath.Join(dir, "q4.gguf")
+	if _, _, err := cli(t, "gen", "-o", src, "--preset", "tiny", "--type", "q4_0"); err != nil {
+		t.Fatal(err)
+	}
+	typeOf := func(path, name string) string {
+		f, err := gguf.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		ti, _ := f.Tensor(name)
+		return ti.Type.String()
+	}
+	kept, requant := filepath.Join(dir, "kept.gguf"), filepath.Join(dir, "requant.gguf")
+	if _, stderr, err := cli(t, "quantize", src, kept, "--type", "q8_0"); err != nil || !strings.Contains(stderr, "--allow-requantize") {
+		t.Fatalf("%v\n%s", err, stderr)
+	}
+	if got := typeOf(kept, "blk.0.attn_q.weight"); got != "Q4_0" {
+		t.Errorf("without --allow-requantize attn_q became %s", got)
+	}
+	if _, _, err := cli(t, "quantize", src, requant, "--type", "q8_0", "--allow-requantize"); err != nil {
+		t.Fatal(err)
+	}
+	if got := typeOf(requant, "blk.0.attn_q.weight"); got != "Q8_0" {
+		t.Errorf("with --allow-requantize attn_q is %s", got)
+	}
+	if st, err := os.Stat(requant); err != nil || st.Mode().Perm() != 0o644 {
+		t.Errorf("output mode %v, %v", st.Mode(), err)
+	}
+}

@@ -80,7 +80,9 @@ func Generate(o Options) (*gguf.Writer, error) {
 	w := gguf.NewWriter()
 	w.Set("general.architecture", "llama")
 	w.Set("general.name", o.Name)
-	w.Set("general.file_type", uint32(fileType(o.Type)))
+	if ft, ok := gguf.FileTypeOf(o.Type); ok {
+		w.Set("general.file_type", uint32(ft))
+	}
 	w.Set("general.quantization_version", uint32(2))
 	w.Set("llama.block_count", uint32(s.Layers))
 	w.Set("llama.context_length", uint32(s.Context))
@@ -266,27 +268,4 @@ func DefaultEmbedType(t quant.Type) quant.Type {
 		return t
 	}
 	return quant.Q8_0
-}
-
-// fileType is llama.cpp's general.file_type for a model of mostly type t.
-func fileType(t quant.Type) int {
-	switch t {
-	case quant.F32:
-		return 0
-	case quant.F16:
-		return 1
-	case quant.Q4_0:
-		return 2
-	case quant.Q4_1:
-		return 3
-	case quant.Q8_0:
-		return 7
-	case quant.Q5_0:
-		return 8
-	case quant.Q5_1:
-		return 9
-	case quant.BF16:
-		return 32
-	}
-	return 0
 }
