@@ -42,7 +42,7 @@ type Backend struct {
 	ctxLen  int
 	threads int
 	pool    *pool
-	rope    *ropeTable
+	rope    *rope
 
 	// KV cache, per layer: ctxLen × KVDim floats.
 	kcache, vcache [][]float32
@@ -86,7 +86,7 @@ func New(m *model.Model, o Options) (*Backend, error) {
 		return nil, fmt.Errorf("cpu: %d threads on %d cores", threads, runtime.NumCPU())
 	}
 	b := &Backend{m: m, c: c, ctxLen: ctxLen, threads: threads, pool: newPool(threads)}
-	b.rope = newRopeTable(c.RopeDim, c.RopeBase, c.RopeFreqScale, c.RopeNeox)
+	b.rope = newRope(c.RopeDim, c.RopeBase, c.RopeFreqScale, c.RopeNeox, MaxBatch)
 	kvd := c.KVDim()
 	b.kcache = make([][]float32, c.NumLayers)
 	b.vcache = make([][]float32, c.NumLayers)
@@ -203,6 +203,7 @@ func (b *Backend) forwardBatch(tokens []int32, pos int) error {
 			return fmt.Errorf("cpu: embedding: %w", err)
 		}
 	}
+	b.rope.set(pos, T)
 	xn, att, hidden := &b.xn, &b.att, &b.hidden
 	xn.t, att.t, hidden.t = T, T, T
 
@@ -228,8 +229,8 @@ func (b *Backend) forwardBatch(tokens []int32, pos int) error {
 				addTo(k, f32s(ly.Bk.Data))
 				addTo(v, f32s(ly.Bv.Data))
 			}
-			b.rope.apply(q, c.NumHeads, c.HeadDim, pos+t)
-			b.rope.apply(k, c.NumKVHeads, c.HeadDim, pos+t)
+			b.rope.apply(q, c.NumHeads, c.HeadDim, t)
+			b.rope.apply(k, c.NumKVHeads, c.HeadDim, t)
 			p := pos + t
 			copy(kc[p*kvd:(p+1)*kvd], k)
 			copy(vc[p*kvd:(p+1)*kvd], v)

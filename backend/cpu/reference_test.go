@@ -420,3 +420,32 @@ func TestBadOptions(t *testing.T) {
 	b.Close()
 	b.Close() // closing twice is harmless
 }
+
+// NeoX rotation and partial rotary dimensions (qwen2, phi-style models) on
+// the same weights: the engine and the reference both read the Config.
+func TestRopeVariantsMatchReference(t *testing.T) {
+	for _, v := range []struct {
+		neox    bool
+		ropeDim int
+		scale   float32
+	}{{true, 16, 1}, {false, 8, 1}, {true, 8, 0.5}} {
+		m := genModel(t, synth.Presets["tiny"], quant.F32, 5)
+		m.Config.RopeNeox, m.Config.RopeDim, m.Config.RopeFreqScale = v.neox, v.ropeDim, v.scale
+		ref := newRef(t, m)
+		b, err := New(m, Options{ContextLen: 32, Threads: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for pos := 0; pos < 20; pos++ {
+			tok := int32(pos * 7 % m.Config.VocabSize)
+			got, err := b.Logits(context.Background(), tok, pos)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if e := relErr(got, ref.step(tok, pos)); !(e < 1e-4) {
+				t.Fatalf("%+v pos %d: relative error %.3g", v, pos, e)
+			}
+		}
+		b.Close()
+	}
+}
