@@ -99,7 +99,7 @@ for i in sorted(k):
     print("%3d %-18s grid %-14s %8s ns  smem config %s  regs %s" % (i, d["name"], d["grid"], d.get("gpu__time_duration.sum"),
           d.get("launch__shared_mem_config_size"), d.get("launch__registers_per_thread")))
 PY
-	(cd backend/cuda && GOTOK_NCU=1 "$ncu" --clock-control none -k regex:"attention|gate_up" -c 3 --section WarpStateStats \
+	(cd backend/cuda && GOTOK_NCU=1 "$ncu" --clock-control none -k regex:"attention|ffn" -c 3 --section WarpStateStats \
 		--section SchedulerStats "$root/$GPU_DIR/cuda.test" -test.run TestKernelDurations) >"$OUT/ncu-stalls.txt" 2>&1
 	grep -E "^  [a-z_0-9]+\(|Warp Cycles Per Issued|Active Warps Per|each warp of this workload spends" "$OUT/ncu-stalls.txt" | head -24
 fi

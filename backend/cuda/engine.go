@@ -57,11 +57,34 @@ type layerWeights struct {
 // tuning holds the decode step's shape choices: fixed by the engine, swept
 // by the benchmark test.
 type tuning struct {
-	attnSingle   int // attention: the longest context in one split
-	attnMinChunk int // attention: past that, the fewest positions one split takes
+	attnSingle   int  // attention: the longest context in one split
+	attnMinChunk int  // attention: past that, the fewest positions one split takes
+	attnOBlocks  int  // attention: blocks of a head group that share a one-split context's output projection
+	attnNoSpin   bool // attention: split contexts merge in the last block even when the grid fits the GPU
+	// attnWarpsLong is the attention kernel's warps per head for contexts
+	// past attnSingle, in graphs of their own (0: as for short ones).
+	attnWarpsLong int
 }
 
-func defaultTuning() tuning { return tuning{attnSingle: attSingle, attnMinChunk: attMinChunk} }
+func defaultTuning() tuning {
+	return tuning{attnSingle: attSingle, attnMinChunk: attMinChunk, attnOBlocks: attOBlocks, attnWarpsLong: attWarpsLong}
+}
+
+// stepGraphs are the captured decode step: greedy (the argmax, no
+// penalties) and sampled (penalties and the sampler chain).
+type stepGraphs struct{ greedy, sampled *cu.Graph }
+
+// graphFor is the graph that runs the step at pos.
+func (b *Backend) graphFor(pos int, sampled bool) *cu.Graph {
+	g := b.graphs[0]
+	if pos+1 > b.tune.attnSingle && b.graphs[1].greedy != nil {
+		g = b.graphs[1]
+	}
+	if sampled {
+		return g.sampled
+	}
+	return g.greedy
+}
 
 // Backend is the CUDA forward pass of one model with its KV cache. It is not
 // safe for concurrent use.
@@ -73,28 +96,31 @@ type Backend struct {
 	ctxLen int
 	tune   tuning
 
-	layers         []layerWeights
-	embd, output   deviceMatrix
-	outNorm        cu.DevicePtr
-	ropeCS         cu.DevicePtr
-	x, q, h        cu.DevicePtr
-	logits         cu.DevicePtr
-	partAcc        cu.DevicePtr
-	partML         cu.DevicePtr
-	attnTickets    cu.DevicePtr
-	att            cu.DevicePtr // attention output, NumHeads*HeadDim
-	pos            cu.DevicePtr
-	partV, partI   cu.DevicePtr // logits kernel's per-block argmax
-	ticket         cu.DevicePtr
-	best           cu.DevicePtr // the argmax of the (penalized) logits
-	params         cu.DevicePtr // samp_params, copied from io by the embedding
-	hist           cu.DevicePtr // penalty history: {length, oldest, ring[ctxLen]}
-	counts         cu.DevicePtr // penalty history: occurrences per token id
-	host           *cu.HostBuffer
-	graph          *cu.Graph // the greedy step: argmax, no penalties
-	sampleGraph    *cu.Graph // the step with penalties and the sampler chain
-	launches       int       // kernels in one greedy step
-	sampleLaunches int       // kernels in one sampled step
+	layers       []layerWeights
+	embd, output deviceMatrix
+	outNorm      cu.DevicePtr
+	ropeCS       cu.DevicePtr
+	res          [2]cu.DevicePtr // the residual stream, fixed point (kernels/common.cuh): layer i reads res[i%2]
+	poison       cu.DevicePtr    // set when a residual addend did not fit in fixed point
+	q            cu.DevicePtr
+	logits       cu.DevicePtr
+	partAcc      cu.DevicePtr
+	partML       cu.DevicePtr
+	attnTickets  cu.DevicePtr
+	pos          cu.DevicePtr
+	partV, partI cu.DevicePtr // logits kernel's per-block argmax
+	ticket       cu.DevicePtr
+	best         cu.DevicePtr // the argmax of the (penalized) logits
+	params       cu.DevicePtr // samp_params, copied from io by the embedding
+	hist         cu.DevicePtr // penalty history: {length, oldest, ring[ctxLen]}
+	counts       cu.DevicePtr // penalty history: occurrences per token id
+	host         *cu.HostBuffer
+	// graphs[0] serves contexts of up to tune.attnSingle positions,
+	// graphs[1] (when captured) longer ones, whose attention blocks have
+	// fewer warps; see graphFor.
+	graphs         [2]stepGraphs
+	launches       int // kernels in one greedy step
+	sampleLaunches int // kernels in one sampled step
 	hs             hostSampler
 	eager          *launcher // debug mode: launches outside the graph
 	debug          *debugRef
@@ -180,31 +206,69 @@ func (b *Backend) checkConfig() error {
 	if _, _, ok := attnLanes(c.HeadDim); !ok {
 		return fmt.Errorf("cuda: head dimension %d is not 4·2^k·m with m ≤ %d, which the attention kernel needs", c.HeadDim, attMaxNQ)
 	}
+	if n := residualAddends(c); n > maxResidualAddends {
+		return fmt.Errorf("cuda: %d addends per residual element and step, more than the fixed-point residual stream's %d", n, maxResidualAddends)
+	}
 	return nil
 }
 
+// maxResidualAddends bounds the atomic adds into one element of the
+// fixed-point residual stream in a step: each addend is under 2^16
+// (RES_LIMIT in kernels/common.cuh) with 30 fraction bits, so 2^16 of them
+// stay under 2^62.
+const maxResidualAddends = 1 << 16
+
+// residualAddends is the most atomic adds one residual element takes in a
+// step: the embedding, then per layer one per attention head group and one
+// per FFN block.
+func residualAddends(c *model.Config) int {
+	return 1 + c.NumLayers*(c.NumHeads/attnGroup(c.NumHeads, c.NumKVHeads)+(c.FFNDim+ffnMinUnits-1)/ffnMinUnits)
+}
+
 // capture records the greedy and the sampled step into graphs, replacing
-// any from before.
+// any from before: for short contexts with l as it is, and for long ones,
+// when tune.attnWarpsLong is set, with that many attention warps per
+// head. Long contexts are split over many blocks, each with a short chunk,
+// where fewer warps a head merge faster; short contexts run whole in each
+// block and want more warps (H200, µs a token @100 / @2148: 4 warps 492 /
+// 618, 2 warps 540 / 585).
 func (b *Backend) capture(l *launcher) error {
-	for _, g := range []**cu.Graph{&b.graph, &b.sampleGraph} {
-		if *g != nil {
-			(*g).Destroy()
-			*g = nil
+	b.destroyGraphs()
+	long := *l
+	long.attnWarpsPerHead = b.tune.attnWarpsLong
+	for i, l := range []*launcher{l, &long} {
+		if i == 1 && long.attnWarpsPerHead == 0 {
+			break
+		}
+		var err error
+		g := &b.graphs[i]
+		l.count = 0
+		g.greedy, err = b.c.Capture(b.stream, func() error { return b.recordStep(l, false, nil) })
+		if err != nil {
+			return fmt.Errorf("cuda: capturing the decode step: %w", err)
+		}
+		b.launches, l.count = l.count, 0
+		g.sampled, err = b.c.Capture(b.stream, func() error { return b.recordStep(l, true, nil) })
+		if err != nil {
+			return fmt.Errorf("cuda: capturing the sampled decode step: %w", err)
+		}
+		b.sampleLaunches, l.count = l.count, 0
+	}
+	return nil
+}
+
+// destroyGraphs frees the captured graphs.
+func (b *Backend) destroyGraphs() error {
+	var errs []error
+	for i := range b.graphs {
+		for _, g := range []**cu.Graph{&b.graphs[i].greedy, &b.graphs[i].sampled} {
+			if *g != nil {
+				errs = append(errs, (*g).Destroy())
+				*g = nil
+			}
 		}
 	}
-	var err error
-	l.count = 0
-	b.graph, err = b.c.Capture(b.stream, func() error { return b.recordStep(l, false, nil) })
-	if err != nil {
-		return fmt.Errorf("cuda: capturing the decode step: %w", err)
-	}
-	b.launches, l.count = l.count, 0
-	b.sampleGraph, err = b.c.Capture(b.stream, func() error { return b.recordStep(l, true, nil) })
-	if err != nil {
-		return fmt.Errorf("cuda: capturing the sampled decode step: %w", err)
-	}
-	b.sampleLaunches, l.count = l.count, 0
-	return nil
+	return errors.Join(errs...)
 }
 
 func (b *Backend) alloc(n int) (cu.DevicePtr, error) {
@@ -342,10 +406,14 @@ func (s *weightStage) layer(i int, m *model.Model, dst *layerWeights) error {
 	if err := s.matrix(&dst.up, &src.Up); err != nil {
 		return err
 	}
-	if dst.gate.Type != dst.up.Type {
-		return fmt.Errorf("cuda: layer %d: ffn_gate and ffn_up differ in type, which the fused kernel does not take", i)
+	if err := s.matrix(&dst.down, &src.Down); err != nil {
+		return err
 	}
-	return s.matrix(&dst.down, &src.Down)
+	if dst.gate.Type != dst.up.Type || dst.gate.Type != dst.down.Type {
+		return fmt.Errorf("cuda: layer %d: ffn_gate, ffn_up and ffn_down are %s, %s and %s; the fused FFN kernel takes one type",
+			i, dst.gate.Type.suffix(), dst.up.Type.suffix(), dst.down.Type.suffix())
+	}
+	return nil
 }
 
 func (b *Backend) allocState() error {
@@ -370,11 +438,11 @@ func (b *Backend) allocState() error {
 		p *cu.DevicePtr
 		n int // 4-byte words
 	}{
-		{&b.x, c.Dim}, {&b.q, c.QDim()}, {&b.h, c.FFNDim}, {&b.logits, c.VocabSize},
-		{&b.partAcc, acc}, {&b.partML, ml}, {&b.att, c.QDim()}, {&b.partV, parts}, {&b.partI, parts},
+		{&b.res[0], 2 * c.Dim}, {&b.res[1], 2 * c.Dim}, {&b.q, c.QDim()}, {&b.logits, c.VocabSize},
+		{&b.partAcc, acc}, {&b.partML, ml}, {&b.partV, parts}, {&b.partI, parts},
 		{&b.ropeCS, len(rope)},
-		// Zeroed below: counters and the penalty history.
-		{&b.pos, 1}, {&b.ticket, 1}, {&b.attnTickets, c.NumHeads}, {&b.best, 1}, {&b.params, spWords},
+		// Zeroed below: counters, the poison word and the penalty history.
+		{&b.pos, 1}, {&b.ticket, 1}, {&b.attnTickets, 2 * c.NumHeads}, {&b.poison, 1}, {&b.best, 1}, {&b.params, spWords},
 		{&b.hist, 2 + b.ctxLen}, {&b.counts, c.VocabSize},
 	}
 	total, zeroFrom := 0, 0
@@ -417,34 +485,38 @@ func ropeScale(c *model.Config) float32 {
 // capture, or every step in debug mode, where afterLayer checks each layer's
 // output. The greedy step ends in the output head's argmax; the sampled one
 // applies the penalties there and runs the sampler chain after it.
+//
+// A layer is three kernels. The residual stream lives in two fixed-point
+// buffers: layer i's QKV kernel reads res[i%2] and zeroes res[(i+1)%2], its
+// attention adds the output projection into res[i%2] (nothing reads it
+// meanwhile), and its FFN reads res[i%2] and sums it with the FFN's output
+// into res[(i+1)%2], the next layer's input.
 func (b *Backend) recordStep(l *launcher, sampled bool, afterLayer func(i int) error) error {
 	c := &b.cfg
 	pos := b.pos
-	if err := l.embed(b.host.Device, pos, b.params, spWords, &b.embd, b.x); err != nil {
+	if err := l.embed(b.host.Device, pos, b.params, spWords, &b.embd, b.res[0], b.poison); err != nil {
 		return err
 	}
 	scale := float32(1 / math.Sqrt(float64(c.HeadDim)))
 	for i := range b.layers {
 		ly := &b.layers[i]
-		err := l.qkvRope(qkvArgs{x: b.x, normW: ly.attnNorm, eps: c.RMSEps, w: &ly.qkv, bias: ly.bias,
-			nHead: c.NumHeads, nKV: c.NumKVHeads, headDim: c.HeadDim, ropeCS: b.ropeCS, ropeDim: c.RopeDim,
+		cur, next := b.res[i%2], b.res[(i+1)%2]
+		err := l.qkvRope(qkvArgs{res: cur, resNext: next, poison: b.poison, normW: ly.attnNorm, eps: c.RMSEps, w: &ly.qkv,
+			bias: ly.bias, nHead: c.NumHeads, nKV: c.NumKVHeads, headDim: c.HeadDim, ropeCS: b.ropeCS, ropeDim: c.RopeDim,
 			neox: c.RopeNeox, pos: pos, q: b.q, kCache: ly.kCache, vCache: ly.vCache, ctxMax: b.ctxLen})
 		if err != nil {
 			return err
 		}
 		a := attnArgs{q: b.q, kCache: ly.kCache, vCache: ly.vCache, ctxMax: b.ctxLen, headDim: c.HeadDim,
-			nHead: c.NumHeads, nKV: c.NumKVHeads, pos: pos, scale: scale, single: b.tune.attnSingle, minChunk: b.tune.attnMinChunk,
-			partAcc: b.partAcc, partML: b.partML, tickets: b.attnTickets, out: b.att}
+			nHead: c.NumHeads, nKV: c.NumKVHeads, pos: pos, scale: scale, single: b.tune.attnSingle,
+			minChunk: b.tune.attnMinChunk, oBlocks: b.tune.attnOBlocks, noSpin: b.tune.attnNoSpin, partAcc: b.partAcc, partML: b.partML,
+			tickets: b.attnTickets, wo: &ly.wo, res: cur, poison: b.poison}
 		if err := l.attention(a); err != nil {
 			return err
 		}
-		if err := l.matvecAdd(b.att, &ly.wo, b.x); err != nil {
-			return err
-		}
-		if err := l.gateUp(b.x, ly.ffnNorm, c.RMSEps, &ly.gate, &ly.up, b.h); err != nil {
-			return err
-		}
-		if err := l.matvecAdd(b.h, &ly.down, b.x); err != nil {
+		err = l.ffn(ffnArgs{res: cur, out: next, poison: b.poison, normW: ly.ffnNorm, eps: c.RMSEps,
+			gate: &ly.gate, up: &ly.up, down: &ly.down})
+		if err != nil {
 			return err
 		}
 		if afterLayer != nil {
@@ -453,19 +525,19 @@ func (b *Backend) recordStep(l *launcher, sampled bool, afterLayer func(i int) e
 			}
 		}
 	}
-	return b.recordHead(l, b.x, sampled)
+	return b.recordHead(l, b.res[len(b.layers)%2], sampled)
 }
 
-// recordHead enqueues the output head on the residual stream x and the
+// recordHead enqueues the output head on the residual stream res and the
 // sampling: the argmax to the host, or (sampled) the penalties, the argmax
 // and the sampler chain, whose token goes to the host.
-func (b *Backend) recordHead(l *launcher, x cu.DevicePtr, sampled bool) error {
+func (b *Backend) recordHead(l *launcher, res cu.DevicePtr, sampled bool) error {
 	c := &b.cfg
 	if l.logitsBlocks(&b.output) > 16*b.c.Info.SMCount {
 		return fmt.Errorf("cuda: logits grid larger than its partials")
 	}
 	result := b.host.Device.Offset(4 * ioResult)
-	a := logitsArgs{x: x, normW: b.outNorm, eps: c.RMSEps, w: &b.output, logits: b.logits,
+	a := logitsArgs{res: res, poison: b.poison, normW: b.outNorm, eps: c.RMSEps, w: &b.output, logits: b.logits,
 		partV: b.partV, partI: b.partI, ticket: b.ticket, best: b.best, result: result}
 	if !sampled {
 		return l.logits(a)
@@ -499,7 +571,7 @@ type Stats struct {
 // Stats returns the engine's launch and memory figures.
 func (b *Backend) Stats() Stats {
 	c := &b.cfg
-	return Stats{KernelsPerToken: b.launches, SampledKernelsPerToken: b.sampleLaunches, GraphNodes: b.graph.Nodes,
+	return Stats{KernelsPerToken: b.launches, SampledKernelsPerToken: b.sampleLaunches, GraphNodes: b.graphs[0].greedy.Nodes,
 		WeightBytes: b.weightBytes, KVBytes: int64(8 * len(b.layers) * c.NumKVHeads * b.ctxLen * c.HeadDim),
 		DeviceBytes: b.deviceBytes}
 }
@@ -527,7 +599,7 @@ func (b *Backend) step(token int32, pos int) (int32, error) {
 		w[ioToken], w[ioPos] = uint32(token), uint32(pos)
 		return b.debugStep(token, pos)
 	}
-	return b.run(b.graph, token, pos)
+	return b.run(b.graphFor(pos, false), token, pos)
 }
 
 // run replays g for one token and returns what it wrote to io's result.
@@ -548,16 +620,16 @@ func (b *Backend) run(g *cu.Graph, token int32, pos int) (int32, error) {
 func (b *Backend) debugStep(token int32, pos int) (int32, error) {
 	r := b.debug
 	r.embed(token)
-	buf := make([]byte, 4*b.cfg.Dim)
+	buf := make([]byte, 8*b.cfg.Dim)
 	err := b.recordStep(b.eager, false, func(i int) error {
 		if err := b.c.SyncStream(b.stream); err != nil {
 			return err
 		}
-		if err := b.c.CopyDtoH(buf, b.x); err != nil {
+		if err := b.c.CopyDtoH(buf, b.res[(i+1)%2]); err != nil {
 			return err
 		}
 		r.layer(i, pos)
-		if err := r.compare(bytesF32(buf), i, pos); err != nil {
+		if err := r.compare(residualF32(buf), i, pos); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 		}
 		return nil
@@ -639,11 +711,7 @@ func (b *Backend) Close() error {
 		return nil
 	}
 	var errs []error
-	for _, g := range []*cu.Graph{b.graph, b.sampleGraph} {
-		if g != nil {
-			errs = append(errs, g.Destroy())
-		}
-	}
+	errs = append(errs, b.destroyGraphs())
 	for _, p := range b.allocs {
 		errs = append(errs, b.c.Free(p))
 	}

@@ -42,35 +42,36 @@ func TestKernelDurations(t *testing.T) {
 	gate, up := g.matrix(randLayout(r, quant.Q4_0, ffn, dim)), g.matrix(randLayout(r, quant.Q4_0, ffn, dim))
 	down := g.matrix(randLayout(r, quant.Q4_0, dim, ffn))
 	out := g.matrix(randLayout(r, quant.Q8_0, vocab, dim))
-	x, nw := g.floats(randFloats(r, dim, 1), 0), g.floats(randFloats(r, dim, 1), 0)
-	q, h, att := g.floats(nil, nHead*hd), g.floats(nil, ffn), g.floats(nil, nHead*hd)
+	res, _ := g.residual(randFloats(r, dim, 1))
+	next, poison := g.int64s(make([]int64, dim)), g.floats([]float32{0}, 0)
+	nw := g.floats(randFloats(r, dim, 1), 0)
+	q := g.floats(nil, nHead*hd)
 	kc, vc := g.floats(randFloats(r, nKV*ctx*hd, 1), 0), g.floats(randFloats(r, nKV*ctx*hd, 1), 0)
 	cs := g.floats(refRopeTable(ctx, hd, 10000, 1), 0)
 	acc, ml := attnPartials(nHead, hd)
-	partAcc, partML, tickets := g.floats(nil, acc), g.floats(nil, ml), g.floats(make([]float32, nHead), 0)
+	partAcc, partML, tickets := g.floats(nil, acc), g.floats(nil, ml), g.floats(make([]float32, 2*nHead), 0)
 	logits, blocks := g.floats(nil, vocab), g.l.logitsBlocks(out)
 	partV, partI, ticket, best := g.floats(nil, blocks), g.floats(nil, blocks), g.floats([]float32{0}, 0), g.floats(nil, 1)
 	for _, pos := range []int{100, 2148} {
 		dpos := g.int32s(int32(pos))
 		for rep := 0; rep < 3; rep++ {
-			err := g.l.qkvRope(qkvArgs{x: x, normW: nw, eps: 1e-5, w: qkv, nHead: nHead, nKV: nKV, headDim: hd,
-				ropeCS: cs, ropeDim: hd, pos: dpos, q: q, kCache: kc, vCache: vc, ctxMax: ctx})
+			err := g.l.qkvRope(qkvArgs{res: res, resNext: next, poison: poison, normW: nw, eps: 1e-5, w: qkv, nHead: nHead,
+				nKV: nKV, headDim: hd, ropeCS: cs, ropeDim: hd, pos: dpos, q: q, kCache: kc, vCache: vc, ctxMax: ctx})
 			if err != nil {
 				t.Fatal(err)
 			}
 			for _, chunk := range []int{32, 128} {
 				err := g.l.attention(attnArgs{q: q, kCache: kc, vCache: vc, ctxMax: ctx, headDim: hd, nHead: nHead, nKV: nKV,
-					pos: dpos, scale: 0.125, minChunk: chunk, partAcc: partAcc, partML: partML, tickets: tickets, out: att})
+					pos: dpos, scale: 0.125, single: attSingle, minChunk: chunk, partAcc: partAcc, partML: partML,
+					tickets: tickets, wo: wo, res: res, poison: poison})
 				if err != nil {
 					t.Fatal(err)
 				}
 			}
 			for _, e := range []error{
-				g.l.matvecAdd(att, wo, x),
-				g.l.gateUp(x, nw, 1e-5, gate, up, h),
-				g.l.matvecAdd(h, down, x),
-				g.l.logits(logitsArgs{x: x, normW: nw, eps: 1e-5, w: out, logits: logits, partV: partV, partI: partI,
-					ticket: ticket, best: best}),
+				g.l.ffn(ffnArgs{res: res, out: next, poison: poison, normW: nw, eps: 1e-5, gate: gate, up: up, down: down}),
+				g.l.logits(logitsArgs{res: next, poison: poison, normW: nw, eps: 1e-5, w: out, logits: logits, partV: partV,
+					partI: partI, ticket: ticket, best: best}),
 			} {
 				if e != nil {
 					t.Fatal(e)

@@ -17,12 +17,17 @@ const ptxDirEnv = "GOTOK_CUDA_PTX_DIR"
 type kernelSet struct {
 	modules []*cu.Module
 
-	embed, qkvRope, gateUp, matvec, matvecAdd, logits [4]*cu.Function
-	// The _r2 and _r1 variants: two rows (or units) per warp, and one.
-	qkvRope2, gateUp2, matvecAdd2, logits2 [4]*cu.Function
-	gateUp1, matvecAdd1                    [4]*cu.Function
-	attention                              [attMaxNQ + 1]*cu.Function // by float4s per lane
-	sampleChain                            *cu.Function
+	embed, qkvRope, logits [4]*cu.Function
+	// The _r2 variants: two rows per warp.
+	qkvRope2, logits2 [4]*cu.Function
+	// logitsFloat reads a float32 row (the prefill's) instead of the
+	// fixed-point residual stream.
+	logitsFloat [4]*cu.Function
+	// attention by W_o's layout and float4s per lane; ffn by layout and
+	// ffnShapes (nil: not compiled).
+	attention   [4][attMaxNQ + 1]*cu.Function
+	ffn         [4][len(ffnShapes)]*cu.Function
+	sampleChain *cu.Function
 
 	pre prefillKernels // the batched prefill's kernels (prefill_kernels.go)
 }
@@ -38,7 +43,7 @@ func loadKernels(c *cu.Context) (_ *kernelSet, err error) {
 		}
 	}()
 	funcs := map[string]*cu.Function{}
-	for _, op := range []string{"embed", "qkv_rope", "attention", "gate_up", "matvec", "logits", "sampler"} {
+	for _, op := range []string{"embed", "qkv_rope", "attention", "ffn", "logits", "sampler"} {
 		ptx, err := kernels.PTX(op, target, dir)
 		if err != nil {
 			return nil, err
@@ -49,29 +54,29 @@ func loadKernels(c *cu.Context) (_ *kernelSet, err error) {
 		}
 		k.modules = append(k.modules, m)
 		var names []string
-		switch op {
-		case "attention":
-			for nq := 1; nq <= attMaxNQ; nq++ {
-				names = append(names, fmt.Sprintf("attention_%d", nq))
+		for t := wtF32; t <= wtQ8_0; t++ {
+			s := t.suffix()
+			switch op {
+			case "embed":
+				names = append(names, "embed_"+s)
+			case "qkv_rope":
+				names = append(names, "qkv_rope_"+s, "qkv_rope_"+s+"_r2")
+			case "logits":
+				names = append(names, "logits_"+s, "logits_"+s+"_r2", "logits_float_"+s)
+			case "attention":
+				for nq := 1; nq <= attMaxNQ; nq++ {
+					names = append(names, fmt.Sprintf("attention_%s_%d", s, nq))
+				}
+			case "ffn":
+				for i := range ffnShapes {
+					if i == 0 || t == wtQ4_0 || t == wtQ8_0 {
+						names = append(names, ffnName(t, i))
+					}
+				}
 			}
-		case "sampler":
+		}
+		if op == "sampler" {
 			names = []string{"sample_chain"}
-		default:
-			for t := wtF32; t <= wtQ8_0; t++ {
-				names = append(names, op+"_"+t.suffix())
-				if op == "matvec" {
-					names = append(names, "matvec_add_"+t.suffix())
-				}
-				if op != "embed" {
-					names = append(names, op+"_"+t.suffix()+"_r2")
-				}
-				if op == "gate_up" || op == "matvec" {
-					names = append(names, op+"_"+t.suffix()+"_r1")
-				}
-				if op == "matvec" {
-					names = append(names, "matvec_add_"+t.suffix()+"_r2", "matvec_add_"+t.suffix()+"_r1")
-				}
-			}
 		}
 		for _, n := range names {
 			f, err := m.Function(n)
@@ -81,32 +86,31 @@ func loadKernels(c *cu.Context) (_ *kernelSet, err error) {
 			funcs[n] = f
 		}
 	}
+	var decode []*cu.Function
 	for t := wtF32; t <= wtQ8_0; t++ {
 		s := t.suffix()
 		k.embed[t] = funcs["embed_"+s]
 		k.qkvRope[t] = funcs["qkv_rope_"+s]
-		k.gateUp[t] = funcs["gate_up_"+s]
-		k.matvec[t] = funcs["matvec_"+s]
-		k.matvecAdd[t] = funcs["matvec_add_"+s]
-		k.logits[t] = funcs["logits_"+s]
 		k.qkvRope2[t] = funcs["qkv_rope_"+s+"_r2"]
-		k.gateUp2[t] = funcs["gate_up_"+s+"_r2"]
-		k.matvecAdd2[t] = funcs["matvec_add_"+s+"_r2"]
+		k.logits[t] = funcs["logits_"+s]
 		k.logits2[t] = funcs["logits_"+s+"_r2"]
-		k.gateUp1[t] = funcs["gate_up_"+s+"_r1"]
-		k.matvecAdd1[t] = funcs["matvec_add_"+s+"_r1"]
-	}
-	for nq := 1; nq <= attMaxNQ; nq++ {
-		k.attention[nq] = funcs[fmt.Sprintf("attention_%d", nq)]
+		k.logitsFloat[t] = funcs["logits_float_"+s]
+		decode = append(decode, k.embed[t], k.qkvRope[t], k.qkvRope2[t], k.logits[t], k.logits2[t], k.logitsFloat[t])
+		for nq := 1; nq <= attMaxNQ; nq++ {
+			k.attention[t][nq] = funcs[fmt.Sprintf("attention_%s_%d", s, nq)]
+			decode = append(decode, k.attention[t][nq])
+		}
+		for i := range ffnShapes {
+			if f := funcs[ffnName(t, i)]; f != nil {
+				k.ffn[t][i] = f
+				decode = append(decode, f)
+			}
+		}
 	}
 	k.sampleChain = funcs["sample_chain"]
 	// One shared-memory carveout for every kernel of the decode step: the
 	// driver drains an SM to change it, which would stall each launch that
 	// follows a kernel with another one (the default picks per kernel).
-	decode := []*cu.Function{k.attention[1], k.attention[2], k.attention[3], k.attention[4]}
-	for _, fs := range [][4]*cu.Function{k.embed, k.qkvRope, k.gateUp, k.matvec, k.matvecAdd, k.logits, k.qkvRope2, k.gateUp2, k.matvecAdd2, k.logits2, k.gateUp1, k.matvecAdd1} {
-		decode = append(decode, fs[:]...)
-	}
 	for _, f := range decode {
 		if err := c.SetSharedCarveout(f, decodeCarveout); err != nil {
 			return nil, err
@@ -126,9 +130,14 @@ func loadKernels(c *cu.Context) (_ *kernelSet, err error) {
 	return k, nil
 }
 
+// ffnName is the FFN kernel for layout t and shape ffnShapes[i].
+func ffnName(t gpuType, i int) string {
+	return fmt.Sprintf("ffn_%s_u%dw%d", t.suffix(), ffnShapes[i].units, ffnShapes[i].perWarp)
+}
+
 // decodeCarveout is the decode kernels' shared-memory share of L1, in
 // percent: a quarter (64 KiB on Hopper) holds a few attention blocks' ~10
-// KiB; the matrix kernels use none.
+// KiB; the FFN's blocks use a few floats, the other matrix kernels none.
 const decodeCarveout = 25
 
 func (k *kernelSet) unload() {

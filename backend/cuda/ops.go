@@ -15,12 +15,16 @@ type launcher struct {
 	pdl    bool // programmatic dependent launch (sm_90 PTX)
 	sms    int
 	count  int // launches enqueued, for the launches-per-token figure
-	// warpsPerBlock of the matrix kernels (0: matvecWarps), the output
-	// head's blocks per SM (0: logitsBlocksPerSM), the rows per warp of the
-	// layer's matrix kernels (0: layerRows; see kernelRows) and of the
-	// output head (0: rowsPerWarp): tests sweep them.
+	// warpsPerBlock of the QKV kernel (0: qkvWarps), the output head's
+	// blocks per SM (0: logitsBlocksPerSM), the rows per warp of the QKV
+	// kernel (0: layerRows) and of the output head (0: rowsPerWarp), the
+	// FFN kernel's shape for quantized weights (zero: defaultFFNShape) and
+	// the attention kernel's warps per head (0: attnWarps): tests sweep
+	// them.
 	warpsPerBlock, logitsPerSM int
 	rows, logitsRows           int
+	ffnShape                   ffnShape
+	attnWarpsPerHead           int
 	// after, when set, runs after each launch (the profiler records an
 	// event there).
 	after func(f *cu.Function) error
@@ -29,14 +33,19 @@ type launcher struct {
 	keep func(f *cu.Function) bool
 }
 
-// matvecWarps is the warps per block of the matrix kernels.
-const matvecWarps = 4
+// stagedBytes is the shared memory of a kernel that stages a k-element
+// residual stream as float32: XS_AT in kernels/decode.cuh, a float4 of
+// padding after every 32 floats.
+func stagedBytes(k int) int { return 4 * (k + 4*((k+31)/32)) }
+
+// qkvWarps is the warps per block of the QKV kernel.
+const qkvWarps = 4
 
 func (l *launcher) warps() int {
 	if l.warpsPerBlock > 0 {
 		return l.warpsPerBlock
 	}
-	return matvecWarps
+	return qkvWarps
 }
 
 func (l *launcher) launch(f *cu.Function, grid cu.Dim3, block, shared int, args cu.Args) error {
@@ -60,29 +69,12 @@ func rowsPerWarp(t gpuType) int {
 	return 2
 }
 
-// layerRows is the rows per warp of the layer's matrix kernels: two, the
-// _r2 kernels. They run about one warp per scheduler, where time goes with
-// the instructions per warp, so fewer rows per warp and more warps beat
-// the four rows whose loads a warp would otherwise share (H200: -38 µs a
-// token).
+// layerRows is the rows per warp of the QKV kernel: two, the _r2 kernels.
+// They run about one warp per scheduler, where time goes with the
+// instructions per warp, so fewer rows per warp and more warps beat the
+// four rows whose loads a warp would otherwise share (H200: -38 µs a token
+// when every layer kernel had them).
 const layerRows = 2
-
-// kernelRows picks the kernel of a layer matrix op for layout t from its
-// variants (rows per warp: rowsPerWarp(t), 2, 1; nil where there is none)
-// and returns it with its rows per warp.
-func (l *launcher) kernelRows(t gpuType, fs [3]*[4]*cu.Function) (int, *cu.Function) {
-	r := l.rows
-	if r == 0 {
-		r = layerRows
-	}
-	switch {
-	case r == 1 && fs[2] != nil:
-		return 1, fs[2][t]
-	case r <= 2:
-		return 2, fs[1][t]
-	}
-	return rowsPerWarp(t), fs[0][t]
-}
 
 // warpBlocks is the grid for n warps' worth of work, at most limit blocks
 // (0: no limit); grid-stride loops cover the rest.
@@ -96,17 +88,21 @@ func (l *launcher) warpBlocks(n, limit int) int {
 
 func i32(v int) int32 { return int32(v) }
 
-// embed writes row io[0] of m (dequantized) to x, copies the position io[1]
-// to pos and the nParams sampler words at io[ioParams] to params; io may be
-// host-mapped memory.
-func (l *launcher) embed(io, pos, params cu.DevicePtr, nParams int, m *deviceMatrix, x cu.DevicePtr) error {
+// embed writes row io[0] of m (dequantized) to the residual stream res
+// (fixed point; poison is the step's poison word), copies the position
+// io[1] to pos and the nParams sampler words at io[ioParams] to params; io
+// may be host-mapped memory.
+func (l *launcher) embed(io, pos, params cu.DevicePtr, nParams int, m *deviceMatrix, res, poison cu.DevicePtr) error {
 	return l.launch(l.k.embed[m.Type], cu.Dim((max(m.Cols, nParams)+255)/256), 256, 0,
-		cu.Args{io, pos, params, i32(nParams), m.Q, m.D, i32(m.Cols), x})
+		cu.Args{io, pos, params, i32(nParams), m.Q, m.D, i32(m.Cols), res, poison})
 }
 
 // qkvArgs are the attention-input step's operands.
 type qkvArgs struct {
-	x, normW   cu.DevicePtr
+	res        cu.DevicePtr // the residual stream, fixed point
+	resNext    cu.DevicePtr // zeroed for the FFN's sum
+	poison     cu.DevicePtr
+	normW      cu.DevicePtr
 	eps        float32
 	w          *deviceMatrix // Q, K, V stacked
 	bias       cu.DevicePtr  // Q, K, V biases stacked, or 0
@@ -124,14 +120,17 @@ type qkvArgs struct {
 
 func (l *launcher) qkvRope(a qkvArgs) error {
 	pairs := (a.nHead + 2*a.nKV) * a.headDim / 2
-	r, f := l.kernelRows(a.w.Type, [3]*[4]*cu.Function{&l.k.qkvRope, &l.k.qkvRope2, nil}) // pairs of rows
-	perWarp := r / 2
+	r, f := 2, l.k.qkvRope2[a.w.Type] // l.rows 0 (layerRows), 1 or 2
+	if l.rows > 2 {
+		r, f = rowsPerWarp(a.w.Type), l.k.qkvRope[a.w.Type]
+	}
+	perWarp := r / 2 // pairs of rows
 	neox := int32(0)
 	if a.neox {
 		neox = 1
 	}
-	return l.launch(f, cu.Dim(l.warpBlocks((pairs+perWarp-1)/perWarp, 0)), 32*l.warps(), 0, cu.Args{
-		a.x, a.normW, a.eps, i32(a.w.Cols), a.w.Q, a.w.D, a.bias, i32(a.nHead), i32(a.nKV), i32(a.headDim),
+	return l.launch(f, cu.Dim(l.warpBlocks((pairs+perWarp-1)/perWarp, 0)), 32*l.warps(), stagedBytes(a.w.Cols), cu.Args{
+		a.res, a.resNext, a.poison, a.normW, a.eps, i32(a.w.Cols), a.w.Q, a.w.D, a.bias, i32(a.nHead), i32(a.nKV), i32(a.headDim),
 		a.ropeCS, i32(a.ropeDim), neox, a.pos, a.q, a.kCache, a.vCache, i32(a.ctxMax)})
 }
 
@@ -147,6 +146,13 @@ const (
 	// positions a split takes.
 	attSingle   = 128
 	attMinChunk = 32
+	// attOBlocks is the blocks of a head group that compute a one-split
+	// context whole, each then taking its share of the output
+	// projection's rows.
+	attOBlocks = 16
+	// attWarpsLong is the warps per head for contexts past attSingle
+	// (Backend.capture).
+	attWarpsLong = 2
 )
 
 // attnArgs are the attention step's operands.
@@ -158,9 +164,12 @@ type attnArgs struct {
 	scale             float32
 	single            int          // contexts up to this long take one split (attSingle)
 	minChunk          int          // attMinChunk; tests vary it
+	oBlocks           int          // attOBlocks
+	noSpin            bool         // merge split contexts in the last block, as when the grid does not fit the GPU
 	partAcc, partML   cu.DevicePtr // attnPartials floats each
-	tickets           cu.DevicePtr // nHead zeroed uint32
-	out               cu.DevicePtr // nHead*headDim floats
+	tickets           cu.DevicePtr // 2·nHead zeroed uint32
+	wo                *deviceMatrix
+	res, poison       cu.DevicePtr // W_o·attention is added to the residual stream res
 }
 
 // attnGroup is the query heads one attention block takes: the largest
@@ -200,52 +209,116 @@ func attnPartials(nHead, headDim int) (acc, ml int) {
 	return nHead * attSplits * headDim, 2 * nHead * attSplits
 }
 
+// attnShared is the attention kernel's shared memory for blocks of g heads
+// of headDim in threads: the warps' states to combine, or the merge's
+// weights and sums, then the heads' outputs.
+func attnShared(g, w, headDim, threads int) int {
+	return 4 * (max(g*w*(headDim+4), g*attSplits+4*max(threads, g*headDim/4)) + g*headDim)
+}
+
 func (l *launcher) attention(a attnArgs) error {
 	lanes, nq, ok := attnLanes(a.headDim)
 	if !ok {
 		return fmt.Errorf("cuda: no attention kernel for head dimension %d", a.headDim)
 	}
+	if a.wo.Cols != a.nHead*a.headDim {
+		return fmt.Errorf("cuda: output projection of %d columns for %d heads of %d", a.wo.Cols, a.nHead, a.headDim)
+	}
 	g := attnGroup(a.nHead, a.nKV)
 	w := attnWarps(g)
+	if l.attnWarpsPerHead > 0 {
+		w = min(l.attnWarpsPerHead, attMaxWarps/g)
+	}
 	threads := 32 * g * w
-	cols := g * a.headDim / 4
-	// The warps' states to combine, or the merge's weights and sums.
-	shared := 4 * max(g*w*(a.headDim+4), g*attSplits+4*max(threads, cols))
+	shared := attnShared(g, w, a.headDim, threads)
 	if shared > 48<<10 {
 		return fmt.Errorf("cuda: attention of %d heads of %d needs %d bytes of shared memory, more than 48 KiB", g, a.headDim, shared)
 	}
-	return l.launch(l.k.attention[nq], cu.Dim3{X: a.nHead / g, Y: attSplits, Z: 1}, threads, shared, cu.Args{
+	oBlocks := a.oBlocks
+	if oBlocks <= 0 {
+		oBlocks = attOBlocks
+	}
+	oBlocks = min(oBlocks, attSplits)
+	// The splits of a long context wait for each other only when every
+	// block of the grid can be resident at once (one a SM).
+	spin := int32(0)
+	if !a.noSpin && a.nHead/g*attSplits <= l.sms {
+		spin = 1
+	}
+	return l.launch(l.k.attention[a.wo.Type][nq], cu.Dim3{X: a.nHead / g, Y: attSplits, Z: 1}, threads, shared, cu.Args{
 		a.q, a.kCache, a.vCache, i32(a.ctxMax), i32(a.headDim), i32(a.nHead), i32(a.nKV), i32(g), i32(w), i32(lanes),
-		a.pos, a.scale, i32(a.single), i32(a.minChunk), a.partAcc, a.partML, a.tickets, a.out})
+		a.pos, a.scale, i32(a.single), i32(a.minChunk), i32(oBlocks), spin, a.partAcc, a.partML, a.tickets, a.wo.Q, a.wo.D,
+		i32(a.wo.Rows), a.res, a.poison})
 }
 
-// gateUp writes SiLU(gate·n)*(up·n) to h, n = rmsnorm(x)·normW.
-func (l *launcher) gateUp(x, normW cu.DevicePtr, eps float32, gate, up *deviceMatrix, h cu.DevicePtr) error {
-	perWarp, f := l.kernelRows(gate.Type, [3]*[4]*cu.Function{&l.k.gateUp, &l.k.gateUp2, &l.k.gateUp1}) // units: gate and up rows each
-	return l.launch(f, cu.Dim(l.warpBlocks((gate.Rows+perWarp-1)/perWarp, 0)), 32*l.warps(), 0, cu.Args{
-		x, normW, eps, i32(gate.Cols), gate.Q, gate.D, up.Q, up.D, i32(gate.Rows), h})
+// ffnShape is the FFN kernel's split: units hidden units a block, perWarp
+// a warp (kernels/ffn.cu's U and UW).
+type ffnShape struct{ units, perWarp int }
+
+// ffnShapes are the compiled shapes for quantized weights, in the order of
+// kernelSet.ffn; F16/F32 weights have only the first.
+var ffnShapes = [...]ffnShape{{16, 1}, {16, 2}, {32, 2}, {32, 4}}
+
+// defaultFFNShape: 16 units a block (96 blocks for SmolLM's 1536), one a
+// warp (16 warps). Each block adds a whole row of the model width to the
+// residual stream with atomics, so fewer blocks add fewer, but more blocks
+// spread the gate/up work over more SMs (H200, µs a token @100 / @2148:
+// u16w1 492 / 618, u32w2 501 / 635, u16w2 507 / 644, u32w4 524 / 686).
+var defaultFFNShape = ffnShape{16, 1}
+
+// ffnMinUnits is the fewest units a block of any shape takes: the engine's
+// bound on the FFN's addends per residual element.
+const ffnMinUnits = 16
+
+// ffnKernel picks the FFN kernel for weights of type t.
+func (l *launcher) ffnKernel(t gpuType) (ffnShape, *cu.Function, error) {
+	want := l.ffnShape
+	switch {
+	case t != wtQ4_0 && t != wtQ8_0:
+		want = ffnShapes[0]
+	case want == (ffnShape{}):
+		want = defaultFFNShape
+	}
+	for i, s := range ffnShapes {
+		if s == want && l.k.ffn[t][i] != nil {
+			return s, l.k.ffn[t][i], nil
+		}
+	}
+	return want, nil, fmt.Errorf("cuda: no FFN kernel for %s weights with %d units a block, %d a warp", t.suffix(), want.units, want.perWarp)
 }
 
-// matvec writes w·n to y, n = rmsnorm(in)·normW, or n = in when normW is 0.
-func (l *launcher) matvec(in, normW cu.DevicePtr, eps float32, w *deviceMatrix, y cu.DevicePtr) error {
-	r := rowsPerWarp(w.Type)
-	return l.launch(l.k.matvec[w.Type], cu.Dim(l.warpBlocks((w.Rows+r-1)/r, 0)), 32*l.warps(), 0, cu.Args{
-		in, normW, eps, i32(w.Cols), w.Q, w.D, i32(w.Rows), y})
+// ffnArgs are the feed-forward step's operands.
+type ffnArgs struct {
+	res, out, poison cu.DevicePtr // out = res + FFN(res), fixed point; out must be zero
+	normW            cu.DevicePtr
+	eps              float32
+	gate, up, down   *deviceMatrix
 }
 
-// matvecAdd adds w·in to y.
-func (l *launcher) matvecAdd(in cu.DevicePtr, w *deviceMatrix, y cu.DevicePtr) error {
-	r, f := l.kernelRows(w.Type, [3]*[4]*cu.Function{&l.k.matvecAdd, &l.k.matvecAdd2, &l.k.matvecAdd1})
-	return l.launch(f, cu.Dim(l.warpBlocks((w.Rows+r-1)/r, 0)), 32*l.warps(), 0, cu.Args{
-		in, i32(w.Cols), w.Q, w.D, i32(w.Rows), y})
+// ffn adds res and W_down·(SiLU(gate·n)·(up·n)), n = rmsnorm(res)·normW, to
+// out.
+func (l *launcher) ffn(a ffnArgs) error {
+	g, u, d := a.gate, a.up, a.down
+	if g.Type != u.Type || g.Type != d.Type || g.Rows != u.Rows || g.Cols != u.Cols || d.Rows != g.Cols || d.Cols != g.Rows {
+		return fmt.Errorf("cuda: FFN of gate %s %d×%d, up %s %d×%d, down %s %d×%d: the fused kernel needs one type and matching shapes",
+			g.Type.suffix(), g.Rows, g.Cols, u.Type.suffix(), u.Rows, u.Cols, d.Type.suffix(), d.Rows, d.Cols)
+	}
+	s, f, err := l.ffnKernel(g.Type)
+	if err != nil {
+		return err
+	}
+	return l.launch(f, cu.Dim((g.Rows+s.units-1)/s.units), 32*s.units/s.perWarp, stagedBytes(g.Cols), cu.Args{
+		a.res, a.out, a.poison, a.normW, a.eps, i32(g.Cols), g.Q, g.D, u.Q, u.D, i32(g.Rows), d.Q, d.D})
 }
 
 // The output head's grid: logitsWarps per block, at most logitsBlocksPerSM
 // blocks per SM: enough warps to keep many weight loads in flight, few
-// enough that every block is resident at once.
+// enough that every block is resident at once, and each block converts
+// the fixed-point residual stream once (H200: 2 a SM 548 µs a token, 3 a
+// SM 559).
 const (
 	logitsWarps       = 4
-	logitsBlocksPerSM = 3
+	logitsBlocksPerSM = 2
 )
 
 // logitsKernel is the output head's kernel for w and its rows per warp.
@@ -269,7 +342,10 @@ func (l *launcher) logitsBlocks(w *deviceMatrix) int {
 
 // logitsArgs are the output head's operands.
 type logitsArgs struct {
-	x, normW     cu.DevicePtr
+	res          cu.DevicePtr // the residual stream, fixed point (decode)
+	poison       cu.DevicePtr // read and cleared with res
+	x            cu.DevicePtr // or a float32 row (prefill), when res is 0
+	normW        cu.DevicePtr
 	eps          float32
 	w            *deviceMatrix
 	logits       cu.DevicePtr
@@ -286,8 +362,12 @@ type logitsArgs struct {
 func (l *launcher) logits(a logitsArgs) error {
 	w := a.w
 	_, f := l.logitsKernel(w)
-	return l.launch(f, cu.Dim(l.logitsBlocks(w)), 32*logitsWarps, 0, cu.Args{
-		a.x, a.normW, a.eps, i32(w.Cols), w.Q, w.D, i32(w.Rows), a.logits, a.counts, a.params, a.partV, a.partI,
+	in := a.res
+	if in == 0 {
+		f, in = l.k.logitsFloat[w.Type], a.x
+	}
+	return l.launch(f, cu.Dim(l.logitsBlocks(w)), 32*logitsWarps, stagedBytes(w.Cols), cu.Args{
+		in, a.poison, a.normW, a.eps, i32(w.Cols), w.Q, w.D, i32(w.Rows), a.logits, a.counts, a.params, a.partV, a.partI,
 		a.ticket, a.best, a.result})
 }
 

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"gotok/backend/cuda/cu"
@@ -101,6 +102,54 @@ func (g *gpu) matrix(m hostMatrix) *deviceMatrix {
 	return &d
 }
 
+// residual uploads f as a fixed-point residual stream and frees it with the
+// test; it returns the device buffer and the values the kernels will read.
+func (g *gpu) residual(f []float32) (cu.DevicePtr, []float32) {
+	g.t.Helper()
+	q := residualFixed(f)
+	p := g.int64s(q)
+	return p, residualF32(residualBytes(q))
+}
+
+func (g *gpu) int64s(q []int64) cu.DevicePtr {
+	g.t.Helper()
+	p, err := g.c.Alloc(8 * max(len(q), 1))
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	g.t.Cleanup(func() { g.c.Free(p) })
+	if err := g.c.CopyHtoD(p, residualBytes(q)); err != nil {
+		g.t.Fatal(err)
+	}
+	return p
+}
+
+func (g *gpu) readInt64s(p cu.DevicePtr, n int) []int64 {
+	g.t.Helper()
+	f := g.read(p, 2*n)
+	q := make([]int64, n)
+	for i := range q {
+		q[i] = int64(uint64(math.Float32bits(f[2*i])) | uint64(math.Float32bits(f[2*i+1]))<<32)
+	}
+	return q
+}
+
+// residualDelta is after−before as the kernels would read it: the amount
+// a kernel added to a fixed-point residual stream.
+func residualDelta(after, before []int64) []float32 {
+	d := make([]int64, len(after))
+	for i := range d {
+		d[i] = after[i] - before[i]
+	}
+	return residualF32(residualBytes(d))
+}
+
+// randResidual is n random fixed-point values: a target buffer's state
+// before a kernel adds to it. Every element must end up with its own
+// addend on top: one a kernel skipped keeps its old value, off by the
+// addend.
+func randResidual(r *rand.Rand, n int) []int64 { return residualFixed(randFloats(r, n, 3)) }
+
 func randFloats(r *rand.Rand, n int, std float64) []float32 {
 	f := make([]float32, n)
 	for i := range f {
@@ -149,62 +198,74 @@ func check(t *testing.T, what string, got []float32, want []float64, tol float64
 
 var testTypes = []quant.Type{quant.F32, quant.F16, quant.BF16, quant.Q4_0, quant.Q8_0}
 
-func TestMatvecKernels(t *testing.T) {
-	g := newGPU(t)
-	r := rand.New(rand.NewPCG(1, 1))
-	for _, typ := range testTypes {
-		for _, sh := range []struct{ rows, cols int }{{64, 64}, {131, 576}, {1536, 576}, {576, 1536}, {575, 1536}, {40, 172}, {3, 4096}} {
-			if sh.cols%32 != 0 && typ.BlockSize() == 32 {
-				continue
-			}
-			g.l.rows = []int{4, 2, 1}[sh.rows%3] // every variant, most on shapes that end in part of a group
-			name := fmt.Sprintf("%s/%dx%d rows %d", typ, sh.rows, sh.cols, g.l.rows)
-			_, w, hm := randWeights(t, r, typ, sh.rows, sh.cols)
-			dm := g.matrix(hm)
-			x := randFloats(r, sh.cols, 1)
-			nw := randFloats(r, sh.cols, 1)
-			eps := float32(1e-5)
-
-			y := g.floats(nil, sh.rows)
-			if err := g.l.matvec(g.floats(x, 0), g.floats(nw, 0), eps, dm, y); err != nil {
-				t.Fatal(err)
-			}
-			check(t, name+" norm", g.read(y, sh.rows), refMatvec(w, refRMSNorm(x, nw, eps)), f32Tol)
-
-			if err := g.l.matvec(g.floats(x, 0), 0, 0, dm, y); err != nil {
-				t.Fatal(err)
-			}
-			check(t, name+" plain", g.read(y, sh.rows), refMatvec(w, refRMSNorm(x, nil, 0)), f32Tol)
-
-			y0 := randFloats(r, sh.rows, 1)
-			ya := g.floats(y0, 0)
-			if err := g.l.matvecAdd(g.floats(x, 0), dm, ya); err != nil {
-				t.Fatal(err)
-			}
-			want := refMatvec(w, refRMSNorm(x, nil, 0))
-			for i := range want {
-				want[i] += float64(y0[i])
-			}
-			check(t, name+" add", g.read(ya, sh.rows), want, f32Tol)
-		}
-	}
-}
-
-func TestGateUpKernel(t *testing.T) {
+// TestFFNKernel checks the fused feed-forward block against its twin
+// (norm, gate and up, SiLU·up, down, residual) for every layout and
+// compiled shape, on shapes that end in part of a block, twice on the same
+// inputs (the fixed-point sum must give the same bits), and that a
+// product too large for the residual stream poisons the step.
+func TestFFNKernel(t *testing.T) {
 	g := newGPU(t)
 	r := rand.New(rand.NewPCG(2, 2))
 	for _, typ := range testTypes {
-		for _, sh := range []struct{ rows, cols int }{{172, 64}, {1536, 576}, {173, 576}} {
-			g.l.rows = []int{4, 2, 1}[sh.rows%3]
-			_, wg, hg := randWeights(t, r, typ, sh.rows, sh.cols)
-			_, wu, hu := randWeights(t, r, typ, sh.rows, sh.cols)
-			x, nw := randFloats(r, sh.cols, 1), randFloats(r, sh.cols, 1)
-			h := g.floats(nil, sh.rows)
-			if err := g.l.gateUp(g.floats(x, 0), g.floats(nw, 0), 1e-5, g.matrix(hg), g.matrix(hu), h); err != nil {
+		for _, sh := range []struct{ hidden, k int }{{1536, 576}, {160, 64}, {96, 2080}, {176, 100}, {40, 36}} {
+			if (sh.hidden%32 != 0 || sh.k%32 != 0) && typ.BlockSize() == 32 {
+				continue
+			}
+			_, wg, hg := randWeights(t, r, typ, sh.hidden, sh.k)
+			_, wu, hu := randWeights(t, r, typ, sh.hidden, sh.k)
+			_, wd, hd := randWeights(t, r, typ, sh.k, sh.hidden)
+			gate, up, down := g.matrix(hg), g.matrix(hu), g.matrix(hd)
+			shapes := ffnShapes[:]
+			if typ != quant.Q4_0 && typ != quant.Q8_0 {
+				shapes = shapes[:1]
+			}
+			for _, fs := range shapes {
+				g.l.ffnShape = fs
+				name := fmt.Sprintf("%s/%dx%d/u%dw%d", typ, sh.hidden, sh.k, fs.units, fs.perWarp)
+				x, nw := randFloats(r, sh.k, 1), randFloats(r, sh.k, 1)
+				res, xr := g.residual(x)
+				n := refRMSNorm(xr, nw, 1e-5)
+				want := refMatvec(wd, refSiLUMul(refMatvec(wg, n), refMatvec(wu, n)))
+				for i := range want {
+					want[i] += float64(xr[i])
+				}
+				before := randResidual(r, sh.k)
+				poison := g.floats([]float32{0}, 0)
+				var first []int64
+				for run := 0; run < 2; run++ {
+					out := g.int64s(before)
+					a := ffnArgs{res: res, out: out, poison: poison, normW: g.floats(nw, 0), eps: 1e-5, gate: gate, up: up, down: down}
+					if err := g.l.ffn(a); err != nil {
+						t.Fatal(err)
+					}
+					got := g.readInt64s(out, sh.k)
+					if run == 0 {
+						check(t, name, residualDelta(got, before), want, f32Tol)
+						first = got
+					} else if !slices.Equal(got, first) {
+						t.Errorf("%s: a second run on the same inputs gave other bits", name)
+					}
+				}
+				if p := math.Float32bits(g.read(poison, 1)[0]); p != 0 {
+					t.Errorf("%s: poison word %d after finite inputs", name, p)
+				}
+			}
+			g.l.ffnShape = ffnShape{}
+			// A norm weight of 1e30: the products pass RES_LIMIT.
+			big := make([]float32, sh.k)
+			for i := range big {
+				big[i] = 1e30
+			}
+			res, _ := g.residual(randFloats(r, sh.k, 1))
+			poison := g.floats([]float32{0}, 0)
+			a := ffnArgs{res: res, out: g.int64s(make([]int64, sh.k)), poison: poison, normW: g.floats(big, 0), eps: 1e-5,
+				gate: gate, up: up, down: down}
+			if err := g.l.ffn(a); err != nil {
 				t.Fatal(err)
 			}
-			n := refRMSNorm(x, nw, 1e-5)
-			check(t, fmt.Sprintf("%s/%dx%d", typ, sh.rows, sh.cols), g.read(h, sh.rows), refSiLUMul(refMatvec(wg, n), refMatvec(wu, n)), f32Tol)
+			if p := math.Float32bits(g.read(poison, 1)[0]); p != 1 {
+				t.Errorf("%s/%dx%d: poison word %d after an overflow, want 1", typ, sh.hidden, sh.k, p)
+			}
 		}
 	}
 }
@@ -220,11 +281,16 @@ func TestEmbedKernel(t *testing.T) {
 		for i := 0; i < spWords; i++ {
 			io = append(io, int32(r.Uint32()))
 		}
-		x, dpos, params := g.floats(nil, cols), g.floats(nil, 1), g.floats(nil, spWords)
-		if err := g.l.embed(g.int32s(io...), dpos, params, spWords, g.matrix(hm), x); err != nil {
+		res, dpos, params, poison := g.floats(nil, 2*cols), g.floats(nil, 1), g.floats(nil, spWords), g.floats([]float32{0}, 0)
+		if err := g.l.embed(g.int32s(io...), dpos, params, spWords, g.matrix(hm), res, poison); err != nil {
 			t.Fatal(err)
 		}
-		check(t, typ.String(), g.read(x, cols), w[tok], 0)
+		if got, want := g.readInt64s(res, cols), residualFixed(f32s(w[tok])); !slices.Equal(got, want) {
+			t.Errorf("%s: residual stream %v…, want %v…", typ, got[:4], want[:4])
+		}
+		if p := math.Float32bits(g.read(poison, 1)[0]); p != 0 {
+			t.Errorf("%s: poison word %d", typ, p)
+		}
 		if got := int32(math.Float32bits(g.read(dpos, 1)[0])); got != pos {
 			t.Errorf("%s: embed published position %d, want %d", typ, got, pos)
 		}
@@ -236,11 +302,13 @@ func TestEmbedKernel(t *testing.T) {
 	}
 }
 
-// TestLogitsKernel checks the output head with its fused argmax, twice on
+// TestLogitsKernel checks the output head with its fused argmax, on a
+// float32 row (the prefill's) and on the fixed-point residual stream, on
 // one ticket counter (the last block must leave it at zero), with planted
 // ties, writing the token id to host-mapped memory as the engine does; then
 // with penalties, which must change exactly the logits of the tokens in the
-// history, as package sample's arithmetic does, bit for bit.
+// history, as package sample's arithmetic does, bit for bit; then with the
+// poison word set, which must make every logit NaN and be cleared.
 func TestLogitsKernel(t *testing.T) {
 	g := newGPU(t)
 	r := rand.New(rand.NewPCG(6, 6))
@@ -267,13 +335,26 @@ func TestLogitsKernel(t *testing.T) {
 			ticket := g.floats([]float32{0}, 0)
 			x, nw := randFloats(r, sh.cols, 1), randFloats(r, sh.cols, 1)
 			var plain []float32
-			for run := 0; run < 3; run++ {
+			poison := g.floats([]float32{0}, 0)
+			for run := 0; run < 4; run++ {
 				if run < 2 {
 					x, nw = randFloats(r, sh.cols, 1), randFloats(r, sh.cols, 1)
 				}
-				a := logitsArgs{x: g.floats(x, 0), normW: g.floats(nw, 0), eps: 1e-5, w: dm, logits: g.floats(nil, sh.rows),
+				a := logitsArgs{normW: g.floats(nw, 0), eps: 1e-5, w: dm, logits: g.floats(nil, sh.rows),
 					partV: g.floats(nil, blocks), partI: g.floats(nil, blocks), ticket: ticket, best: g.floats(nil, 1),
 					result: host.Device}
+				xr := x
+				if run == 0 {
+					a.x = g.floats(x, 0)
+				} else {
+					a.res, xr = g.residual(x)
+					a.poison = poison
+				}
+				if run == 3 {
+					if err := g.c.MemsetD32(poison, 1, 1); err != nil {
+						t.Fatal(err)
+					}
+				}
 				var counts []int32
 				var p sample.Params
 				if run == 2 {
@@ -297,6 +378,20 @@ func TestLogitsKernel(t *testing.T) {
 				}
 				got := g.read(a.logits, sh.rows)
 				name := fmt.Sprintf("%s/%dx%d run %d", typ, sh.rows, sh.cols, run)
+				if run == 3 {
+					for i, v := range got {
+						if v == v {
+							t.Fatalf("%s: logit %d is %v with the poison word set", name, i, v)
+						}
+					}
+					if tok := int32(host.Uint32s()[0]); tok != -1 {
+						t.Errorf("%s: token %d with every logit NaN, want -1", name, tok)
+					}
+					if p := math.Float32bits(g.read(poison, 1)[0]); p != 0 {
+						t.Errorf("%s: poison word %d after the head, want it cleared", name, p)
+					}
+					continue
+				}
 				tok, best := int(host.Uint32s()[0]), refArgmax(got)
 				if tok != best {
 					t.Errorf("%s: token %d, want argmax %d of the logits", name, tok, best)
@@ -305,7 +400,7 @@ func TestLogitsKernel(t *testing.T) {
 					t.Errorf("%s: best %d, want %d", name, dev, best)
 				}
 				if run < 2 {
-					check(t, name, got, refMatvec(w, refRMSNorm(x, nw, 1e-5)), f32Tol)
+					check(t, name, got, refMatvec(w, refRMSNorm(xr, nw, 1e-5)), f32Tol)
 					plain = got
 					continue
 				}
@@ -348,10 +443,12 @@ func i32s(w []uint32) []int32 {
 }
 
 // TestAttentionStep runs the whole attention block of one layer: qkv_rope
-// (norm, projections, RoPE, cache append), attention over the cache split in
-// chunks with the merge, and the output projection with the residual, each
-// checked against the twins, at positions that take one split (no merge),
-// some, and all of them, with 1 to 8 query heads per block.
+// (norm of the fixed-point residual stream, projections, RoPE, cache
+// append, the next residual buffer zeroed), then attention over the cache
+// split in chunks with the merge and the output projection added to the
+// residual stream, each checked against the twins, at positions that take
+// one split (no merge), some, and all of them, with 1 to 8 query heads per
+// block and head groups whose W_o columns end inside a 32-element block.
 func TestAttentionStep(t *testing.T) {
 	g := newGPU(t)
 	r := rand.New(rand.NewPCG(5, 5))
@@ -384,6 +481,7 @@ func TestAttentionStep(t *testing.T) {
 			t.Fatal(err)
 		}
 		dqkv, dwo := g.matrix(qkv), g.matrix(ho)
+		oBlocks := []int{16, 1, 5, 32, 3}[ci%5]
 		var bias []float32
 		var dbias cu.DevicePtr
 		if tc.bias {
@@ -393,12 +491,15 @@ func TestAttentionStep(t *testing.T) {
 		cs := refRopeTable(tc.ctx, tc.ropeD, 10000, 1)
 		dcs := g.floats(cs, 0)
 		acc, ml := attnPartials(tc.nHead, tc.headDim)
-		tickets := g.floats(make([]float32, tc.nHead), 0)
+		tickets := g.floats(make([]float32, 2*tc.nHead), 0)
 		partAcc, partML := g.floats(nil, acc), g.floats(nil, ml)
 		for _, pos := range []int{r.IntN(tc.minChunk), tc.ctx/3 + r.IntN(tc.ctx/3), tc.ctx - 1} {
 			name := fmt.Sprintf("%s/d%d/h%d/kv%d/hd%d/rope%d/neox=%v/bias=%v/pos%d", tc.typ, tc.dim, tc.nHead, tc.nKV,
 				tc.headDim, tc.ropeD, tc.neox, tc.bias, pos)
 			x, nw := randFloats(r, tc.dim, 1), randFloats(r, tc.dim, 1)
+			res, xr := g.residual(x)
+			next := g.int64s(randResidual(r, tc.dim))
+			poison := g.floats([]float32{0}, 0)
 			// A cache filled with random history, except the row being written.
 			kc, vc := randFloats(r, kvd*tc.ctx, 1), randFloats(r, kvd*tc.ctx, 1)
 			for h := 0; h < tc.nKV; h++ {
@@ -411,13 +512,16 @@ func TestAttentionStep(t *testing.T) {
 			dq := g.floats(nil, qd)
 			dpos := g.int32s(int32(pos))
 			eps := float32(1e-5)
-			err = g.l.qkvRope(qkvArgs{x: g.floats(x, 0), normW: g.floats(nw, 0), eps: eps, w: dqkv, bias: dbias,
+			err = g.l.qkvRope(qkvArgs{res: res, resNext: next, poison: poison, normW: g.floats(nw, 0), eps: eps, w: dqkv, bias: dbias,
 				nHead: tc.nHead, nKV: tc.nKV, headDim: tc.headDim, ropeCS: dcs, ropeDim: tc.ropeD, neox: tc.neox,
 				pos: dpos, q: dq, kCache: dkc, vCache: dvc, ctxMax: tc.ctx})
 			if err != nil {
 				t.Fatal(err)
 			}
-			n := refRMSNorm(x, nw, eps)
+			if got := g.readInt64s(next, tc.dim); slices.ContainsFunc(got, func(v int64) bool { return v != 0 }) {
+				t.Errorf("%s: qkv_rope left the next residual buffer nonzero", name)
+			}
+			n := refRMSNorm(xr, nw, eps)
 			q, k, v := refMatvec(wq, n), refMatvec(wk, n), refMatvec(wv, n)
 			if tc.bias {
 				for i := range q {
@@ -451,31 +555,32 @@ func TestAttentionStep(t *testing.T) {
 
 			scale := float32(1 / math.Sqrt(float64(tc.headDim)))
 			a := attnArgs{q: dq, kCache: dkc, vCache: dvc, ctxMax: tc.ctx, headDim: tc.headDim, nHead: tc.nHead,
-				nKV: tc.nKV, pos: dpos, scale: scale, minChunk: tc.minChunk, partAcc: partAcc, partML: partML,
-				tickets: tickets, out: g.floats(nil, qd)}
-			att := refAttention(gotQ, kc, vc, tc.nHead, tc.nKV, tc.headDim, tc.ctx, pos+1, scale)
-			// Twice split (the merge must leave the tickets at zero for the
-			// next step), then in one split, however long.
+				nKV: tc.nKV, pos: dpos, scale: scale, minChunk: tc.minChunk, oBlocks: oBlocks, partAcc: partAcc,
+				partML: partML, tickets: tickets, wo: dwo, poison: poison, noSpin: ci%2 == 1}
+			want := refMatvec(wo, refAttention(gotQ, kc, vc, tc.nHead, tc.nKV, tc.headDim, tc.ctx, pos+1, scale))
+			// Twice split (the merge, spinning or not, must leave the
+			// tickets at zero for the next step), then in one split, however
+			// long.
 			for run := 0; run < 3; run++ {
 				if run == 2 {
 					a.single = tc.ctx
 				}
-				g.c.MemsetD32(a.out, nanBits, qd)
+				before := randResidual(r, tc.dim)
+				a.res = g.int64s(before)
 				if err := g.l.attention(a); err != nil {
 					t.Fatal(err)
 				}
-				check(t, fmt.Sprintf("%s attention run %d", name, run), g.read(a.out, qd), att, 1e-5)
+				got := residualDelta(g.readInt64s(a.res, tc.dim), before)
+				check(t, fmt.Sprintf("%s attention+out run %d (%d blocks share a split's rows, spin %v)", name, run, oBlocks, !a.noSpin), got, want, 1e-5)
 			}
-			x0 := randFloats(r, tc.dim, 1)
-			dx := g.floats(x0, 0)
-			if err := g.l.matvecAdd(a.out, dwo, dx); err != nil {
-				t.Fatal(err)
+			if p := math.Float32bits(g.read(poison, 1)[0]); p != 0 {
+				t.Errorf("%s: poison word %d", name, p)
 			}
-			want := refMatvec(wo, att)
-			for i := range want {
-				want[i] += float64(x0[i])
+			for i, v := range g.read(tickets, 2*tc.nHead) {
+				if math.Float32bits(v) != 0 {
+					t.Fatalf("%s: ticket %d left at %d", name, i, math.Float32bits(v))
+				}
 			}
-			check(t, name+" attention+out", g.read(dx, tc.dim), want, 1e-5)
 		}
 	}
 }

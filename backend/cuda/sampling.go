@@ -105,7 +105,7 @@ func (b *Backend) decodeSampled(token int32, pos int, s *sample.Sampler) (int32,
 	}
 	step := s.Advance()
 	encodeParams(b.host.Uint32s()[ioParams:], p, step, b.cfg.VocabSize)
-	next, err := b.run(b.sampleGraph, token, pos)
+	next, err := b.run(b.graphFor(pos, true), token, pos)
 	if err != nil {
 		return 0, err
 	}

@@ -1,10 +1,19 @@
-// attention: one query token against the KV cache, flash-decoding style.
+// attention: one query token against the KV cache, flash-decoding style,
+// then the output projection of the heads into the residual stream.
 //
-// Block (g, s) takes the G query heads g*G … g*G+G-1, which share one KV
-// head (grouped-query attention), and split s of the current length
-// n = pos+1: up to `single` positions one split, which needs no merge;
-// past that ATT_SPLITS splits of c = max(min_chunk, ⌈n/ATT_SPLITS⌉)
-// positions. Splits past n exit at once.
+// Block (g, y) takes the G query heads g*G … g*G+G-1, which share one KV
+// head (grouped-query attention). Contexts up to `single` positions are one
+// split: each of the first o_blocks blocks of the group (y < o_blocks)
+// takes all of them, and then its o_blocks-th of the output projection's
+// rows, so that the projection is spread over o_blocks SMs while no block
+// waits for another. Longer contexts take ATT_SPLITS splits of c =
+// max(min_chunk, ⌈n/ATT_SPLITS⌉) positions (split y); each writes its
+// partial (max, sum, weighted V); then, when the engine says the grid fits
+// the GPU at once (spin), the splits and enough other blocks of the group
+// to make o_blocks wait for the splits at a counter, merge the partials and
+// project their share of the rows; otherwise the last split to finish (a
+// ticket counter, left at zero again) merges them and projects all the
+// rows. Blocks past the work exit at once.
 //
 // Each head has W warps of the block; in a warp, L lanes share a position
 // (L a power of two, each lane NQ float4s of the head dimension:
@@ -16,18 +25,22 @@
 // thread is one head's: these kernels run once per layer on cold
 // instruction caches, where code size costs as much as the arithmetic.
 //
-// With one split the block writes the normalized output; otherwise each
-// writes its partial (max, sum, weighted V) and the last of the head
-// group's splits to finish (a ticket counter, left at zero again) merges
-// them, so the output projection reads a plain vector.
+// The output projection W_o (rows: the model width; columns: the heads'
+// outputs) multiplies the group's G·D columns by the heads' outputs, which
+// wait in shared memory: LB lanes take a row (one 32-element weight block
+// each, LB the power of two at or above the blocks the columns touch), and
+// the row's sum is added to the residual stream with common.cuh's
+// fixed-point atomic add, so the groups' parts sum in any order to the same
+// bits.
 //
 // The grid is fixed, so one captured graph serves every position: the
 // length comes from pos_ptr in device memory, which the embedding kernel
 // wrote two launches earlier and is safe to read before the PDL wait, as
-// are the cache rows before pos (earlier steps wrote them). Those rows are
-// asked of L2 before the wait; only q and the row at pos come from the
+// are the cache rows before pos (earlier steps wrote them) and the weights.
+// Those rows are asked of L2 before the wait, and each thread's first
+// projection weights are loaded; only q and the row at pos come from the
 // previous kernel.
-#include "common.cuh"
+#include "decode.cuh"
 
 #define ATT_SPLITS 32 // splits of the context per head group (the grid's y)
 #define ATT_UNROLL 4  // positions per lane whose rows are loaded at once
@@ -88,32 +101,123 @@ template <int NQ> struct softmax_state {
 	}
 };
 
-template <int NQ>
+// The output projection's shape for a head group: the columns [c0, c0+nc)
+// of W_o touch its 32-element blocks bf … bf+nbl-1 (nbo a row); LB lanes
+// take a row, RPW = 32/LB rows a warp.
+struct oshape {
+	int c0, nc, nbo, bf, nbl, LB, RPW;
+	__device__ __forceinline__ oshape(int c0_, int nc_, int qdim) : c0(c0_), nc(nc_) {
+		nbo = (qdim + 31) >> 5;
+		bf = c0 >> 5;
+		nbl = ((c0 + nc - 1) >> 5) - bf + 1;
+		LB = 1;
+		while (LB < nbl && LB < 32) LB <<= 1;
+		RPW = 32 / LB;
+	}
+};
+
+// oxload fills x with the heads' outputs (os, nc floats from column c0)
+// under W_o's block b, zero where the block reaches past them.
+__device__ __forceinline__ void oxload(xblk &x, const float *os, const oshape &o, int b) {
+	int e0 = 32 * b - o.c0;
+	if (e0 >= 0 && e0 + 32 <= o.nc) {
+		const float4 *p = (const float4 *)(os + e0);
+#pragma unroll
+		for (int j = 0; j < 8; j++) x.v[j] = p[j];
+		return;
+	}
+	float *f = (float *)x.v;
+#pragma unroll
+	for (int j = 0; j < 32; j++) f[j] = e0 + j >= 0 && e0 + j < o.nc ? os[e0 + j] : 0.f;
+}
+
+// oproj adds rows [r0, r1) of W_o times the heads' outputs os to the
+// residual stream res, every warp of the block taking RPW rows a pass. The
+// first pass's weights are in first (loaded before the PDL wait). One copy
+// of the row code: these kernels run on cold instruction caches.
+template <int T>
+__device__ __forceinline__ void oproj(const float *os, const oshape &o, const u8 *wq, const f16 *wd, int r0, int r1,
+                                      const wblk<T> &first, long long *res, unsigned *poison) {
+	const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, sub = lane % o.LB;
+	const int rpp = (blockDim.x >> 5) * o.RPW, mine = w * o.RPW + lane / o.LB;
+	const bool col = sub < o.nbl;
+	xblk x;
+	if (col) oxload(x, os, o, o.bf + sub);
+	wblk<T> wb = first;
+#pragma unroll 1
+	for (int base = r0; base < r1; base += rpp) { // block-uniform
+		const int r = base + mine;
+		if (base != r0 && col && r < r1) wload<T>(wb, wq, wd, (long)r * o.nbo + o.bf + sub);
+		float v = col && r < r1 ? wdot<T>(wb, x) : 0.f;
+#pragma unroll 1
+		for (int b = sub + o.LB; b < o.nbl; b += o.LB) { // more blocks than 32 lanes
+			if (r < r1) {
+				wblk<T> w2;
+				xblk x2;
+				wload<T>(w2, wq, wd, (long)r * o.nbo + o.bf + b);
+				oxload(x2, os, o, o.bf + b);
+				v += wdot<T>(w2, x2);
+			}
+		}
+		for (int s = o.LB / 2; s > 0; s >>= 1) v += __shfl_xor_sync(0xffffffffu, v, s);
+		if (sub == 0 && r < r1) res_add(res + r, v, 0, poison);
+	}
+}
+
+template <int T, int NQ>
 __device__ __forceinline__ void attention(const float *q, const float *k_cache, const float *v_cache, int ctx_max,
                                           int head_dim, int n_head, int n_kv_head, int G, int W, int L,
-                                          const int *pos_ptr, float scale, int single, int min_chunk, float *part_acc,
-                                          float *part_ml, unsigned *tickets, float *out) {
+                                          const int *pos_ptr, float scale, int single, int min_chunk, int o_blocks,
+                                          int spin, float *part_acc, float *part_ml, unsigned *tickets,
+                                          const u8 *wq, const f16 *wd, int dim, long long *res, unsigned *poison) {
 	extern __shared__ float4 sm4[];
 	__shared__ bool last;
 	float *sm = (float *)sm4;
 	const int D = head_dim, D4 = D / 4, tid = threadIdx.x, lane = tid & 31, w = tid >> 5, nthreads = blockDim.x;
 	const int P = 32 / L, sub = lane % L, slot = lane / L;
 	const int h = w / W, wi = w % W; // this warp's head in the group, and its place among the head's warps
-	const int hb = blockIdx.x, s = blockIdx.y, h0 = hb * G;
+	const int hb = blockIdx.x, y = blockIdx.y, h0 = hb * G;
 	const int kvh = h0 / (n_head / n_kv_head);
 	const int n = *pos_ptr + 1;
-	// Contexts up to `single` positions take one split (no merge), longer
-	// ones ATT_SPLITS of at least min_chunk.
-	const int c = n <= single ? n : max(min_chunk, (n + ATT_SPLITS - 1) / ATT_SPLITS);
-	const int nvalid = (n + c - 1) / c;
-	if (s >= nvalid) return; // past the current length
-	const int t0 = s * c, cnt = min(n, t0 + c) - t0;
+	// Contexts up to `single` positions take one split, which each of the
+	// first o_blocks blocks computes whole; longer ones ATT_SPLITS of at
+	// least min_chunk.
+	const bool one = n <= single;
+	const int c = one ? n : max(min_chunk, (n + ATT_SPLITS - 1) / ATT_SPLITS);
+	const int nvalid = one ? 1 : (n + c - 1) / c;
+	// The blocks that take part: o_blocks with one split; the splits, and
+	// when spinning at least o_blocks blocks to share the merge and the
+	// projection.
+	const int parts = one ? o_blocks : spin ? max(o_blocks, nvalid) : nvalid;
+	if (y >= parts) return; // past the work
+	const bool computes = one || y < nvalid; // runs the softmax over positions
+	// direct: the block's softmax covers the whole context, so it writes
+	// the heads' outputs itself.
+	const bool direct = one || parts == 1;
+	const int s = one ? 0 : y;
+	const int t0 = s * c, cnt = computes ? min(n, t0 + c) - t0 : 0;
 	const float *kc = k_cache + ((long)kvh * ctx_max + t0) * D;
 	const float *vc = v_cache + ((long)kvh * ctx_max + t0) * D;
-	// Ask L2 for this split's K and V rows, 128-byte lines, before the wait.
+	// The heads' outputs wait in shared memory past the region the
+	// softmax's combining steps use (host: attnShared).
+	float *os = sm + max(G * W * (D + 4), G * ATT_SPLITS + 4 * max(nthreads, G * D4));
+	// The projection rows this block adds: its share of the sharing blocks
+	// (one split, or every split when they spin), all of them when it
+	// merges alone.
+	const oshape op(h0 * D, G * D, n_head * D);
+	const int sharing = one || spin ? parts : 1;
+	const int rows = (dim + sharing - 1) / sharing;
+	const int r0 = sharing > 1 ? y * rows : 0, r1 = min(dim, r0 + rows);
+	// Ask L2 for this split's K and V rows, 128-byte lines, before the wait,
+	// and load the first projection pass's weights.
 	for (int i = tid; i * 32 < cnt * D; i += nthreads) {
 		asm volatile("prefetch.global.L2 [%0];" ::"l"(kc + i * 32));
 		asm volatile("prefetch.global.L2 [%0];" ::"l"(vc + i * 32));
+	}
+	wblk<T> first;
+	{
+		int r = r0 + w * op.RPW + lane / op.LB, b = lane % op.LB;
+		if (b < op.nbl && r < r1) wload<T>(first, wq, wd, (long)r * op.nbo + op.bf + b);
 	}
 	pdl_wait_and_release();
 
@@ -164,17 +268,17 @@ __device__ __forceinline__ void attention(const float *q, const float *k_cache, 
 	__syncthreads();
 	if (wi == 0) {
 		for (int x = 1; x < W; x++) {
-			const float *o = sm + (h * W + x) * (D + 4);
+			const float *ow = sm + (h * W + x) * (D + 4);
 			float4 a2[NQ];
 #pragma unroll
-			for (int j = 0; j < NQ; j++) a2[j] = ((const float4 *)(o + 4))[sub + L * j];
-			st.merge(o[0], o[1], a2);
+			for (int j = 0; j < NQ; j++) a2[j] = ((const float4 *)(ow + 4))[sub + L * j];
+			st.merge(ow[0], ow[1], a2);
 		}
 		if (slot == 0) {
-			if (nvalid == 1) {
+			if (direct) {
 #pragma unroll
-				for (int j = 0; j < NQ; j++) ((float4 *)(out + (h0 + h) * D))[sub + L * j] = scale4(st.acc[j], 1.f / st.l);
-			} else {
+				for (int j = 0; j < NQ; j++) ((float4 *)(os + h * D))[sub + L * j] = scale4(st.acc[j], 1.f / st.l);
+			} else if (computes) {
 				long at = (long)(hb * ATT_SPLITS + s) * G + h;
 #pragma unroll
 				for (int j = 0; j < NQ; j++) ((float4 *)(part_acc + at * D))[sub + L * j] = st.acc[j];
@@ -182,16 +286,35 @@ __device__ __forceinline__ void attention(const float *q, const float *k_cache, 
 			}
 		}
 	}
-	if (nvalid == 1) return;
+	if (direct) {
+		__syncthreads();
+		oproj<T>(os, op, wq, wd, r0, r1, first, res, poison);
+		return;
+	}
 
-	// The last split of the head group to finish merges.
+	// Spinning, every block taking part waits for the head group's splits
+	// (the engine spins only when the grid fits the GPU at once, so they are
+	// all resident), merges them all and projects its share of the rows;
+	// the splits' arrivals count in tickets[hb], the blocks' departures in
+	// tickets[gridDim.x+hb], and the last to leave zeroes both. Otherwise
+	// the last split to finish merges alone and projects every row.
 	__syncthreads(); // every thread's partial writes are issued
 	if (tid == 0) {
 		__threadfence();
-		last = atomicAdd(&tickets[hb], 1u) == (unsigned)nvalid - 1;
+		if (computes) last = atomicAdd(&tickets[hb], 1u) == (unsigned)nvalid - 1;
+		if (spin) {
+			// Bounded: a wrong residency assumption fails the step instead
+			// of hanging the GPU.
+			for (int i = 0; *(volatile unsigned *)&tickets[hb] < (unsigned)nvalid && i < (1 << 22); i++) {
+			}
+			if (atomicAdd(&tickets[gridDim.x + hb], 1u) == (unsigned)parts - 1) {
+				tickets[hb] = 0;
+				tickets[gridDim.x + hb] = 0;
+			}
+		}
 	}
 	__syncthreads();
-	if (!last) return;
+	if (!spin && !last) return;
 	__threadfence();
 	// Weights: warp x (one lane per split) takes head x's maxima and sums.
 	float *wts = sm; // [G][ATT_SPLITS]: exp(m_s - M) / L
@@ -237,22 +360,24 @@ __device__ __forceinline__ void attention(const float *q, const float *k_cache, 
 			a.z += b.z;
 			a.w += b.w;
 		}
-		((float4 *)out)[h0 * D4 + col] = a;
+		((float4 *)os)[col] = a;
 	}
-	if (tid == 0) tickets[hb] = 0;
+	if (!spin && tid == 0) tickets[hb] = 0;
+	__syncthreads();
+	oproj<T>(os, op, wq, wd, r0, r1, first, res, poison);
 }
 
-// attention_<NQ>: NQ float4s of the head dimension per lane; blocks of G·W
-// warps, at most 16.
-#define ATTENTION(NQ)                                                                                              \
+// attention_<type>_<NQ>: W_o in layout <type>, NQ float4s of the head
+// dimension per lane; blocks of G·W warps, at most 16.
+#define ATTENTION(name, T, NQ)                                                                                     \
 	extern "C" __global__ void __launch_bounds__(512)                                                              \
-	    attention_##NQ(const float *q, const float *k_cache, const float *v_cache, int ctx_max, int head_dim,       \
-	                   int n_head, int n_kv_head, int G, int W, int L, const int *pos_ptr, float scale, int single, \
-	                   int min_chunk, float *part_acc, float *part_ml, unsigned *tickets, float *out) {            \
-		attention<NQ>(q, k_cache, v_cache, ctx_max, head_dim, n_head, n_kv_head, G, W, L, pos_ptr, scale, single,   \
-		              min_chunk, part_acc, part_ml, tickets, out);                                                 \
+	    attention_##name##_##NQ(const float *q, const float *k_cache, const float *v_cache, int ctx_max,           \
+	                            int head_dim, int n_head, int n_kv_head, int G, int W, int L, const int *pos_ptr,  \
+	                            float scale, int single, int min_chunk, int o_blocks, int spin, float *part_acc,  \
+	                            float *part_ml, unsigned *tickets, const u8 *wq, const f16 *wd, int dim,           \
+	                            long long *res, unsigned *poison) {                                                \
+		attention<T, NQ>(q, k_cache, v_cache, ctx_max, head_dim, n_head, n_kv_head, G, W, L, pos_ptr, scale,       \
+		                 single, min_chunk, o_blocks, spin, part_acc, part_ml, tickets, wq, wd, dim, res, poison); \
 	}
-ATTENTION(1)
-ATTENTION(2)
-ATTENTION(3)
-ATTENTION(4)
+#define ATTENTION_NQ(name, T) ATTENTION(name, T, 1) ATTENTION(name, T, 2) ATTENTION(name, T, 3) ATTENTION(name, T, 4)
+FOR_EACH_WEIGHT_TYPE(ATTENTION_NQ)

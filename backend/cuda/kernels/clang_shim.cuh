@@ -14,6 +14,7 @@
 struct __attribute__((aligned(16))) float4 { float x, y, z, w; };
 struct __attribute__((aligned(16))) uint4 { unsigned x, y, z, w; };
 struct __attribute__((aligned(8))) float2 { float x, y; };
+struct __attribute__((aligned(16))) longlong2 { long long x, y; };
 __device__ float4 make_float4(float, float, float, float);
 
 __device__ float __shfl_xor_sync(unsigned mask, float v, int lane);
@@ -29,6 +30,10 @@ __device__ unsigned atomicAdd(unsigned *, unsigned);
 __device__ int atomicAdd(int *, int);
 __device__ double atomicAdd(double *, double);
 __device__ void __threadfence();
+__device__ unsigned long long atomicAdd(unsigned long long *, unsigned long long);
+__device__ unsigned atomicOr(unsigned *, unsigned);
+__device__ long long __float2ll_rn(float);
+extern "C" __device__ float fabsf(float);
 extern "C" __device__ float rsqrtf(float);
 extern "C" __device__ float fmaxf(float, float);
 extern "C" __device__ int min(int, int);

@@ -75,6 +75,36 @@ __device__ __forceinline__ void better(float &v, int &i, float v2, int i2) {
 	}
 }
 
+// The decode step's residual stream is fixed point: value·2^RES_FRAC in an
+// int64. The kernels that add to it (attention's output projection, the
+// FFN's down projection) are split over many blocks, and each block adds its
+// part with an atomic: integer addition gives the same sum in any order, so
+// the step stays bitwise reproducible, where float atomics would not.
+// RES_FRAC = 30 keeps ~1e-9 absolute precision; an addend must stay under
+// RES_LIMIT (2^16) and the engine bounds the addends per element and step
+// (2^16), so no sum can pass 2^62. An addend that is NaN, ±Inf or too large
+// sets the step's poison word instead, and every reader then computes NaN,
+// as float arithmetic would have.
+#define RES_FRAC 30
+#define RES_ONE 1073741824.f // 2^RES_FRAC
+#define RES_LIMIT 65536.f
+
+__device__ __forceinline__ float res_f32(long long v) { return (float)v * (1.f / RES_ONE); }
+
+// res_fixed converts v to fixed point; false when it does not fit (NaN too).
+__device__ __forceinline__ bool res_fixed(float v, long long &q) {
+	bool ok = fabsf(v) < RES_LIMIT;
+	q = ok ? __float2ll_rn(v * RES_ONE) : 0;
+	return ok;
+}
+
+// res_add adds v and carry (already fixed point) to the residual element r.
+__device__ __forceinline__ void res_add(long long *r, float v, long long carry, unsigned *poison) {
+	long long q;
+	if (!res_fixed(v, q)) atomicOr(poison, 1u);
+	atomicAdd((unsigned long long *)r, (unsigned long long)(q + carry));
+}
+
 // rms_factor turns a sum of squares over k elements into RMSNorm's scale.
 __device__ __forceinline__ float rms_factor(float ss, int k, float eps) { return rsqrtf(ss / (float)k + eps); }
 

@@ -3,7 +3,7 @@
 // A warp owns R weight rows at a time. Lane l takes the 32-element blocks
 // l, l+32, l+64, … of every one of its rows, so the lane needs the
 // activations of those blocks only and nothing is staged in shared memory:
-// no barrier anywhere. The first MV_PRE blocks of each row are loaded into
+// no barrier anywhere. The first PRE blocks of each row are loaded into
 // registers before the PDL wait (weights never depend on the previous
 // kernel), so after the wait the critical path is one load of the
 // activations, the arithmetic and one warp reduction.
@@ -16,11 +16,6 @@
 //   Q8_0: q = 32 int8 per block, d = one f16 scale per block
 #pragma once
 #include "common.cuh"
-
-// Blocks of each row a lane holds in registers from before the PDL wait
-// (quantized layouts): rows of up to MV_PRE*32*32 = 2048 elements are
-// wholly preloaded.
-#define MV_PRE 2
 
 // wblk is one 32-element block of one row, in registers.
 template <int T> struct wblk;
@@ -126,12 +121,51 @@ template <> __device__ __forceinline__ float wdot<WT_F32>(const wblk<WT_F32> &w,
 	return s;
 }
 
-// xload fills x with in[32b:32b+32]·g (g may be null), zero past k, and
-// adds the squares of in to ss (RMSNorm's statistic, taken before g).
+// res_stage converts the fixed-point residual stream's k elements
+// (common.cuh) to float32 in shared memory xs, with the whole block, for
+// the matrix-vector core to read: converting the 64-bit integers in every
+// warp cost more than the barrier. Every 32 floats are followed by a float4
+// of padding (element e at XS_AT(e)): lane l reads block l, and without the
+// padding the lanes of a quarter warp would all hit the same four banks.
+// Each thread's loads are issued together, four 16-byte pairs at a time.
+#define XS_AT(e) ((e) + 4 * ((e) >> 5))
+__device__ __forceinline__ const float *res_stage(const long long *res, int k, float *xs) {
+	const longlong2 *p = (const longlong2 *)res;
+	const int np = k >> 1, nt = blockDim.x, tid = threadIdx.x;
+	for (int base = 0; base < np; base += 4 * nt) { // block-uniform
+		longlong2 v[4];
+#pragma unroll
+		for (int j = 0; j < 4; j++)
+			if (base + j * nt + tid < np) v[j] = p[base + j * nt + tid];
+#pragma unroll
+		for (int j = 0; j < 4; j++) {
+			int e = 2 * (base + j * nt + tid);
+			if (e < k) {
+				xs[XS_AT(e)] = res_f32(v[j].x);
+				xs[XS_AT(e + 1)] = res_f32(v[j].y);
+			}
+		}
+	}
+	if ((k & 1) && tid == 0) xs[XS_AT(k - 1)] = res_f32(res[k - 1]);
+	__syncthreads();
+	return xs;
+}
+__device__ __forceinline__ const float *res_stage(const float *in, int, float *) { return in; }
+
+// xstride is the distance in floats between 32-element blocks of an input
+// x of type X: padded (36) once staged from the fixed-point residual
+// stream, plain (32) for a float32 row.
+template <typename X> struct xstride { static constexpr int BS = 32; };
+template <> struct xstride<long long> { static constexpr int BS = 36; };
+
+// xload fills x with block b of in (elements 32b…32b+31, BS floats apart:
+// see xstride) times g[32b…] (g may be null), zero past k, and adds the
+// squares of in to ss (RMSNorm's statistic, taken before g).
+template <int BS>
 __device__ __forceinline__ void xload(xblk &x, const float *in, const float *g, int b, int k, float &ss) {
 	int e0 = 32 * b;
 	if (e0 + 32 <= k) {
-		const float4 *p = (const float4 *)(in + e0);
+		const float4 *p = (const float4 *)(in + BS * b);
 #pragma unroll
 		for (int j = 0; j < 8; j++) x.v[j] = p[j];
 		if (g) {
@@ -153,7 +187,7 @@ __device__ __forceinline__ void xload(xblk &x, const float *in, const float *g, 
 #pragma unroll
 	for (int j = 0; j < 32; j++) {
 		int e = e0 + j;
-		float v = e < k ? in[e] : 0.f;
+		float v = e < k ? in[BS * b + j] : 0.f;
 		ss += v * v;
 		f[j] = g && e < k ? v * g[e] : v;
 	}
@@ -162,7 +196,7 @@ __device__ __forceinline__ void xload(xblk &x, const float *in, const float *g, 
 // mv is a warp's R rows: row i is row[i] of the matrix (q[i], d[i]); rows
 // with row[i] < 0 are skipped. T is the weight layout; the first PRE blocks
 // of each row per lane are held in registers.
-template <int T, int R, int PRE = MV_PRE> struct mv {
+template <int T, int R, int PRE = 1> struct mv {
 	const u8 *q[R];
 	const f16 *d[R];
 	long row[R];
@@ -182,14 +216,16 @@ template <int T, int R, int PRE = MV_PRE> struct mv {
 
 	// dot computes every row's dot product with in (times g, when set) and
 	// returns them to every lane in acc; ss gets Σ in² over the k elements
-	// when g is set (the norm's statistic; each warp has all of it).
+	// when g is set (the norm's statistic; each warp has all of it). BS is
+	// in's block stride (xstride).
+	template <int BS>
 	__device__ __forceinline__ void dot(int nb, int k, const float *in, const float *g, float acc[R], float &ss) {
 		int lane = threadIdx.x & 31;
 		xblk x[PRE];
 		float ssl = 0.f;
 #pragma unroll
 		for (int j = 0; j < PRE; j++)
-			if (lane + 32 * j < nb) xload(x[j], in, g, lane + 32 * j, k, ssl);
+			if (lane + 32 * j < nb) xload<BS>(x[j], in, g, lane + 32 * j, k, ssl);
 #pragma unroll
 		for (int i = 0; i < R; i++) acc[i] = 0.f;
 #pragma unroll
@@ -203,7 +239,7 @@ template <int T, int R, int PRE = MV_PRE> struct mv {
 		// Rows longer than PRE*32 blocks: the rest after the wait.
 		for (int b = lane + 32 * PRE; b < nb; b += 32) {
 			xblk xb;
-			xload(xb, in, g, b, k, ssl);
+			xload<BS>(xb, in, g, b, k, ssl);
 #pragma unroll
 			for (int i = 0; i < R; i++) {
 				if (row[i] >= 0) {
@@ -223,19 +259,51 @@ template <int T, int R, int PRE = MV_PRE> struct mv {
 		}
 		ss = ssl;
 	}
+
+	// dotx is dot on activations already in registers (xpre): for a warp
+	// that takes several row groups of one input, which it then loads and
+	// converts once.
+	__device__ __forceinline__ void dotx(int nb, const xblk x[PRE], float acc[R]) {
+		int lane = threadIdx.x & 31;
+#pragma unroll
+		for (int i = 0; i < R; i++) acc[i] = 0.f;
+#pragma unroll
+		for (int j = 0; j < PRE; j++) {
+			if (lane + 32 * j < nb) {
+#pragma unroll
+				for (int i = 0; i < R; i++)
+					if (row[i] >= 0) acc[i] += wdot<T>(w[i][j], x[j]);
+			}
+		}
+#pragma unroll
+		for (int o = 16; o > 0; o >>= 1) {
+#pragma unroll
+			for (int i = 0; i < R; i++) acc[i] += __shfl_xor_sync(0xffffffffu, acc[i], o);
+		}
+	}
 };
+
+// xpre loads the lane's activations of a row of nb ≤ PRE·32 blocks for
+// mv::dotx and returns the norm's statistic (as dot's ss).
+template <int PRE, int BS>
+__device__ __forceinline__ float xpre(xblk x[PRE], int nb, int k, const float *in, const float *g) {
+	int lane = threadIdx.x & 31;
+	float ss = 0.f;
+#pragma unroll
+	for (int j = 0; j < PRE; j++)
+		if (lane + 32 * j < nb) xload<BS>(x[j], in, g, lane + 32 * j, k, ss);
+	return g ? warp_sum(ss) : ss;
+}
 
 // Warps of the whole grid walk the row groups.
 __device__ __forceinline__ int grid_warp() { return blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5); }
 __device__ __forceinline__ int grid_warps() { return gridDim.x * (blockDim.x >> 5); }
 
-// Rows per warp and preloaded blocks per row: four rows and two blocks for
-// the quantized layouts, two rows and one block for F16/F32, whose blocks
-// take four and eight times the registers. Kernels whose rows are the model
-// width (QKV, gate/up, the output head) preload one block (rows up to 1024
-// elements whole); the others (O, down: the attention and FFN widths) PRE.
+// Rows per warp: four for the quantized layouts, two for F16/F32, whose
+// blocks take four and eight times the registers. The matrix kernels' rows
+// are the model width and preload one block a lane (rows up to 1024
+// elements whole).
 template <int T> struct mv_shape {
 	static constexpr bool quant = T == WT_Q4_0 || T == WT_Q8_0;
 	static constexpr int R = quant ? 4 : 2;
-	static constexpr int PRE = quant ? MV_PRE : 1;
 };

@@ -1,11 +1,13 @@
 // logits: the output head and greedy sampling in one kernel. The final
-// RMSNorm, logits[r] = W[r]·x for every row, the sampler's penalties when
+// RMSNorm of x (the decode step's fixed-point residual stream, or a float32
+// row of the prefill's), logits[r] = W[r]·x for every row, the sampler's penalties when
 // counts is set (counts[r]: how often token r is in the penalty history),
 // and the argmax: each block writes its best (value, index); the last block
 // to finish (a ticket counter, left at zero again for the next step) reduces
 // them and writes the token id to best and to out, each when set (out is pinned
 // host memory mapped into the device, so only those 4 bytes cross to the
-// host). The id is -1 when every logit is NaN.
+// host). The id is -1 when every logit is NaN. A set poison word (common.cuh)
+// makes every logit NaN; the last block clears it for the next step.
 //
 // Warps walk groups of R rows across the grid with the next group's weights
 // loaded before the current group's arithmetic: this kernel moves the most
@@ -22,8 +24,8 @@ template <int T, int R> __device__ __forceinline__ void logits_rows(mv<T, R, 1> 
 	}
 }
 
-template <int T, int R>
-__device__ __forceinline__ void logits(const float *in, const float *norm_w, float eps, int k, const u8 *wq,
+template <int T, int R, typename X>
+__device__ __forceinline__ void logits(const X *in, unsigned *poison, const float *norm_w, float eps, int k, const u8 *wq,
                                        const f16 *wd, int rows, float *y, const int *counts,
                                        const samp_params *params, float *part_v, int *part_i, unsigned *ticket,
                                        int *best_out, int *out) {
@@ -49,6 +51,14 @@ __device__ __forceinline__ void logits(const float *in, const float *norm_w, flo
 	sp.flags = 0;
 	if (counts) sp = *params;
 	bool pen = counts && (sp.flags & SP_PENALTY);
+	const bool bad = poison && *poison;
+	extern __shared__ float4 xs4[]; // XS_AT(k) floats for the fixed-point residual stream
+	const float *x = res_stage(in, k, (float *)xs4);
+	// Rows of up to 1024 elements: the lane's activations are loaded once.
+	const bool whole = nb <= 32;
+	xblk xs[1];
+	constexpr int BS = xstride<X>::BS;
+	float ssx = whole ? xpre<1, BS>(xs, nb, k, x, norm_w) : 0.f;
 	float best = -INFINITY;
 	int besti = 0x7fffffff;
 	while ((long)grp * R < rows) {
@@ -57,9 +67,12 @@ __device__ __forceinline__ void logits(const float *in, const float *norm_w, flo
 		int ncnt[R];
 #pragma unroll
 		for (int i = 0; i < R; i++) ncnt[i] = counts && nxt.row[i] >= 0 ? counts[nxt.row[i]] : 0;
-		float acc[R], ss;
-		cur.dot(nb, k, in, norm_w, acc, ss);
-		float scale = rms_factor(ss, k, eps);
+		float acc[R], ss = ssx;
+		if (whole)
+			cur.dotx(nb, xs, acc);
+		else
+			cur.template dot<BS>(nb, k, x, norm_w, acc, ss);
+		float scale = bad ? __int_as_float(0x7fc00000) : rms_factor(ss, k, eps);
 #pragma unroll
 		for (int i = 0; i < R; i++) {
 			if (cur.row[i] < 0) continue;
@@ -107,17 +120,22 @@ __device__ __forceinline__ void logits(const float *in, const float *norm_w, flo
 		int tok = besti == 0x7fffffff ? -1 : besti;
 		if (best_out) *best_out = tok;
 		if (out) *(volatile int *)out = tok;
+		if (poison) *poison = 0;
 		*ticket = 0;
 	}
 }
 
-#define LOGITS_R(name, T, R)                                                                                       \
+#define LOGITS_R(name, T, R, X)                                                                                    \
 	extern "C" __global__ void __launch_bounds__(128)                                                              \
-	    logits_##name(const float *in, const float *norm_w, float eps, int k, const u8 *wq, const f16 *wd, int rows, \
-	                  float *y, const int *counts, const samp_params *params, float *part_v, int *part_i,           \
-	                  unsigned *ticket, int *best, int *out) {                                                     \
-		logits<T, R>(in, norm_w, eps, k, wq, wd, rows, y, counts, params, part_v, part_i, ticket, best, out);      \
+	    logits_##name(const X *in, unsigned *poison, const float *norm_w, float eps, int k, const u8 *wq,          \
+	                  const f16 *wd, int rows, float *y, const int *counts, const samp_params *params,             \
+	                  float *part_v, int *part_i, unsigned *ticket, int *best, int *out) {                         \
+		logits<T, R>(in, poison, norm_w, eps, k, wq, wd, rows, y, counts, params, part_v, part_i, ticket, best,    \
+		             out);                                                                                         \
 	}
-// logits_<type> with decode.cuh's rows per warp, logits_<type>_r2 with two.
-#define LOGITS(name, T) LOGITS_R(name, T, mv_shape<T>::R) LOGITS_R(name##_r2, T, 2)
+// logits_<type> with decode.cuh's rows per warp and logits_<type>_r2 with two
+// read the fixed-point residual stream; logits_float_<type> a float32 row.
+#define LOGITS(name, T)                                                                                            \
+	LOGITS_R(name, T, mv_shape<T>::R, long long)                                                                   \
+	LOGITS_R(name##_r2, T, 2, long long) LOGITS_R(float_##name, T, mv_shape<T>::R, float)
 FOR_EACH_WEIGHT_TYPE(LOGITS)

@@ -1,7 +1,10 @@
 // qkv_rope: the attention block's input step for one token. RMSNorm of the
-// residual stream, the Q, K and V projections as one matrix (rows: Q heads,
-// then K heads, then V heads), optional biases, RoPE on Q and K, and the K/V
-// rows appended to the cache at the current position.
+// residual stream (fixed point, common.cuh; staged as float32 in shared
+// memory), the Q, K and V projections as
+// one matrix (rows: Q heads, then K heads, then V heads), optional biases,
+// RoPE on Q and K, and the K/V rows appended to the cache at the current
+// position. It also zeroes res_next, the buffer the layer's FFN sums its
+// output into: nothing reads it between the previous layer's FFN and that.
 //
 // The rotation's cos and sin come from a table computed on the host in
 // float64 (rope_cs[pos][i] = cos, sin of pos·θ_i), exactly as the CPU engine
@@ -44,7 +47,8 @@ __device__ __forceinline__ void qkv_rows(mv<T, R, 1> &m, int grp, int pairs, int
 }
 
 template <int T, int R>
-__device__ __forceinline__ void qkv_rope(const float *x, const float *norm_w, float eps, int k, const u8 *wq,
+__device__ __forceinline__ void qkv_rope(const long long *res, long long *res_next, const unsigned *poison,
+                                         const float *norm_w, float eps, int k, const u8 *wq,
                                          const f16 *wd, const float *bias, int n_head, int n_kv_head, int head_dim,
                                          const float *rope_cs, int rope_dim, int neox, const int *pos_ptr, float *q_out,
                                          float *k_cache, float *v_cache, int ctx_max) {
@@ -62,6 +66,10 @@ __device__ __forceinline__ void qkv_rope(const float *x, const float *norm_w, fl
 	m.preload(nb);
 	pdl_wait_and_release();
 	int pos = *pos_ptr;
+	for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < k; i += gridDim.x * blockDim.x) res_next[i] = 0;
+	const bool bad = *poison;
+	extern __shared__ float4 xs4[]; // XS_AT(k) floats
+	const float *x = res_stage(res, k, (float *)xs4);
 	for (bool first = true; grp * (R / 2) < pairs; grp += grid_warps(), first = false) {
 		if (!first) {
 			qkv_rows<T, R>(m, grp, pairs, half, head_dim, rhalf, rope_dim, neox);
@@ -87,8 +95,8 @@ __device__ __forceinline__ void qkv_rope(const float *x, const float *norm_w, fl
 			}
 		}
 		float acc[R], ss;
-		m.dot(nb, k, x, norm_w, acc, ss);
-		float scale = rms_factor(ss, k, eps);
+		m.template dot<36>(nb, k, x, norm_w, acc, ss);
+		float scale = bad ? __int_as_float(0x7fc00000) : rms_factor(ss, k, eps);
 		float v0 = 0.f, v1 = 0.f;
 #pragma unroll
 		for (int i = 0; i < R / 2; i++) {
@@ -118,12 +126,12 @@ __device__ __forceinline__ void qkv_rope(const float *x, const float *norm_w, fl
 
 #define QKV_ROPE_R(name, T, R)                                                                                     \
 	extern "C" __global__ void __launch_bounds__(128)                                                              \
-	    qkv_rope_##name(const float *x, const float *norm_w, float eps, int k, const u8 *wq, const f16 *wd,         \
-	                    const float *bias, int n_head, int n_kv_head, int head_dim, const float *rope_cs,           \
-	                    int rope_dim, int neox, const int *pos_ptr, float *q_out, float *k_cache, float *v_cache,   \
-	                    int ctx_max) {                                                                             \
-		qkv_rope<T, R>(x, norm_w, eps, k, wq, wd, bias, n_head, n_kv_head, head_dim, rope_cs, rope_dim, neox,       \
-		               pos_ptr, q_out, k_cache, v_cache, ctx_max);                                                 \
+	    qkv_rope_##name(const long long *res, long long *res_next, const unsigned *poison, const float *norm_w,     \
+	                    float eps, int k, const u8 *wq, const f16 *wd, const float *bias, int n_head, int n_kv_head, \
+	                    int head_dim, const float *rope_cs, int rope_dim, int neox, const int *pos_ptr,             \
+	                    float *q_out, float *k_cache, float *v_cache, int ctx_max) {                               \
+		qkv_rope<T, R>(res, res_next, poison, norm_w, eps, k, wq, wd, bias, n_head, n_kv_head, head_dim, rope_cs,   \
+		               rope_dim, neox, pos_ptr, q_out, k_cache, v_cache, ctx_max);                                 \
 	}
 // qkv_rope_<type> with decode.cuh's rows per warp, qkv_rope_<type>_r2 with two.
 #define QKV_ROPE(name, T) QKV_ROPE_R(name, T, mv_shape<T>::R) QKV_ROPE_R(name##_r2, T, 2)

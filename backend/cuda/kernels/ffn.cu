@@ -1,0 +1,197 @@
+// ffn: the feed-forward block of one token, in one kernel. The hidden units
+// are split over the blocks, U each: block b takes units [bU, bU+U).
+//
+// First its warps compute those units as a gate/up matrix-vector product
+// (decode.cuh): RMSNorm of the residual stream (staged as float32 in
+// shared memory), then SiLU(gate·x)·(up·x),
+// each warp UW units (their gate rows and their up rows are its 2·UW rows),
+// into shared memory. Then each thread takes rows of W_down (a row is one
+// element of the model width), multiplies the U columns that match the
+// block's units by them and adds the product to that element of the next
+// residual buffer. Block 0 also carries the current residual over, so once
+// every block has added its part, out = res + W_down·h. The adds are the
+// fixed-point atomic sum of common.cuh (the same result in any order); out
+// must be zero beforehand (qkv_rope zeroes it).
+//
+// Both kinds of weights are read before the PDL wait. W_down keeps the
+// upload's row-major layout (the prefill gemm reads it too): a thread's U
+// columns of a row are one 16-byte load or a few.
+#include "decode.cuh"
+
+// dseg is U consecutive elements of a weight row, starting at a multiple of
+// U (16 or 32), in registers: load reads row r's elements [e0, e0+U) of a
+// matrix with nb 32-element blocks a row; dot multiplies them by h[0..U).
+template <int T, int U> struct dseg;
+
+// Q4_0: the whole 16-byte block; U = 16 takes its low nibbles (elements
+// 0-15) or its high ones (16-31).
+template <int U> struct dseg<WT_Q4_0, U> {
+	uint4 q;
+	float d;
+	__device__ __forceinline__ void load(const u8 *wq, const f16 *wd, long r, int nb, int e0) {
+		long blk = r * nb + (e0 >> 5);
+		q = ((const uint4 *)wq)[blk];
+		d = f16_to_f32(wd[blk]);
+	}
+	__device__ __forceinline__ float dot(const float4 h[U / 4], int e0) const {
+		unsigned u[4] = {q.x, q.y, q.z, q.w};
+		const float off = 8388608.f + 8.f;
+		const int sh = U == 16 && (e0 & 16) ? 4 : 0;
+		float s0 = 0.f, s1 = 0.f;
+#pragma unroll
+		for (int j = 0; j < 4; j++) {
+			float a, b, c, e;
+			bytes_f32((u[j] >> sh) & 0x0F0F0F0Fu, off, a, b, c, e);
+			s0 += a * h[j].x + b * h[j].y + c * h[j].z + e * h[j].w;
+			if (U == 32) {
+				bytes_f32((u[j] >> 4) & 0x0F0F0F0Fu, off, a, b, c, e);
+				s1 += a * h[4 + j].x + b * h[4 + j].y + c * h[4 + j].z + e * h[4 + j].w;
+			}
+		}
+		return d * (s0 + s1);
+	}
+};
+
+template <int U> struct dseg<WT_Q8_0, U> {
+	uint4 q[U / 16];
+	float d;
+	__device__ __forceinline__ void load(const u8 *wq, const f16 *wd, long r, int nb, int e0) {
+		long blk = r * nb + (e0 >> 5);
+		const uint4 *p = (const uint4 *)(wq + blk * 32 + (e0 & 31));
+#pragma unroll
+		for (int j = 0; j < U / 16; j++) q[j] = p[j];
+		d = f16_to_f32(wd[blk]);
+	}
+	__device__ __forceinline__ float dot(const float4 h[U / 4], int) const {
+		const float off = 8388608.f + 128.f;
+		float s = 0.f;
+#pragma unroll
+		for (int j = 0; j < U / 16; j++) {
+			unsigned u[4] = {q[j].x, q[j].y, q[j].z, q[j].w};
+#pragma unroll
+			for (int i = 0; i < 4; i++) {
+				float a, b, c, e;
+				bytes_f32(u[i] ^ 0x80808080u, off, a, b, c, e);
+				float4 x = h[4 * j + i];
+				s += a * x.x + b * x.y + c * x.z + e * x.w;
+			}
+		}
+		return d * s;
+	}
+};
+
+template <int U> struct dseg<WT_F16, U> {
+	uint4 q[U / 8];
+	__device__ __forceinline__ void load(const u8 *wq, const f16 *, long r, int nb, int e0) {
+		const uint4 *p = (const uint4 *)wq + (r * nb * 32 + e0) / 8;
+#pragma unroll
+		for (int j = 0; j < U / 8; j++) q[j] = p[j];
+	}
+	__device__ __forceinline__ float dot(const float4 h[U / 4], int) const {
+		float s = 0.f;
+#pragma unroll
+		for (int j = 0; j < U / 8; j++) {
+			unsigned u[4] = {q[j].x, q[j].y, q[j].z, q[j].w};
+			float4 a = h[2 * j], b = h[2 * j + 1];
+			s += f16_to_f32((f16)(u[0] & 0xffff)) * a.x + f16_to_f32((f16)(u[0] >> 16)) * a.y +
+			     f16_to_f32((f16)(u[1] & 0xffff)) * a.z + f16_to_f32((f16)(u[1] >> 16)) * a.w +
+			     f16_to_f32((f16)(u[2] & 0xffff)) * b.x + f16_to_f32((f16)(u[2] >> 16)) * b.y +
+			     f16_to_f32((f16)(u[3] & 0xffff)) * b.z + f16_to_f32((f16)(u[3] >> 16)) * b.w;
+		}
+		return s;
+	}
+};
+
+template <int U> struct dseg<WT_F32, U> {
+	float4 q[U / 4];
+	__device__ __forceinline__ void load(const u8 *wq, const f16 *, long r, int nb, int e0) {
+		const float4 *p = (const float4 *)wq + (r * nb * 32 + e0) / 4;
+#pragma unroll
+		for (int j = 0; j < U / 4; j++) q[j] = p[j];
+	}
+	__device__ __forceinline__ float dot(const float4 h[U / 4], int) const {
+		float s = 0.f;
+#pragma unroll
+		for (int j = 0; j < U / 4; j++) s += q[j].x * h[j].x + q[j].y * h[j].y + q[j].z * h[j].z + q[j].w * h[j].w;
+		return s;
+	}
+};
+
+// ffn adds W_down·(SiLU(gate·n)·(up·n)), n = rmsnorm(res)·norm_w, and res
+// itself to out (all k elements). gate and up are hidden×k, W_down k×hidden.
+template <int T, int U, int UW>
+__device__ __forceinline__ void ffn(const long long *res, long long *out, unsigned *poison, const float *norm_w,
+                                    float eps, int k, const u8 *gq, const f16 *gd, const u8 *uq, const f16 *ud,
+                                    int hidden, const u8 *dq, const f16 *dd) {
+	constexpr int R = 2 * UW;
+	// W_down rows a thread holds from before the wait: all of a 576-wide
+	// model's at 256 threads.
+	constexpr int DPRE = mv_shape<T>::quant ? 3 : 1;
+	__shared__ float4 h4[U / 4];
+	float *hs = (float *)h4;
+	const int nb = (k + 31) >> 5, nbd = (hidden + 31) >> 5, lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+	const int u0 = blockIdx.x * U;
+	mv<T, R, 1> m;
+#pragma unroll
+	for (int i = 0; i < UW; i++) {
+		int unit = u0 + w * UW + i;
+		m.q[i] = gq;
+		m.d[i] = gd;
+		m.q[UW + i] = uq;
+		m.d[UW + i] = ud;
+		m.row[i] = m.row[UW + i] = unit < hidden ? unit : -1;
+	}
+	m.preload(nb);
+	dseg<T, U> ds[DPRE];
+#pragma unroll
+	for (int j = 0; j < DPRE; j++) {
+		int r = threadIdx.x + j * blockDim.x;
+		if (r < k) ds[j].load(dq, dd, r, nbd, u0);
+	}
+	pdl_wait_and_release();
+
+	extern __shared__ float4 xs4[]; // XS_AT(k) floats
+	const float *x = res_stage(res, k, (float *)xs4);
+	float acc[R], ss;
+	m.template dot<36>(nb, k, x, norm_w, acc, ss);
+	float scale = rms_factor(ss, k, eps);
+	if (*poison) scale = __int_as_float(0x7fc00000);
+#pragma unroll
+	for (int i = 0; i < UW; i++) {
+		if (lane == i) {
+			float g = acc[i] * scale, u = acc[UW + i] * scale;
+			hs[w * UW + i] = m.row[i] >= 0 ? g / (1.f + expf(-g)) * u : 0.f;
+		}
+	}
+	__syncthreads();
+	float4 h[U / 4];
+#pragma unroll
+	for (int j = 0; j < U / 4; j++) h[j] = h4[j];
+	const bool carry = blockIdx.x == 0;
+#pragma unroll
+	for (int j = 0; j < DPRE; j++) {
+		int r = threadIdx.x + j * blockDim.x;
+		if (r < k) res_add(out + r, ds[j].dot(h, u0), carry ? res[r] : 0, poison);
+	}
+	for (int r = threadIdx.x + DPRE * blockDim.x; r < k; r += blockDim.x) {
+		dseg<T, U> s;
+		s.load(dq, dd, r, nbd, u0);
+		res_add(out + r, s.dot(h, u0), carry ? res[r] : 0, poison);
+	}
+}
+
+#define FFN_V(name, T, U, UW)                                                                                      \
+	extern "C" __global__ void __launch_bounds__(32 * (U / UW))                                                    \
+	    ffn_##name##_u##U##w##UW(const long long *res, long long *out, unsigned *poison, const float *norm_w,      \
+	                             float eps, int k, const u8 *gq, const f16 *gd, const u8 *uq, const f16 *ud,       \
+	                             int hidden, const u8 *dq, const f16 *dd) {                                        \
+		ffn<T, U, UW>(res, out, poison, norm_w, eps, k, gq, gd, uq, ud, hidden, dq, dd);                           \
+	}
+// ffn_<type>_u<U>w<UW>: U hidden units a block, UW a warp (U/UW warps a
+// block). The float layouts have one shape: their rows take four and eight
+// times the registers.
+#define FFN_QUANT(name, T) FFN_V(name, T, 16, 1) FFN_V(name, T, 16, 2) FFN_V(name, T, 32, 2) FFN_V(name, T, 32, 4)
+FFN_QUANT(q4_0, WT_Q4_0)
+FFN_QUANT(q8_0, WT_Q8_0)
+FFN_V(f16, WT_F16, 16, 1)
+FFN_V(f32, WT_F32, 16, 1)
