@@ -76,10 +76,10 @@ echo "== kernel and engine tests"
 grep -E "^(--- |ok|FAIL|PASS|panic)|worst|identical|agree|exact|relative error [0-9.e+-]+ >|device token|want|diverge" "$OUT/cuda-test.log" |
 	grep -vE "^    --- PASS" | head -100
 
-echo "== decode benchmark"
+echo "== decode benchmark, prefill vs token-by-token on the benchmark model, prefill speed"
 (cd backend/cuda && GOTOK_BENCH_MODEL="${GOTOK_BENCH_MODEL:-smollm-135m}" \
-	"$root/$GPU_DIR/cuda.test" -test.v -test.timeout 300s -test.run TestDecodeSpeed) 2>&1 | tee "$OUT/bench.log" |
-	grep -E "tok/s|kernels|relative|FAIL|ok|panic|cuda \(|profile|  [a-z_0-9]+ +[0-9]+×|sum" || status=1
+	"$root/$GPU_DIR/cuda.test" -test.v -test.timeout 400s -test.run "TestDecodeSpeed|TestPrefillBenchModel|TestPrefillSpeed") 2>&1 | tee "$OUT/bench.log" |
+	grep -E "tok/s|kernels|relative|FAIL|ok|panic|cuda \(|profile|  [a-z_0-9]+ +[0-9]+×|sum|worst|first token|^--- " || status=1
 
 if [ "${NCU:-0}" = 1 ]; then
 	echo "== ncu: each decode kernel alone (SmolLM-135M shapes, positions 100 and 2148)"
