@@ -64,10 +64,15 @@ type tuning struct {
 	// attnWarpsLong is the attention kernel's warps per head for contexts
 	// past attnSingle, in graphs of their own (0: as for short ones).
 	attnWarpsLong int
+	// attnCluster is the blocks per cluster that split a context of up
+	// to attnSingle positions (attention_cl) when long contexts have their
+	// own graphs (0: the split kernel for every length).
+	attnCluster int
 }
 
 func defaultTuning() tuning {
-	return tuning{attnSingle: attSingle, attnMinChunk: attMinChunk, attnOBlocks: attOBlocks, attnWarpsLong: attWarpsLong}
+	return tuning{attnSingle: attSingle, attnMinChunk: attMinChunk, attnOBlocks: attOBlocks, attnWarpsLong: attWarpsLong,
+		attnCluster: attCluster}
 }
 
 // stepGraphs are the captured decode step: greedy (the argmax, no
@@ -226,16 +231,22 @@ func residualAddends(c *model.Config) int {
 }
 
 // capture records the greedy and the sampled step into graphs, replacing
-// any from before: for short contexts with l as it is, and for long ones,
-// when tune.attnWarpsLong is set, with that many attention warps per
-// head. Long contexts are split over many blocks, each with a short chunk,
-// where fewer warps a head merge faster; short contexts run whole in each
-// block and want more warps (H200, µs a token @100 / @2148: 4 warps 492 /
-// 618, 2 warps 540 / 585).
+// any from before: for short contexts with l as it is (its attention on
+// clusters, tune.attnCluster), and for long ones, when tune.attnWarpsLong
+// is set, with the split kernel and that many attention warps per head.
+// Long contexts are split over many blocks, each with a short chunk,
+// where fewer warps a head merge faster (H200, µs a token @2148: 4 warps
+// 590, 2 warps 569); short contexts want more (@100 on clusters of 4: 4
+// warps 426, 2 warps 476).
 func (b *Backend) capture(l *launcher) error {
 	b.destroyGraphs()
 	long := *l
 	long.attnWarpsPerHead = b.tune.attnWarpsLong
+	long.attnCluster = 0
+	l.attnCluster = 0
+	if long.attnWarpsPerHead > 0 {
+		l.attnCluster = b.tune.attnCluster
+	}
 	for i, l := range []*launcher{l, &long} {
 		if i == 1 && long.attnWarpsPerHead == 0 {
 			break
@@ -509,8 +520,8 @@ func (b *Backend) recordStep(l *launcher, sampled bool, afterLayer func(i int) e
 		}
 		a := attnArgs{q: b.q, kCache: ly.kCache, vCache: ly.vCache, ctxMax: b.ctxLen, headDim: c.HeadDim,
 			nHead: c.NumHeads, nKV: c.NumKVHeads, pos: pos, scale: scale, single: b.tune.attnSingle,
-			minChunk: b.tune.attnMinChunk, oBlocks: b.tune.attnOBlocks, noSpin: b.tune.attnNoSpin, partAcc: b.partAcc, partML: b.partML,
-			tickets: b.attnTickets, wo: &ly.wo, res: cur, poison: b.poison}
+			minChunk: b.tune.attnMinChunk, oBlocks: b.tune.attnOBlocks, noSpin: b.tune.attnNoSpin, cluster: l.attnCluster,
+			partAcc: b.partAcc, partML: b.partML, tickets: b.attnTickets, wo: &ly.wo, res: cur, poison: b.poison}
 		if err := l.attention(a); err != nil {
 			return err
 		}

@@ -544,7 +544,13 @@ func sweepShapes(t *testing.T, g *Backend) {
 		{name: "attention 8 blocks share", tune: with(func(t *tuning) { t.attnOBlocks = 8 })},
 		{name: "attention 32 blocks share", tune: with(func(t *tuning) { t.attnOBlocks = 32 })},
 		{name: "attention 24 blocks share", tune: with(func(t *tuning) { t.attnOBlocks = 24 })},
+		{name: "attention split kernel", tune: with(func(t *tuning) { t.attnCluster = 0 })},
+		{name: "split kernel, 2 warps a head", tune: with(func(t *tuning) { t.attnCluster = 0 }), attnWarps: 2},
+		{name: "attention clusters of 8", tune: with(func(t *tuning) { t.attnCluster = 8 })},
+		{name: "attention clusters of 2", tune: with(func(t *tuning) { t.attnCluster = 2 })},
+		{name: "clusters of 8, 24 blocks", tune: with(func(t *tuning) { t.attnCluster, t.attnOBlocks = 8, 24 })},
 		{name: "attention 2 warps a head", tune: def, attnWarps: 2},
+		{name: "attention 3 warps a head", tune: def, attnWarps: 3},
 		{name: "attention 5 warps a head", tune: def, attnWarps: 5},
 		{name: "long: 4 warps a head", tune: with(func(t *tuning) { t.attnWarpsLong = 0 })},
 		{name: "long: 1 warp a head", tune: with(func(t *tuning) { t.attnWarpsLong = 1 })},
@@ -599,7 +605,11 @@ func sweepShapes(t *testing.T, g *Backend) {
 func profileStep(t *testing.T, g *Backend, pos int) {
 	counts := map[string]int{}
 	var order []string
-	l := &launcher{c: g.c, k: g.k, stream: g.stream, sms: g.c.Info.SMCount, pdl: g.c.Info.Major >= 9}
+	cluster := 0 // as Backend.capture chooses for pos
+	if pos+1 <= g.tune.attnSingle && g.tune.attnWarpsLong > 0 {
+		cluster = g.tune.attnCluster
+	}
+	l := &launcher{c: g.c, k: g.k, stream: g.stream, sms: g.c.Info.SMCount, pdl: g.c.Info.Major >= 9, attnCluster: cluster}
 	l.keep = func(f *cu.Function) bool {
 		if counts[f.Name] == 0 {
 			order = append(order, f.Name)
@@ -620,7 +630,7 @@ func profileStep(t *testing.T, g *Backend, pos int) {
 	total := 0.0
 	t.Logf("profile at position %d, each kernel kind alone:", pos)
 	for _, name := range order {
-		l := &launcher{c: g.c, k: g.k, stream: g.stream, sms: g.c.Info.SMCount, pdl: g.c.Info.Major >= 9}
+		l := &launcher{c: g.c, k: g.k, stream: g.stream, sms: g.c.Info.SMCount, pdl: g.c.Info.Major >= 9, attnCluster: cluster}
 		l.keep = func(f *cu.Function) bool { return f.Name == name }
 		graph, err := g.c.Capture(g.stream, func() error { return g.recordStep(l, false, nil) })
 		if err != nil {

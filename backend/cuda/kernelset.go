@@ -25,9 +25,11 @@ type kernelSet struct {
 	logitsFloat [4]*cu.Function
 	// attention by W_o's layout and float4s per lane; ffn by layout and
 	// ffnShapes (nil: not compiled).
-	attention   [4][attMaxNQ + 1]*cu.Function
-	ffn         [4][len(ffnShapes)]*cu.Function
-	sampleChain *cu.Function
+	attention [4][attMaxNQ + 1]*cu.Function
+	// attentionCluster: attention_cl, for contexts run whole (sm_90+).
+	attentionCluster [4][attMaxNQ + 1]*cu.Function
+	ffn              [4][len(ffnShapes)]*cu.Function
+	sampleChain      *cu.Function
 
 	pre prefillKernels // the batched prefill's kernels (prefill_kernels.go)
 }
@@ -65,7 +67,7 @@ func loadKernels(c *cu.Context) (_ *kernelSet, err error) {
 				names = append(names, "logits_"+s, "logits_"+s+"_r2", "logits_float_"+s)
 			case "attention":
 				for nq := 1; nq <= attMaxNQ; nq++ {
-					names = append(names, fmt.Sprintf("attention_%s_%d", s, nq))
+					names = append(names, fmt.Sprintf("attention_%s_%d", s, nq), fmt.Sprintf("attention_cl_%s_%d", s, nq))
 				}
 			case "ffn":
 				for i := range ffnShapes {
@@ -98,7 +100,8 @@ func loadKernels(c *cu.Context) (_ *kernelSet, err error) {
 		decode = append(decode, k.embed[t], k.qkvRope[t], k.qkvRope2[t], k.logits[t], k.logits2[t], k.logitsFloat[t])
 		for nq := 1; nq <= attMaxNQ; nq++ {
 			k.attention[t][nq] = funcs[fmt.Sprintf("attention_%s_%d", s, nq)]
-			decode = append(decode, k.attention[t][nq])
+			k.attentionCluster[t][nq] = funcs[fmt.Sprintf("attention_cl_%s_%d", s, nq)]
+			decode = append(decode, k.attention[t][nq], k.attentionCluster[t][nq])
 		}
 		for i := range ffnShapes {
 			if f := funcs[ffnName(t, i)]; f != nil {

@@ -25,6 +25,10 @@ type launcher struct {
 	rows, logitsRows           int
 	ffnShape                   ffnShape
 	attnWarpsPerHead           int
+	// attnCluster is the blocks per cluster of the attention kernel for
+	// contexts run whole (attention_cl; 0: the split kernel), set by
+	// Backend.capture for the graph of short contexts.
+	attnCluster int
 	// after, when set, runs after each launch (the profiler records an
 	// event there).
 	after func(f *cu.Function) error
@@ -49,11 +53,17 @@ func (l *launcher) warps() int {
 }
 
 func (l *launcher) launch(f *cu.Function, grid cu.Dim3, block, shared int, args cu.Args) error {
+	return l.launchClusters(f, grid, cu.Dim3{}, block, shared, args)
+}
+
+// launchClusters launches f with its blocks in clusters of shape cluster
+// (zero: none).
+func (l *launcher) launchClusters(f *cu.Function, grid, cluster cu.Dim3, block, shared int, args cu.Args) error {
 	if l.keep != nil && !l.keep(f) {
 		return nil
 	}
 	l.count++
-	err := l.c.Launch(f, cu.Launch{Grid: grid, Block: cu.Dim(block), Shared: shared, Stream: l.stream, PDL: l.pdl}, args)
+	err := l.c.Launch(f, cu.Launch{Grid: grid, Block: cu.Dim(block), Shared: shared, Stream: l.stream, PDL: l.pdl, Cluster: cluster}, args)
 	if err == nil && l.after != nil {
 		err = l.after(f)
 	}
@@ -153,6 +163,14 @@ const (
 	// attWarpsLong is the warps per head for contexts past attSingle
 	// (Backend.capture).
 	attWarpsLong = 2
+	// attCluster is the blocks per thread-block cluster that split a
+	// context of up to attSingle positions (attention_cl, sm_90+); at
+	// most attMaxCluster, the portable cluster size. H200, µs a token
+	// @100 with 16 blocks a head group: clusters of 2 472, 4 426, 8 438
+	// (2: a chunk of 51 positions takes a second load round after the
+	// wait); the split kernel 466.
+	attCluster    = 4
+	attMaxCluster = 8
 )
 
 // attnArgs are the attention step's operands.
@@ -166,6 +184,7 @@ type attnArgs struct {
 	minChunk          int          // attMinChunk; tests vary it
 	oBlocks           int          // attOBlocks
 	noSpin            bool         // merge split contexts in the last block, as when the grid does not fit the GPU
+	cluster           int          // >1: attention_cl, oBlocks (rounded up) in clusters of this many; 0: the split kernel
 	partAcc, partML   cu.DevicePtr // attnPartials floats each
 	tickets           cu.DevicePtr // 2·nHead zeroed uint32
 	wo                *deviceMatrix
@@ -211,9 +230,15 @@ func attnPartials(nHead, headDim int) (acc, ml int) {
 
 // attnShared is the attention kernel's shared memory for blocks of g heads
 // of headDim in threads: the warps' states to combine, or the merge's
-// weights and sums, then the heads' outputs.
+// weights and sums, then the heads' outputs (padded as stagedBytes).
 func attnShared(g, w, headDim, threads int) int {
-	return 4 * (max(g*w*(headDim+4), g*attSplits+4*max(threads, g*headDim/4)) + g*headDim)
+	return 4*max(g*w*(headDim+4), g*attSplits+4*max(threads, g*headDim/4)) + stagedBytes(g*headDim)
+}
+
+// attnClusterShared is attention_cl's shared memory: the warps' states,
+// the cluster's blocks' states, the heads' outputs (padded).
+func attnClusterShared(g, w, headDim, cluster int) int {
+	return 4*(g*w+g*cluster)*(headDim+4) + stagedBytes(g*headDim)
 }
 
 func (l *launcher) attention(a attnArgs) error {
@@ -237,6 +262,15 @@ func (l *launcher) attention(a attnArgs) error {
 	oBlocks := a.oBlocks
 	if oBlocks <= 0 {
 		oBlocks = attOBlocks
+	}
+	if c := a.cluster; c > 1 && c <= attMaxCluster && l.c.Info.Major >= 9 && attnClusterShared(g, w, a.headDim, c) <= 48<<10 {
+		// Whole contexts on clusters: oBlocks blocks a group, rounded up
+		// to whole clusters.
+		blocks := (oBlocks + c - 1) / c * c
+		return l.launchClusters(l.k.attentionCluster[a.wo.Type][nq], cu.Dim3{X: a.nHead / g, Y: blocks, Z: 1},
+			cu.Dim3{X: 1, Y: c, Z: 1}, threads, attnClusterShared(g, w, a.headDim, c), cu.Args{
+				a.q, a.kCache, a.vCache, i32(a.ctxMax), i32(a.headDim), i32(a.nHead), i32(a.nKV), i32(g), i32(w), i32(lanes),
+				a.pos, a.scale, a.wo.Q, a.wo.D, i32(a.wo.Rows), a.res, a.poison})
 	}
 	oBlocks = min(oBlocks, attSplits)
 	// The splits of a long context wait for each other only when every

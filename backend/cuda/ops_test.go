@@ -448,7 +448,8 @@ func i32s(w []uint32) []int32 {
 // split in chunks with the merge and the output projection added to the
 // residual stream, each checked against the twins, at positions that take
 // one split (no merge), some, and all of them, with 1 to 8 query heads per
-// block and head groups whose W_o columns end inside a 32-element block.
+// block and head groups whose W_o columns end inside a 32-element block;
+// then the same on thread-block clusters (attention_cl).
 func TestAttentionStep(t *testing.T) {
 	g := newGPU(t)
 	r := rand.New(rand.NewPCG(5, 5))
@@ -560,10 +561,18 @@ func TestAttentionStep(t *testing.T) {
 			want := refMatvec(wo, refAttention(gotQ, kc, vc, tc.nHead, tc.nKV, tc.headDim, tc.ctx, pos+1, scale))
 			// Twice split (the merge, spinning or not, must leave the
 			// tickets at zero for the next step), then in one split, however
-			// long.
-			for run := 0; run < 3; run++ {
+			// long, then on clusters (attention_cl, sm_90+: 1 to 8 blocks
+			// of a cluster without positions, chunks of several rounds,
+			// more than 4 warps a head).
+			for run := 0; run < 4; run++ {
 				if run == 2 {
 					a.single = tc.ctx
+				}
+				if run == 3 {
+					a.cluster = []int{8, 4, 2}[ci%3]
+					if ci%4 == 3 {
+						g.l.attnWarpsPerHead = 8
+					}
 				}
 				before := randResidual(r, tc.dim)
 				a.res = g.int64s(before)
@@ -571,7 +580,9 @@ func TestAttentionStep(t *testing.T) {
 					t.Fatal(err)
 				}
 				got := residualDelta(g.readInt64s(a.res, tc.dim), before)
-				check(t, fmt.Sprintf("%s attention+out run %d (%d blocks share a split's rows, spin %v)", name, run, oBlocks, !a.noSpin), got, want, 1e-5)
+				check(t, fmt.Sprintf("%s attention+out run %d (%d blocks share a split's rows, spin %v, clusters of %d, warps a head %d)",
+					name, run, oBlocks, !a.noSpin, a.cluster, g.l.attnWarpsPerHead), got, want, 1e-5)
+				g.l.attnWarpsPerHead = 0
 			}
 			if p := math.Float32bits(g.read(poison, 1)[0]); p != 0 {
 				t.Errorf("%s: poison word %d", name, p)

@@ -324,6 +324,82 @@ func TestLaunchPDL(t *testing.T) {
 	}
 }
 
+// clusterPTX writes, for each block, 1000·(blocks in its cluster) + its
+// rank in the cluster.
+const clusterPTX = `
+.version 7.8
+.target sm_90
+.address_size 64
+
+.visible .entry cluster_rank(
+	.param .u64 p
+)
+{
+	.reg .b32 %r<6>;
+	.reg .b64 %rd<5>;
+	ld.param.u64 %rd1, [p];
+	mov.u32 %r1, %ctaid.x;
+	mov.u32 %r2, %cluster_ctarank;
+	mov.u32 %r3, %cluster_nctarank;
+	mad.lo.s32 %r4, %r3, 1000, %r2;
+	cvta.to.global.u64 %rd2, %rd1;
+	mul.wide.u32 %rd3, %r1, 4;
+	add.s64 %rd4, %rd2, %rd3;
+	st.global.u32 [%rd4], %r4;
+	ret;
+}
+`
+
+func TestLaunchCluster(t *testing.T) {
+	c := openOrSkip(t)
+	if c.Info.Major < 9 {
+		t.Skipf("clusters need sm_90, device is sm_%d%d", c.Info.Major, c.Info.Minor)
+	}
+	m, err := c.LoadModule("cluster", []byte(clusterPTX))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Unload()
+	f, err := m.Function("cluster_rank")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const blocks = 16
+	d, err := c.Alloc(4 * blocks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Free(d)
+	for _, tc := range []struct {
+		size int
+		pdl  bool
+	}{{4, false}, {8, true}, {2, true}} {
+		if err := c.MemsetD32(d, 0, blocks); err != nil {
+			t.Fatal(err)
+		}
+		l := Launch{Grid: Dim(blocks), Block: Dim(32), Cluster: Dim(tc.size), PDL: tc.pdl}
+		if err := c.Launch(f, l, Args{d}); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Synchronize(); err != nil {
+			t.Fatal(err)
+		}
+		buf := make([]byte, 4*blocks)
+		if err := c.CopyDtoH(buf, d); err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i < blocks; i++ {
+			got, want := binary.LittleEndian.Uint32(buf[4*i:]), uint32(1000*tc.size+i%tc.size)
+			if got != want {
+				t.Fatalf("clusters of %d (PDL %v): block %d wrote %d, want %d", tc.size, tc.pdl, i, got, want)
+			}
+		}
+	}
+	if err := c.Launch(f, Launch{Grid: Dim(blocks), Block: Dim(32), Cluster: Dim(3)}, Args{d}); err == nil {
+		t.Error("a cluster that does not divide the grid was accepted")
+	}
+}
+
 func TestBadPTXReportsLog(t *testing.T) {
 	c := openOrSkip(t)
 	bad := strings.Replace(addPTX, "add.f32 %f2, %f1, %f3;", "add.f32 %f2, %f1, %f99;", 1)

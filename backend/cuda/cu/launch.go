@@ -19,6 +19,9 @@ type Launch struct {
 	Shared      int // dynamic shared memory, bytes
 	Stream      Stream
 	PDL         bool // programmatic dependent launch: may start before the previous kernel ends (sm_90+)
+	// Cluster groups the grid's blocks into thread-block clusters of this
+	// shape (sm_90+), each divisible into the grid; zero: no clusters.
+	Cluster Dim3
 }
 
 // Args are kernel arguments in declaration order. Each is a DevicePtr,
@@ -68,12 +71,17 @@ type launchAttr struct {
 	value [8]uint64
 }
 
-const attrProgrammaticStreamSerialization = 6
+// CUlaunchAttributeID values this package sets.
+const (
+	attrClusterDimension                = 4
+	attrProgrammaticStreamSerialization = 6
+)
 
 // Launch enqueues f with args. With l.PDL set it uses cuLaunchKernelEx with
 // programmatic stream serialization, so the kernel may begin while the
 // previous one drains; the kernel must wait (griddepcontrol.wait) before
-// reading what that one wrote.
+// reading what that one wrote. With l.Cluster set it uses cuLaunchKernelEx
+// with that cluster shape.
 func (c *Context) Launch(f *Function, l Launch, args Args) error {
 	vals, err := args.pack()
 	if err != nil {
@@ -99,7 +107,11 @@ func (c *Context) Launch(f *Function, l Launch, args Args) error {
 			return fmt.Errorf("launching %s: bad shape grid %v block %v", f.Name, l.Grid, l.Block)
 		}
 	}
-	if !l.PDL {
+	cl := l.Cluster
+	if cl != (Dim3{}) && (cl.X <= 0 || cl.Y <= 0 || cl.Z <= 0 || l.Grid.X%cl.X != 0 || l.Grid.Y%cl.Y != 0 || l.Grid.Z%cl.Z != 0) {
+		return fmt.Errorf("launching %s: cluster %v does not divide grid %v", f.Name, cl, l.Grid)
+	}
+	if !l.PDL && cl == (Dim3{}) {
 		err = c.do("cuLaunchKernel "+f.Name, c.d.fn.cuLaunchKernel, f.h,
 			uintptr(l.Grid.X), uintptr(l.Grid.Y), uintptr(l.Grid.Z),
 			uintptr(l.Block.X), uintptr(l.Block.Y), uintptr(l.Block.Z),
@@ -109,14 +121,26 @@ func (c *Context) Launch(f *Function, l Launch, args Args) error {
 	if c.d.fn.cuLaunchKernelEx == 0 {
 		return fmt.Errorf("launching %s: the driver has no cuLaunchKernelEx (needs CUDA 11.8+)", f.Name)
 	}
-	attr := &launchAttr{id: attrProgrammaticStreamSerialization}
-	attr.value[0] = 1
-	pin.Pin(attr)
+	attrs := &[2]launchAttr{}
+	n := 0
+	if l.PDL {
+		attrs[n].id = attrProgrammaticStreamSerialization
+		attrs[n].value[0] = 1
+		n++
+	}
+	if cl != (Dim3{}) {
+		// CUlaunchAttributeValue.clusterDim: three unsigned ints.
+		attrs[n].id = attrClusterDimension
+		attrs[n].value[0] = uint64(uint32(cl.X)) | uint64(uint32(cl.Y))<<32
+		attrs[n].value[1] = uint64(uint32(cl.Z))
+		n++
+	}
+	pin.Pin(attrs)
 	cfg := &launchConfig{
 		gridX: uint32(l.Grid.X), gridY: uint32(l.Grid.Y), gridZ: uint32(l.Grid.Z),
 		blockX: uint32(l.Block.X), blockY: uint32(l.Block.Y), blockZ: uint32(l.Block.Z),
 		shared: uint32(l.Shared), stream: uintptr(l.Stream),
-		attrs: unsafe.Pointer(attr), numAttrs: 1,
+		attrs: unsafe.Pointer(&attrs[0]), numAttrs: uint32(n),
 	}
 	return c.do("cuLaunchKernelEx "+f.Name, c.d.fn.cuLaunchKernelEx,
 		uintptr(unsafe.Pointer(cfg)), f.h, pp, 0)

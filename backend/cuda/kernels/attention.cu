@@ -116,20 +116,26 @@ struct oshape {
 	}
 };
 
-// oxload fills x with the heads' outputs (os, nc floats from column c0)
-// under W_o's block b, zero where the block reaches past them.
+// oxload fills x with the heads' outputs (os, nc floats from column c0,
+// element e at XS_AT(e): lane l reads W_o's block l, and unpadded the
+// lanes of a quarter warp would all hit the same four banks) under W_o's
+// block b, zero where the block reaches past them.
 __device__ __forceinline__ void oxload(xblk &x, const float *os, const oshape &o, int b) {
 	int e0 = 32 * b - o.c0;
-	if (e0 >= 0 && e0 + 32 <= o.nc) {
-		const float4 *p = (const float4 *)(os + e0);
+	if (e0 >= 0 && e0 + 32 <= o.nc && (e0 & 31) == 0) {
+		const float4 *p = (const float4 *)(os + XS_AT(e0));
 #pragma unroll
 		for (int j = 0; j < 8; j++) x.v[j] = p[j];
 		return;
 	}
 	float *f = (float *)x.v;
 #pragma unroll
-	for (int j = 0; j < 32; j++) f[j] = e0 + j >= 0 && e0 + j < o.nc ? os[e0 + j] : 0.f;
+	for (int j = 0; j < 32; j++) f[j] = e0 + j >= 0 && e0 + j < o.nc ? os[XS_AT(e0 + j)] : 0.f;
 }
+
+// os4 is the float4 of the heads' outputs at element e (a multiple of 4),
+// in oxload's padded layout.
+__device__ __forceinline__ float4 &os4(float *os, int e) { return *(float4 *)(os + XS_AT(e)); }
 
 // oproj adds rows [r0, r1) of W_o times the heads' outputs os to the
 // residual stream res, every warp of the block taking RPW rows a pass. The
@@ -277,7 +283,7 @@ __device__ __forceinline__ void attention(const float *q, const float *k_cache, 
 		if (slot == 0) {
 			if (direct) {
 #pragma unroll
-				for (int j = 0; j < NQ; j++) ((float4 *)(os + h * D))[sub + L * j] = scale4(st.acc[j], 1.f / st.l);
+				for (int j = 0; j < NQ; j++) os4(os, h * D + 4 * (sub + L * j)) = scale4(st.acc[j], 1.f / st.l);
 			} else if (computes) {
 				long at = (long)(hb * ATT_SPLITS + s) * G + h;
 #pragma unroll
@@ -360,11 +366,235 @@ __device__ __forceinline__ void attention(const float *q, const float *k_cache, 
 			a.z += b.z;
 			a.w += b.w;
 		}
-		((float4 *)os)[col] = a;
+		os4(os, 4 * col) = a;
 	}
 	if (!spin && tid == 0) tickets[hb] = 0;
 	__syncthreads();
 	oproj<T>(os, op, wq, wd, r0, r1, first, res, poison);
+}
+
+// attention_cl: the contexts the engine runs whole (up to `single`
+// positions), on thread-block clusters. The o_blocks blocks of a head group
+// (the grid's y) form clusters of C (the launch's cluster shape, at most 8)
+// whose blocks split the positions into C chunks. A lane group keeps its
+// chunk's K and V rows in registers, loaded before the PDL wait, so only q
+// and the row at pos (the previous kernel's) are read after it: one round
+// trip where the split kernel above walks the whole context in each block.
+// A block merges its warps' softmax states in shared memory and stores the
+// result in every block of its cluster (distributed shared memory); after
+// one cluster barrier each block merges the C states and adds its
+// o_blocks-th of W_o's rows to the residual stream, as above. Each of the
+// o_blocks/C clusters of a group computes the whole softmax: in parallel,
+// off the critical path.
+#define ATT_CL_UNROLL 2 // positions a lane group loads at once
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+__device__ __forceinline__ int cluster_rank() {
+	unsigned r;
+	asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+	return (int)r;
+}
+
+__device__ __forceinline__ int cluster_blocks() {
+	unsigned r;
+	asm volatile("mov.u32 %0, %%cluster_nctarank;" : "=r"(r));
+	return (int)r;
+}
+
+// The cluster barrier in two halves: arrive (release: this thread's
+// earlier writes, to any block's shared memory, become visible) and wait
+// (acquire) for every thread of the cluster to have arrived.
+__device__ __forceinline__ void cluster_arrive() { asm volatile("barrier.cluster.arrive;" ::: "memory"); }
+__device__ __forceinline__ void cluster_arrive_relaxed() { asm volatile("barrier.cluster.arrive.relaxed;" ::: "memory"); }
+__device__ __forceinline__ void cluster_wait() { asm volatile("barrier.cluster.wait;" ::: "memory"); }
+
+// cluster_addr is p (this block's shared memory) in block rank's.
+__device__ __forceinline__ unsigned cluster_addr(const float *p, int rank) {
+	unsigned long long s;
+	unsigned r;
+	asm("cvta.to.shared.u64 %0, %1;" : "=l"(s) : "l"(p));
+	asm("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(r) : "r"((unsigned)s), "r"(rank));
+	return r;
+}
+
+__device__ __forceinline__ void st_cluster4(const float *p, int rank, float4 v) {
+	asm volatile("st.shared::cluster.v4.f32 [%0], {%1, %2, %3, %4};" ::"r"(cluster_addr(p, rank)), "f"(v.x), "f"(v.y),
+	             "f"(v.z), "f"(v.w)
+	             : "memory");
+}
+
+__device__ __forceinline__ void st_cluster2(const float *p, int rank, float a, float b) {
+	asm volatile("st.shared::cluster.v2.f32 [%0], {%1, %2};" ::"r"(cluster_addr(p, rank)), "f"(a), "f"(b) : "memory");
+}
+
+// merge_states merges n ≤ MAXN softmax states (m, l, acc[D]) stride floats
+// apart from src, at float4 d4 of acc: the sum l and the exp-weighted acc
+// relative to the returned max.
+template <int MAXN>
+__device__ __forceinline__ float merge_states(const float *src, int n, int stride, int d4, float &l, float4 &a) {
+	float m[MAXN];
+	float M = -INFINITY;
+#pragma unroll
+	for (int j = 0; j < MAXN; j++) {
+		m[j] = j < n ? src[j * stride] : -INFINITY;
+		M = fmaxf(M, m[j]);
+	}
+	l = 0.f;
+	a = make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll
+	for (int j = 0; j < MAXN; j++) {
+		if (j < n) {
+			float e = m[j] == -INFINITY ? 0.f : expf(m[j] - M); // an empty state (no positions) weighs nothing
+			l += e * src[j * stride + 1];
+			fma4(a, e, ((const float4 *)(src + j * stride + 4))[d4]);
+		}
+	}
+	return M;
+}
+#endif
+
+template <int T, int NQ>
+__device__ __forceinline__ void attention_cl(const float *q, const float *k_cache, const float *v_cache, int ctx_max,
+                                             int head_dim, int n_head, int n_kv_head, int G, int W, int L,
+                                             const int *pos_ptr, float scale, const u8 *wq, const f16 *wd, int dim,
+                                             long long *res, unsigned *poison) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+	extern __shared__ float4 sm4[];
+	float *sm = (float *)sm4;
+	const int D = head_dim, D4 = D / 4, DS = D + 4, tid = threadIdx.x, lane = tid & 31, w = tid >> 5;
+	const int nthreads = blockDim.x, P = 32 / L, sub = lane % L, slot = lane / L;
+	const int h = w / W, wi = w % W; // this warp's head in the group, and its place among the head's warps
+	const int h0 = blockIdx.x * G, kvh = h0 / (n_head / n_kv_head);
+	const int C = cluster_blocks(), rank = cluster_rank();
+	// No block may write to another's shared memory before that one has
+	// started: arrive now, wait before the first such write.
+	cluster_arrive_relaxed();
+	const int n = *pos_ptr + 1;
+	const int chunk = (n + C - 1) / C;
+	const int t0 = min(n, rank * chunk), cnt = min(n, t0 + chunk) - t0;
+	const int fresh = n - 1 - t0; // the row the previous kernel wrote, when it is in the chunk
+	const float *kc = k_cache + ((long)kvh * ctx_max + t0) * D;
+	const float *vc = v_cache + ((long)kvh * ctx_max + t0) * D;
+	// This block's projection rows, and the first pass's weights.
+	const oshape op(h0 * D, G * D, n_head * D);
+	const int rows = (dim + gridDim.y - 1) / gridDim.y;
+	const int r0 = blockIdx.y * rows, r1 = min(dim, r0 + rows);
+	wblk<T> first;
+	{
+		int r = r0 + w * op.RPW + lane / op.LB, b = lane % op.LB;
+		if (b < op.nbl && r < r1) wload<T>(first, wq, wd, (long)r * op.nbo + op.bf + b);
+	}
+	// The lane group's positions tb, tb+step, …: the first ATT_CL_UNROLL
+	// before the wait, all but the fresh row.
+	const int step = W * P, tb = wi * P + slot;
+	float4 k[ATT_CL_UNROLL][NQ], v[ATT_CL_UNROLL][NQ];
+#pragma unroll
+	for (int u = 0; u < ATT_CL_UNROLL; u++) {
+		int t = tb + u * step;
+		bool ok = t < cnt && t != fresh;
+#pragma unroll
+		for (int j = 0; j < NQ; j++) {
+			k[u][j] = ok ? ((const float4 *)(kc + (long)t * D))[sub + L * j] : make_float4(0.f, 0.f, 0.f, 0.f);
+			v[u][j] = ok ? ((const float4 *)(vc + (long)t * D))[sub + L * j] : make_float4(0.f, 0.f, 0.f, 0.f);
+		}
+	}
+	pdl_wait_and_release();
+
+	float4 qv[NQ];
+#pragma unroll
+	for (int j = 0; j < NQ; j++) qv[j] = scale4(((const float4 *)(q + (h0 + h) * D))[sub + L * j], scale);
+	softmax_state<NQ> st;
+	st.init();
+	for (int base = 0; wi * P + base < cnt; base += ATT_CL_UNROLL * step) { // warp-uniform
+#pragma unroll
+		for (int u = 0; u < ATT_CL_UNROLL; u++) {
+			int t = tb + base + u * step;
+			if (t < cnt && (base > 0 || t == fresh)) {
+#pragma unroll
+				for (int j = 0; j < NQ; j++) {
+					k[u][j] = ((const float4 *)(kc + (long)t * D))[sub + L * j];
+					v[u][j] = ((const float4 *)(vc + (long)t * D))[sub + L * j];
+				}
+			}
+		}
+		// The round's scores, then their softmax, merged into the state.
+		float sc[ATT_CL_UNROLL], mr = -INFINITY;
+#pragma unroll
+		for (int u = 0; u < ATT_CL_UNROLL; u++) {
+			float d = 0.f;
+#pragma unroll
+			for (int j = 0; j < NQ; j++) d += dot4(k[u][j], qv[j]);
+			for (int o = L / 2; o > 0; o >>= 1) d += __shfl_xor_sync(0xffffffffu, d, o);
+			sc[u] = tb + base + u * step < cnt ? d : -INFINITY;
+			mr = fmaxf(mr, sc[u]);
+		}
+		float lr = 0.f;
+		float4 ar[NQ];
+#pragma unroll
+		for (int j = 0; j < NQ; j++) ar[j] = make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll
+		for (int u = 0; u < ATT_CL_UNROLL; u++) {
+			float e = sc[u] == -INFINITY ? 0.f : expf(sc[u] - mr);
+			lr += e;
+#pragma unroll
+			for (int j = 0; j < NQ; j++) fma4(ar[j], e, v[u][j]);
+		}
+		st.merge(mr, lr, ar);
+	}
+	// The lanes of a warp that share sub hold other positions: combine.
+	for (int o = L; o < 32; o <<= 1) {
+		float m2 = __shfl_xor_sync(0xffffffffu, st.m, o), l2 = __shfl_xor_sync(0xffffffffu, st.l, o);
+		float4 a2[NQ];
+#pragma unroll
+		for (int j = 0; j < NQ; j++) a2[j] = shfl4(st.acc[j], o);
+		st.merge(m2, l2, a2);
+	}
+	// Shared memory: the warps' states [G][W], the cluster's blocks' states
+	// [G][C] (written by those blocks), then the heads' outputs (padded).
+	float *ws = sm, *cs = sm + G * W * DS, *os = cs + G * C * DS;
+	float *mine = ws + (h * W + wi) * DS;
+	if (slot == 0) {
+#pragma unroll
+		for (int j = 0; j < NQ; j++) ((float4 *)(mine + 4))[sub + L * j] = st.acc[j];
+		if (sub == 0) mine[0] = st.m, mine[1] = st.l;
+	}
+	__syncthreads();
+	cluster_wait(); // every block of the cluster has started
+	// Thread (c, x, d4) merges head x's W warp states at float4 d4 and
+	// stores the block's state in block c's cs[x][rank].
+	for (int i = tid; i < C * G * D4; i += nthreads) {
+		int c = i / (G * D4), x = i % (G * D4) / D4, d4 = i % D4;
+		float l;
+		float4 a;
+		float M = merge_states<4>(ws + x * W * DS, W, DS, d4, l, a);
+		for (int j = 4; j < W; j += 4) { // more than 4 warps a head
+			float l2;
+			float4 a2;
+			float M2 = merge_states<4>(ws + (x * W + j) * DS, min(4, W - j), DS, d4, l2, a2);
+			float MM = fmaxf(M, M2), e1 = M == -INFINITY ? 0.f : expf(M - MM), e2 = M2 == -INFINITY ? 0.f : expf(M2 - MM);
+			l = l * e1 + l2 * e2;
+			a = scale4(a, e1);
+			fma4(a, e2, a2);
+			M = MM;
+		}
+		float *dst = cs + (x * C + rank) * DS;
+		st_cluster4(dst + 4 + 4 * d4, c, a);
+		if (d4 == 0) st_cluster2(dst, c, M, l);
+	}
+	cluster_arrive();
+	cluster_wait();
+	for (int i = tid; i < G * D4; i += nthreads) {
+		int x = i / D4, d4 = i % D4;
+		float l;
+		float4 a;
+		merge_states<8>(cs + x * C * DS, C, DS, d4, l, a);
+		os4(os, x * D + 4 * d4) = scale4(a, 1.f / l);
+	}
+	__syncthreads();
+	oproj<T>(os, op, wq, wd, r0, r1, first, res, poison);
+#else
+	asm volatile("trap;"); // clusters need sm_90: the engine launches this kernel only there
+#endif
 }
 
 // attention_<type>_<NQ>: W_o in layout <type>, NQ float4s of the head
@@ -381,3 +611,18 @@ __device__ __forceinline__ void attention(const float *q, const float *k_cache, 
 	}
 #define ATTENTION_NQ(name, T) ATTENTION(name, T, 1) ATTENTION(name, T, 2) ATTENTION(name, T, 3) ATTENTION(name, T, 4)
 FOR_EACH_WEIGHT_TYPE(ATTENTION_NQ)
+
+// attention_cl_<type>_<NQ>: as attention_<type>_<NQ>, for contexts run
+// whole, launched in clusters of at most 8 blocks along y.
+#define ATTENTION_CL(name, T, NQ)                                                                                  \
+	extern "C" __global__ void __launch_bounds__(512)                                                              \
+	    attention_cl_##name##_##NQ(const float *q, const float *k_cache, const float *v_cache, int ctx_max,        \
+	                               int head_dim, int n_head, int n_kv_head, int G, int W, int L,                   \
+	                               const int *pos_ptr, float scale, const u8 *wq, const f16 *wd, int dim,          \
+	                               long long *res, unsigned *poison) {                                             \
+		attention_cl<T, NQ>(q, k_cache, v_cache, ctx_max, head_dim, n_head, n_kv_head, G, W, L, pos_ptr, scale, wq, \
+		                    wd, dim, res, poison);                                                                 \
+	}
+#define ATTENTION_CL_NQ(name, T)                                                                                   \
+	ATTENTION_CL(name, T, 1) ATTENTION_CL(name, T, 2) ATTENTION_CL(name, T, 3) ATTENTION_CL(name, T, 4)
+FOR_EACH_WEIGHT_TYPE(ATTENTION_CL_NQ)
