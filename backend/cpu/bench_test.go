@@ -40,35 +40,18 @@ func BenchmarkDecode(b *testing.B) {
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "tok/s")
 }
 
-func BenchmarkPrefill128(b *testing.B) {
-	m := benchModel(b)
-	be, err := New(m, Options{ContextLen: 512})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer be.Close()
-	prompt := make([]int32, 128)
-	for i := range prompt {
-		prompt[i] = int32(i * 37 % m.Config.VocabSize)
-	}
-	ctx := context.Background()
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		if _, err := be.Forward(ctx, prompt, 0); err != nil {
-			b.Fatal(err)
-		}
-	}
-	b.ReportMetric(float64(b.N*len(prompt))/b.Elapsed().Seconds(), "tok/s")
-}
+func BenchmarkPrefill128(b *testing.B) { benchPrefill(b, 128) }
 
-func BenchmarkPrefill512(b *testing.B) {
+func BenchmarkPrefill512(b *testing.B) { benchPrefill(b, 512) }
+
+func benchPrefill(b *testing.B, n int) {
 	m := benchModel(b)
-	be, err := New(m, Options{ContextLen: 1024})
+	be, err := New(m, Options{ContextLen: 2 * n})
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer be.Close()
-	prompt := make([]int32, 512)
+	prompt := make([]int32, n)
 	for i := range prompt {
 		prompt[i] = int32(i * 37 % m.Config.VocabSize)
 	}
