@@ -7,5 +7,9 @@ import (
 )
 
 func newCUDA(mm *model.Model, o Options) (backend.Backend, error) {
-	return cuda.New(mm, cuda.Options{ContextLen: o.ContextLen})
+	b, err := cuda.New(mm, cuda.Options{ContextLen: o.ContextLen})
+	if err != nil {
+		return nil, err // not a typed nil *cuda.Backend inside the interface
+	}
+	return b, nil
 }

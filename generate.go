@@ -113,6 +113,9 @@ func (m *Model) GenerateTokens(ctx context.Context, prompt []int32, o GenerateOp
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	st.PromptTokens = len(prompt)
+	if m.closed {
+		return st, errors.New("generate: the model is closed")
+	}
 	if len(prompt) == 0 {
 		return st, errors.New("generate: empty prompt")
 	}

@@ -132,3 +132,16 @@ func TestPromptPrefixIsReused(t *testing.T) {
 		t.Errorf("unrelated prompt reused %d tokens", st3.PromptReused)
 	}
 }
+
+func TestGenerateAfterCloseIsAnError(t *testing.T) {
+	m := loadStories(t)
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Generate(context.Background(), "Once", GenerateOptions{MaxTokens: 3}, func(string) error { return nil }); err == nil {
+		t.Error("Generate after Close: no error")
+	}
+	if err := m.Close(); err != nil {
+		t.Errorf("second Close: %v", err)
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"math"
 	"runtime"
 
+	"gotok/backend"
 	"gotok/model"
 	"gotok/quant"
 	"gotok/sample"
@@ -21,18 +22,11 @@ const MaxBatch = 64
 // Options configures a CPU backend.
 type Options struct {
 	// ContextLen is the KV cache length in tokens (0: the model's, capped at
-	// DefaultMaxContext).
+	// backend.DefaultMaxContext).
 	ContextLen int
 	// Threads is the number of worker goroutines (0: all cores).
 	Threads int
 }
-
-// MaxKVBytes bounds the KV cache a backend allocates.
-const MaxKVBytes = 16 << 30
-
-// DefaultMaxContext caps the default KV cache so that models trained on long
-// contexts do not allocate gigabytes unasked.
-const DefaultMaxContext = 4096
 
 // Backend is the CPU forward pass of one model with its KV cache. It is not
 // safe for concurrent use.
@@ -42,6 +36,7 @@ type Backend struct {
 	ctxLen  int
 	threads int
 	pool    *pool
+	closed  bool
 	rope    *rope
 
 	// KV cache, per layer: ctxLen × KVDim floats.
@@ -64,14 +59,9 @@ type Backend struct {
 // New prepares a backend for m.
 func New(m *model.Model, o Options) (*Backend, error) {
 	c := m.Config
-	ctxLen := o.ContextLen
-	if ctxLen <= 0 {
-		ctxLen = min(c.ContextLen, DefaultMaxContext)
-	}
-	// The KV cache is the big allocation: refuse sizes that would take the
-	// process down instead of returning an error.
-	if kv := int64(ctxLen) * int64(c.NumLayers) * int64(c.KVDim()) * 8; ctxLen > 1<<20 || kv > MaxKVBytes {
-		return nil, fmt.Errorf("cpu: a context of %d tokens needs a %.1f GiB KV cache (limit %d GiB); lower --ctx", ctxLen, float64(kv)/(1<<30), MaxKVBytes>>30)
+	ctxLen, err := backend.ContextLen(o.ContextLen, &c)
+	if err != nil {
+		return nil, fmt.Errorf("cpu: %w", err)
 	}
 	for _, t := range []*model.Tensor{&m.TokenEmbd, &m.Output} {
 		if t.Cols%32 != 0 && t.Type != quant.F32 {
@@ -130,21 +120,17 @@ func (b *Backend) ContextLen() int { return b.ctxLen }
 
 // Close stops the workers.
 func (b *Backend) Close() error {
+	b.closed = true
 	b.pool.close()
 	return nil
 }
 
 func (b *Backend) check(tokens []int32, pos int) error {
-	if len(tokens) == 0 {
-		return fmt.Errorf("cpu: no tokens")
+	if b.closed {
+		return fmt.Errorf("cpu: %w", backend.ErrClosed)
 	}
-	if pos < 0 || pos+len(tokens) > b.ctxLen {
-		return fmt.Errorf("cpu: positions %d..%d do not fit the context of %d tokens", pos, pos+len(tokens)-1, b.ctxLen)
-	}
-	for _, t := range tokens {
-		if t < 0 || int(t) >= b.c.VocabSize {
-			return fmt.Errorf("cpu: token id %d is out of range (vocabulary of %d)", t, b.c.VocabSize)
-		}
+	if err := backend.CheckInput(tokens, pos, b.ctxLen, b.c.VocabSize); err != nil {
+		return fmt.Errorf("cpu: %w", err)
 	}
 	return nil
 }

@@ -407,7 +407,7 @@ func TestBadInput(t *testing.T) {
 
 func TestBadOptions(t *testing.T) {
 	m := genModel(t, synth.Presets["tiny"], quant.Q8_0, 1)
-	for _, o := range []Options{{ContextLen: 1 << 21}, {Threads: 1 << 20}} {
+	for _, o := range []Options{{ContextLen: 1 << 25}, {Threads: 1 << 20}} {
 		if b, err := New(m, o); err == nil {
 			b.Close()
 			t.Errorf("New(%+v): no error", o)
@@ -447,5 +447,17 @@ func TestRopeVariantsMatchReference(t *testing.T) {
 			}
 		}
 		b.Close()
+	}
+}
+
+func TestUseAfterClose(t *testing.T) {
+	m := genModel(t, synth.Presets["tiny"], quant.Q8_0, 1)
+	b, err := New(m, Options{ContextLen: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Close()
+	if _, err := b.Forward(context.Background(), []int32{1}, 0); err == nil {
+		t.Error("Forward after Close: no error")
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"math"
 	"os"
 
+	"gotok/backend"
 	"gotok/backend/cuda/cu"
 	"gotok/model"
 	"gotok/sample"
@@ -22,16 +23,13 @@ import (
 // Options configures a CUDA backend.
 type Options struct {
 	// ContextLen is the KV cache length in tokens (0: the model's, capped at
-	// DefaultMaxContext).
+	// backend.DefaultMaxContext).
 	ContextLen int
 	// Device is the CUDA device ordinal.
 	Device int
 	// NoPDL turns programmatic dependent launch off (it is on for sm_90+).
 	NoPDL bool
 }
-
-// DefaultMaxContext caps the default KV cache, as the CPU backend does.
-const DefaultMaxContext = 4096
 
 // io is the step's input (token, position, sampler parameters) and output
 // (sampled token), in pinned host memory that the kernels read and write
@@ -157,9 +155,8 @@ func New(m *model.Model, o Options) (_ *Backend, err error) {
 		return nil, err
 	}
 	cfg := &b.cfg
-	b.ctxLen = o.ContextLen
-	if b.ctxLen <= 0 {
-		b.ctxLen = min(cfg.ContextLen, DefaultMaxContext)
+	if b.ctxLen, err = backend.ContextLen(o.ContextLen, cfg); err != nil {
+		return nil, fmt.Errorf("cuda: %w", err)
 	}
 	if err := b.checkConfig(); err != nil {
 		return nil, err
@@ -563,6 +560,9 @@ func (b *Backend) recordHead(l *launcher, res cu.DevicePtr, sampled bool) error 
 
 // Name describes the device and the captured step.
 func (b *Backend) Name() string {
+	if b.c == nil {
+		return "cuda (closed)"
+	}
 	return fmt.Sprintf("cuda (%v, %d kernels per token)", b.c.Info, b.launches)
 }
 
@@ -588,16 +588,11 @@ func (b *Backend) Stats() Stats {
 }
 
 func (b *Backend) check(tokens []int32, pos int) error {
-	if len(tokens) == 0 {
-		return errors.New("cuda: no tokens")
+	if b.c == nil {
+		return fmt.Errorf("cuda: %w", backend.ErrClosed)
 	}
-	if pos < 0 || pos+len(tokens) > b.ctxLen {
-		return fmt.Errorf("cuda: positions %d..%d do not fit the context of %d tokens", pos, pos+len(tokens)-1, b.ctxLen)
-	}
-	for _, t := range tokens {
-		if t < 0 || int(t) >= b.cfg.VocabSize {
-			return fmt.Errorf("cuda: token id %d is out of range (vocabulary of %d)", t, b.cfg.VocabSize)
-		}
+	if err := backend.CheckInput(tokens, pos, b.ctxLen, b.cfg.VocabSize); err != nil {
+		return fmt.Errorf("cuda: %w", err)
 	}
 	return nil
 }
