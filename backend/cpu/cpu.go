@@ -6,7 +6,6 @@ package cpu
 import (
 	"context"
 	"fmt"
-	"math"
 	"runtime"
 
 	"gotok/backend"
@@ -39,8 +38,11 @@ type Backend struct {
 	closed  bool
 	rope    *rope
 
-	// KV cache, per layer: ctxLen × KVDim floats.
+	// KV cache, per layer. Values: ctxLen × KVDim floats. Keys transposed
+	// for attention: KVDim rows (head by head) of kstride floats, one per
+	// position.
 	kcache, vcache [][]float32
+	kstride        int
 
 	// Scratch for a batch of up to MaxBatch tokens.
 	x      []float32 // residual stream, T × Dim
@@ -51,7 +53,7 @@ type Backend struct {
 	att2   []float32 // T × Dim
 	gateUp []float32 // T × 2·FFN
 	hidden activations
-	scores [][]float32 // per worker chunk of heads: ctxLen
+	attn   []attnScratch // per worker
 	logits []float32
 	outAct activations
 }
@@ -78,10 +80,11 @@ func New(m *model.Model, o Options) (*Backend, error) {
 	b := &Backend{m: m, c: c, ctxLen: ctxLen, threads: threads, pool: newPool(threads)}
 	b.rope = newRope(c.RopeDim, c.RopeBase, c.RopeFreqScale, c.RopeNeox, MaxBatch)
 	kvd := c.KVDim()
+	b.kstride = keyStride(ctxLen)
 	b.kcache = make([][]float32, c.NumLayers)
 	b.vcache = make([][]float32, c.NumLayers)
 	for l := range b.kcache {
-		b.kcache[l] = make([]float32, ctxLen*kvd)
+		b.kcache[l] = make([]float32, kvd*b.kstride)
 		b.vcache[l] = make([]float32, ctxLen*kvd)
 	}
 	T := MaxBatch
@@ -93,9 +96,9 @@ func New(m *model.Model, o Options) (*Backend, error) {
 	b.att2 = make([]float32, T*c.Dim)
 	b.gateUp = make([]float32, T*2*c.FFNDim)
 	b.hidden = newActivations(T, c.FFNDim)
-	b.scores = make([][]float32, threads)
-	for i := range b.scores {
-		b.scores[i] = make([]float32, ctxLen)
+	b.attn = make([]attnScratch, threads)
+	for i := range b.attn {
+		b.attn[i] = newAttnScratch(c.NumHeads/c.NumKVHeads, c.HeadDim)
 	}
 	b.logits = make([]float32, c.VocabSize)
 	b.outAct = newActivations(1, c.Dim)
@@ -218,7 +221,7 @@ func (b *Backend) forwardBatch(tokens []int32, pos int) error {
 			b.rope.apply(q, c.NumHeads, c.HeadDim, t)
 			b.rope.apply(k, c.NumKVHeads, c.HeadDim, t)
 			p := pos + t
-			copy(kc[p*kvd:(p+1)*kvd], k)
+			b.storeKey(kc, k, p)
 			copy(vc[p*kvd:(p+1)*kvd], v)
 		}
 		b.attention(l, T, pos)
@@ -238,10 +241,7 @@ func (b *Backend) forwardBatch(tokens []int32, pos int) error {
 		for t := 0; t < T; t++ {
 			g := b.gateUp[t*2*ffn : t*2*ffn+ffn]
 			u := b.gateUp[t*2*ffn+ffn : (t+1)*2*ffn]
-			h := hidden.row(t)
-			for i := range h {
-				h[i] = silu(g[i]) * u[i]
-			}
+			quant.SwiGLU(hidden.row(t), g, u)
 		}
 		hidden.q8ok = false
 		b.matmul(hidden, product{w: &ly.Down, out: b.att2, outStride: dim})
@@ -254,38 +254,6 @@ func (b *Backend) forwardBatch(tokens []int32, pos int) error {
 	rmsNorm(out.row(0), x[(T-1)*dim:T*dim], f32s(b.m.OutputNorm.Data), c.RMSEps)
 	b.matmul(out, product{w: &b.m.Output, out: b.logits, outStride: c.VocabSize})
 	return nil
-}
-
-// attention computes, for each of the T query tokens and each head, softmax
-// attention over the cached positions up to the token's own (causal).
-func (b *Backend) attention(l, T, pos int) {
-	c := &b.c
-	qd, kvd, hd := c.QDim(), c.KVDim(), c.HeadDim
-	group := c.NumHeads / c.NumKVHeads
-	scale := float32(1 / math.Sqrt(float64(hd)))
-	kc, vc := b.kcache[l], b.vcache[l]
-	items := T * c.NumHeads
-	b.pool.parallelFor(items, 1, func(lo, hi int) {
-		// Each range gets its own scores buffer: ranges are disjoint and
-		// there are at most threads of them.
-		scores := b.scores[lo*len(b.scores)/items]
-		for it := lo; it < hi; it++ {
-			t, h := it/c.NumHeads, it%c.NumHeads
-			n := pos + t + 1
-			q := b.q[t*qd+h*hd : t*qd+(h+1)*hd]
-			koff := (h / group) * hd
-			s := scores[:n]
-			for p := 0; p < n; p++ {
-				s[p] = quant.Dot(q, kc[p*kvd+koff:p*kvd+koff+hd]) * scale
-			}
-			softmax(s)
-			o := b.att.row(t)[h*hd : (h+1)*hd]
-			clear(o)
-			for p := 0; p < n; p++ {
-				quant.Axpy(s[p], vc[p*kvd+koff:p*kvd+koff+hd], o)
-			}
-		}
-	})
 }
 
 func addTo(dst, src []float32) {

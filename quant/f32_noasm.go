@@ -1,0 +1,13 @@
+//go:build !amd64 || purego
+
+package quant
+
+// Stubs for the kernels of f32_amd64.s; with useAVX2 false they are never
+// called.
+
+func matMulF32AVX2(a *float32, lda int, b *float32, ldb int, k int, c *float32, ldc int, tiles int, accumulate int) {
+	panic("unreachable")
+}
+func expSumAVX2(x *float32, n int, shift float32) float32 { panic("unreachable") }
+func swiGLUAVX2(dst, gate, up *float32, n int)            { panic("unreachable") }
+func maxAVX2(x *float32, n int) float32                   { panic("unreachable") }

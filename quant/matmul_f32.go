@@ -1,0 +1,83 @@
+package quant
+
+import "fmt"
+
+// MatMulF32 computes the m×n matrix product C = A·B of float32 matrices
+// stored row by row at strides lda, ldb and ldc (A is m×k, B is k×n),
+// setting c[i*ldc+j] to Σ_l a[i*lda+l]·b[l*ldb+j], or adding it there
+// when accumulate is true. Other elements of c are left untouched.
+//
+// It is meant for attention, where both products are small and strided:
+// scores = Q·Kᵀ with the keys stored transposed, and output = P·V. The
+// AVX2 kernel computes 4×16 tiles of C in registers, loading each row
+// segment of B once per four rows of A and broadcasting elements of A, so
+// it needs no horizontal sums; rows past a multiple of 4 and columns past
+// a multiple of 16 take the Go code, so callers that want speed pad m and
+// n (or at least m).
+func MatMulF32(m, n, k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int, accumulate bool) {
+	checkMatMulF32(m, n, k, len(a), lda, len(b), ldb, len(c), ldc)
+	if m == 0 || n == 0 {
+		return
+	}
+	if k == 0 {
+		if !accumulate {
+			for i := 0; i < m; i++ {
+				clear(c[i*ldc : i*ldc+n])
+			}
+		}
+		return
+	}
+	m4, n16 := 0, 0
+	if useAVX2 {
+		m4, n16 = m&^3, n&^15
+	}
+	if n16 > 0 {
+		acc := 0
+		if accumulate {
+			acc = 1
+		}
+		for i := 0; i < m4; i += 4 {
+			matMulF32AVX2(&a[i*lda], lda, &b[0], ldb, k, &c[i*ldc], ldc, n16/16, acc)
+		}
+	} else {
+		m4 = 0
+	}
+	if n16 < n { // the columns right of the tiles, for the tiled rows
+		matMulF32Generic(m4, n-n16, k, a, lda, b[n16:], ldb, c[n16:], ldc, accumulate)
+	}
+	if m4 < m {
+		matMulF32Generic(m-m4, n, k, a[m4*lda:], lda, b, ldb, c[m4*ldc:], ldc, accumulate)
+	}
+}
+
+func checkMatMulF32(m, n, k, alen, lda, blen, ldb, clen, ldc int) {
+	if m < 0 || n < 0 || k < 0 {
+		panic(fmt.Sprintf("quant: MatMulF32: negative size %d×%d×%d", m, n, k))
+	}
+	check := func(name string, length, rows, cols, stride int) {
+		if rows == 0 || cols == 0 {
+			return
+		}
+		if rows > 1 && stride < cols {
+			panic(fmt.Sprintf("quant: MatMulF32: %s stride %d is less than %d columns", name, stride, cols))
+		}
+		if need := (rows-1)*stride + cols; length < need {
+			panic(fmt.Sprintf("quant: MatMulF32: %s has %d floats, %d rows of %d at stride %d need %d", name, length, rows, cols, stride, need))
+		}
+	}
+	check("a", alen, m, k, lda)
+	check("b", blen, k, n, ldb)
+	check("c", clen, m, n, ldc)
+}
+
+func matMulF32Generic(m, n, k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int, accumulate bool) {
+	for i := 0; i < m; i++ {
+		ci := c[i*ldc : i*ldc+n]
+		if !accumulate {
+			clear(ci)
+		}
+		for l := 0; l < k; l++ {
+			axpyGeneric(a[i*lda+l], b[l*ldb:l*ldb+n], ci)
+		}
+	}
+}
