@@ -29,7 +29,10 @@ func ContextLen(requested int, c *model.Config) (int, error) {
 	if n <= 0 {
 		return 0, fmt.Errorf("context length %d", n)
 	}
-	if kv := int64(n) * int64(c.NumLayers) * int64(c.KVDim()) * 8; n > 1<<24 || kv > MaxKVBytes {
+	if n > 1<<24 {
+		return 0, fmt.Errorf("a context of %d tokens is too large; lower --ctx", n)
+	}
+	if kv := int64(n) * int64(c.NumLayers) * int64(c.KVDim()) * 8; kv > MaxKVBytes {
 		return 0, fmt.Errorf("a context of %d tokens needs a %.1f GiB KV cache (limit %d GiB); lower --ctx", n, float64(kv)/(1<<30), MaxKVBytes>>30)
 	}
 	return n, nil

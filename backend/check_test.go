@@ -2,6 +2,7 @@ package backend
 
 import (
 	"math"
+	"strings"
 	"testing"
 
 	"gotok/model"
@@ -43,6 +44,9 @@ func TestContextLen(t *testing.T) {
 	}
 	if _, err := ContextLen(1<<22, c); err == nil { // 4M tokens: 185 GiB of KV cache
 		t.Error("huge context: no error")
+	}
+	if _, err := ContextLen(1<<62, c); err == nil || !strings.Contains(err.Error(), "too large") {
+		t.Errorf("absurd context: %v", err) // must not overflow into a small KV size
 	}
 	if _, err := ContextLen(0, &model.Config{NumLayers: 1, NumKVHeads: 1, HeadDim: 2}); err == nil {
 		t.Error("model context 0: no error")

@@ -185,3 +185,22 @@ func TestStopIsACopy(t *testing.T) {
 		}
 	}
 }
+
+// llama.cpp concatenates consecutive system messages in formats with no
+// system role of their own.
+func TestSystemMessagesConcatenate(t *testing.T) {
+	msgs := []Message{{"system", "A."}, {"system", "B."}, {"user", "hi"}}
+	for name, want := range map[string]string{
+		"gemma": "<start_of_turn>user\nA.B.\n\nhi<end_of_turn>\n",
+		"orion": "Human: A.B.\n\nhi\n\nAssistant: </s>",
+	} {
+		tmpl, err := ByName(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := tmpl.Render(msgs, false)
+		if err != nil || got != want {
+			t.Errorf("%s: %q, %v; want %q", name, got, err, want)
+		}
+	}
+}

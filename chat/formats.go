@@ -181,7 +181,7 @@ func gemma(b *strings.Builder, msgs []Message, addAssistant bool) {
 		role := m.Role
 		switch role {
 		case "system":
-			system = trim(m.Content)
+			system += trim(m.Content) // llama.cpp concatenates system messages
 			continue
 		case "assistant":
 			role = "model"
@@ -205,7 +205,7 @@ func orion(b *strings.Builder, msgs []Message, _ bool) {
 	for _, m := range msgs {
 		switch m.Role {
 		case "system":
-			system = m.Content
+			system += m.Content // llama.cpp concatenates system messages
 		case "user":
 			b.WriteString("Human: ")
 			if system != "" {

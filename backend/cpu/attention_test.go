@@ -31,7 +31,7 @@ func TestAttentionMatchesReference(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			for _, run := range []struct{ T, pos int }{{1, 0}, {1, 699}, {37, 0}, {64, 230}, {64, 600}, {5, 511}} {
+			for _, run := range []struct{ T, pos int }{{1, 0}, {1, 699}, {37, 0}, {64, 230}, {64, 600}, {5, 511}, {64, 636}} {
 				name := fmt.Sprintf("heads %d/%d × %d, %d threads, %d tokens at %d", c.NumHeads, c.NumKVHeads, c.HeadDim, threads, run.T, run.pos)
 				n := run.pos + run.T
 				qd, kvd := c.QDim(), c.KVDim()

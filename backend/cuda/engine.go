@@ -581,6 +581,9 @@ type Stats struct {
 
 // Stats returns the engine's launch and memory figures.
 func (b *Backend) Stats() Stats {
+	if b.c == nil {
+		return Stats{} // closed
+	}
 	c := &b.cfg
 	return Stats{KernelsPerToken: b.launches, SampledKernelsPerToken: b.sampleLaunches, GraphNodes: b.graphs[0].greedy.Nodes,
 		WeightBytes: b.weightBytes, KVBytes: int64(8 * len(b.layers) * c.NumKVHeads * b.ctxLen * c.HeadDim),
