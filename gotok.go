@@ -136,6 +136,12 @@ func (m *Model) Backend() backend.Backend {
 // ContextLen is the KV cache length in tokens.
 func (m *Model) ContextLen() int { return m.backend.ContextLen() }
 
+// ChatTemplate is the model's chat template (tokenizer.chat_template, a
+// Jinja text; package chat renders the formats it names).
+func (m *Model) ChatTemplate() (string, bool) {
+	return m.model.File.String("tokenizer.chat_template")
+}
+
 // Params is the number of weights.
 func (m *Model) Params() int64 { return m.model.Params() }
 

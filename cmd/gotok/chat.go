@@ -15,7 +15,6 @@ import (
 
 	"gotok"
 	"gotok/chat"
-	"gotok/gguf"
 )
 
 func newChatCmd() *cobra.Command {
@@ -49,13 +48,10 @@ Example:
 			if err := sf.params(0).Validate(); err != nil {
 				return err
 			}
-			path, err := modelPath(lf.model)
-			if err != nil {
-				return err
-			}
-			tmpl, err := chatTemplate(path, templateName)
-			if err != nil {
-				return err
+			if templateName != "" { // a bad name fails before the load
+				if _, err := chat.ByName(templateName); err != nil {
+					return err
+				}
 			}
 			stderr := cmd.ErrOrStderr()
 			m, loadTime, err := lf.load(stderr)
@@ -63,6 +59,10 @@ Example:
 				return err
 			}
 			defer m.Close()
+			tmpl, err := chatTemplate(m, templateName)
+			if err != nil {
+				return err
+			}
 			params := sf.params(m.ContextLen())
 			if lf.verbose {
 				fmt.Fprintf(stderr, "gotok: chat template %s\n", tmpl.Name())
@@ -96,22 +96,17 @@ Example:
 
 // chatTemplate is the template called name, or else the one the model's
 // tokenizer.chat_template is written in.
-func chatTemplate(path, name string) (chat.Template, error) {
+func chatTemplate(m *gotok.Model, name string) (chat.Template, error) {
 	if name != "" {
 		return chat.ByName(name)
 	}
-	f, err := gguf.Open(path)
-	if err != nil {
-		return chat.Template{}, err
-	}
-	defer f.Close()
-	jinja, ok := f.String("tokenizer.chat_template")
+	jinja, ok := m.ChatTemplate()
 	if !ok {
-		return chat.Template{}, fmt.Errorf("%s has no chat template (tokenizer.chat_template): pass --template NAME, one of %s", path, strings.Join(chat.Names(), ", "))
+		return chat.Template{}, fmt.Errorf("the model has no chat template (tokenizer.chat_template): pass --template NAME, one of %s", strings.Join(chat.Names(), ", "))
 	}
 	t, err := chat.Detect(jinja)
 	if err != nil {
-		return chat.Template{}, fmt.Errorf("%s: %w; pass --template NAME, one of %s", path, err, strings.Join(chat.Names(), ", "))
+		return chat.Template{}, fmt.Errorf("%w; pass --template NAME, one of %s", err, strings.Join(chat.Names(), ", "))
 	}
 	return t, nil
 }

@@ -100,14 +100,15 @@ func tokenizerSource(path string) (func(w *gguf.Writer) (int, error), error) {
 	if err != nil {
 		return nil, fmt.Errorf("gen: tokenizer: %w", err)
 	}
+	// Parsed metadata is copied out of the mapping: the file can close now.
+	defer src.Close()
 	toks, ok := src.Strings("tokenizer.ggml.tokens")
 	if !ok {
-		src.Close()
 		return nil, fmt.Errorf("gen: %s has no tokenizer.ggml.tokens", path)
 	}
+	meta := &src.Metadata
 	return func(w *gguf.Writer) (int, error) {
-		defer src.Close()
-		tokenizer.CopyMetadata(&src.Metadata, w)
+		tokenizer.CopyMetadata(meta, w)
 		return len(toks), nil
 	}, nil
 }

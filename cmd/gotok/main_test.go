@@ -280,3 +280,19 @@ func TestQuantizeKeepsQuantizedUnlessAllowed(t *testing.T) {
 		t.Errorf("output mode %v, %v", st.Mode(), err)
 	}
 }
+
+func TestGenWithTokenizerFromGGUF(t *testing.T) {
+	src := filepath.Join(shared(t), "models", "stories260K.gguf")
+	p := filepath.Join(t.TempDir(), "t.gguf")
+	if _, _, err := cli(t, "gen", "-o", p, "--preset", "tiny", "--tokenizer", src); err != nil {
+		t.Fatal(err)
+	}
+	info := infoJSON(t, p)
+	if info.Tokenizer.Model != "llama" || info.Tokenizer.VocabSize != 512 || info.Config.VocabSize != 512 {
+		t.Errorf("tokenizer %+v, vocab %d", info.Tokenizer, info.Config.VocabSize)
+	}
+	out, _, err := cli(t, "run", "-m", p, "-p", "Once upon", "-n", "5", "--temp", "0", "--device", "cpu")
+	if err != nil || out == "" {
+		t.Errorf("run: %q, %v", out, err)
+	}
+}
