@@ -66,6 +66,9 @@ type tuning struct {
 	// to attnSingle positions (attention_cl) when long contexts have their
 	// own graphs (0: the split kernel for every length).
 	attnCluster int
+	// noL2Head leaves the output head's weights out of the persisting
+	// L2 window (Backend.keepHeadInL2).
+	noL2Head bool
 }
 
 func defaultTuning() tuning {
@@ -102,6 +105,7 @@ type Backend struct {
 	layers       []layerWeights
 	embd, output deviceMatrix
 	outNorm      cu.DevicePtr
+	headWindow   *cu.L2Window // the output head's weights, kept in L2 (nil: no room set aside)
 	ropeCS       cu.DevicePtr
 	res          [2]cu.DevicePtr // the residual stream, fixed point (kernels/common.cuh): layer i reads res[i%2]
 	poison       cu.DevicePtr    // set when a residual addend did not fit in fixed point
@@ -173,6 +177,9 @@ func New(m *model.Model, o Options) (_ *Backend, err error) {
 	if err := b.allocState(); err != nil {
 		return nil, err
 	}
+	if err := b.keepHeadInL2(); err != nil {
+		return nil, err
+	}
 	l := &launcher{c: c, k: b.k, stream: b.stream, sms: c.Info.SMCount, pdl: c.Info.Major >= 9 && !o.NoPDL}
 	if err := b.capture(l); err != nil {
 		return nil, err
@@ -237,6 +244,10 @@ func residualAddends(c *model.Config) int {
 // warps 426, 2 warps 476).
 func (b *Backend) capture(l *launcher) error {
 	b.destroyGraphs()
+	l.headWindow = nil
+	if !b.tune.noL2Head {
+		l.headWindow = b.headWindow
+	}
 	long := *l
 	long.attnWarpsPerHead = b.tune.attnWarpsLong
 	long.attnCluster = 0
@@ -277,6 +288,27 @@ func (b *Backend) destroyGraphs() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// keepHeadInL2 sets L2 aside for the output head's weights, where the
+// device has persisting L2: every step reads them whole (30 MB of Q8_0 for
+// SmolLM's 49152×576), a third of the step's weight bytes, and with the
+// rest of the weights streaming through L2 they would come from HBM each
+// time. The layers read theirs spread over 90 kernels whose time goes with
+// latency, not bandwidth; the head is one kernel that waits for all its
+// bytes.
+func (b *Backend) keepHeadInL2() error {
+	info := b.c.Info
+	base, n := b.output.span()
+	if n = min(n, info.MaxL2Window); info.MaxPersistingL2 == 0 || n <= 0 {
+		return nil
+	}
+	set, err := b.c.SetPersistingL2(n)
+	if err != nil {
+		return fmt.Errorf("cuda: setting L2 aside for the output head: %w", err)
+	}
+	b.headWindow = &cu.L2Window{Base: base, Bytes: n, HitRatio: min(1, float32(set)/float32(n))}
+	return nil
 }
 
 func (b *Backend) alloc(n int) (cu.DevicePtr, error) {
@@ -721,6 +753,10 @@ func (b *Backend) Close() error {
 	}
 	var errs []error
 	errs = append(errs, b.destroyGraphs())
+	if b.headWindow != nil {
+		_, err := b.c.SetPersistingL2(0)
+		errs = append(errs, err)
+	}
 	for _, p := range b.allocs {
 		errs = append(errs, b.c.Free(p))
 	}

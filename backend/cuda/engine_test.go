@@ -390,6 +390,10 @@ func TestDecodeSpeed(t *testing.T) {
 	if st.DeviceBytes > budget {
 		t.Errorf("device memory %d bytes exceeds weights + KV cache + 64 MiB = %d", st.DeviceBytes, budget)
 	}
+	if w := g.headWindow; w != nil {
+		t.Logf("output head kept in L2: %.1f MB window, hit ratio %.2f (device: up to %.1f MB persisting)",
+			float64(w.Bytes)/1e6, w.HitRatio, float64(g.c.Info.MaxPersistingL2)/1e6)
+	}
 
 	// A few steps against the CPU engine on the real shapes first.
 	if c, err := cpu.New(m, cpu.Options{ContextLen: 64}); err == nil {
@@ -535,6 +539,8 @@ func sweepShapes(t *testing.T, g *Backend) {
 	}
 	variants := []variant{
 		{name: "default", tune: def},
+		{name: "head not kept in L2", tune: with(func(t *tuning) { t.noL2Head = true })},
+		{name: "default again", tune: def},
 		{name: "attention never one split", tune: with(func(t *tuning) { t.attnSingle = 0 })},
 		{name: "never one, 32 share", tune: with(func(t *tuning) { t.attnSingle, t.attnOBlocks = 0, 32 })},
 		{name: "attention one split ≤ 256", tune: with(func(t *tuning) { t.attnSingle = 256 })},
@@ -570,6 +576,11 @@ func sweepShapes(t *testing.T, g *Backend) {
 	t.Logf("launch shapes (greedy graph, µs per token on the device):")
 	for _, v := range variants {
 		g.tune = v.tune
+		// Lines marked persisting stay so until the room is released:
+		// without a window, release it, so that they stream again.
+		if err := setHeadL2(g, !v.tune.noL2Head); err != nil {
+			t.Fatal(err)
+		}
 		l := &launcher{c: g.c, k: g.k, stream: g.stream, sms: g.c.Info.SMCount, pdl: g.c.Info.Major >= 9 && !v.noPDL,
 			warpsPerBlock: v.warps, logitsPerSM: v.logitsPerSM, rows: v.rows, logitsRows: v.logitsRows, ffnShape: v.ffn,
 			attnWarpsPerHead: v.attnWarps}
@@ -596,6 +607,19 @@ func sweepShapes(t *testing.T, g *Backend) {
 	if err := g.capture(l); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// setHeadL2 sets aside L2 for g's output head window, or releases it.
+func setHeadL2(g *Backend, on bool) error {
+	if g.headWindow == nil {
+		return nil
+	}
+	n := 0
+	if on {
+		n = g.headWindow.Bytes
+	}
+	_, err := g.c.SetPersistingL2(n)
+	return err
 }
 
 // profileStep times each kind of kernel on its own: for every kernel name,

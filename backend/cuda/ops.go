@@ -29,6 +29,9 @@ type launcher struct {
 	// contexts run whole (attention_cl; 0: the split kernel), set by
 	// Backend.capture for the graph of short contexts.
 	attnCluster int
+	// headWindow, when set, keeps the output head's weights in L2 across
+	// steps (an access policy window on its launches).
+	headWindow *cu.L2Window
 	// after, when set, runs after each launch (the profiler records an
 	// event there).
 	after func(f *cu.Function) error
@@ -59,11 +62,18 @@ func (l *launcher) launch(f *cu.Function, grid cu.Dim3, block, shared int, args 
 // launchClusters launches f with its blocks in clusters of shape cluster
 // (zero: none).
 func (l *launcher) launchClusters(f *cu.Function, grid, cluster cu.Dim3, block, shared int, args cu.Args) error {
+	return l.launchWith(f, cu.Launch{Grid: grid, Block: cu.Dim(block), Shared: shared, Cluster: cluster}, args)
+}
+
+// launchWith launches f as lc says, on the launcher's stream and with its
+// PDL setting.
+func (l *launcher) launchWith(f *cu.Function, lc cu.Launch, args cu.Args) error {
 	if l.keep != nil && !l.keep(f) {
 		return nil
 	}
 	l.count++
-	err := l.c.Launch(f, cu.Launch{Grid: grid, Block: cu.Dim(block), Shared: shared, Stream: l.stream, PDL: l.pdl, Cluster: cluster}, args)
+	lc.Stream, lc.PDL = l.stream, l.pdl
+	err := l.c.Launch(f, lc, args)
 	if err == nil && l.after != nil {
 		err = l.after(f)
 	}
@@ -400,7 +410,8 @@ func (l *launcher) logits(a logitsArgs) error {
 	if in == 0 {
 		f, in = l.k.logitsFloat[w.Type], a.x
 	}
-	return l.launch(f, cu.Dim(l.logitsBlocks(w)), 32*logitsWarps, stagedBytes(w.Cols), cu.Args{
+	return l.launchWith(f, cu.Launch{Grid: cu.Dim(l.logitsBlocks(w)), Block: cu.Dim(32 * logitsWarps),
+		Shared: stagedBytes(w.Cols), L2Window: l.headWindow}, cu.Args{
 		in, a.poison, a.normW, a.eps, i32(w.Cols), w.Q, w.D, i32(w.Rows), a.logits, a.counts, a.params, a.partV, a.partI,
 		a.ticket, a.best, a.result})
 }

@@ -123,6 +123,15 @@ type deviceMatrix struct {
 	Bytes      int
 }
 
+// span is the device memory the matrix's quants and scales take: the
+// weight arena (weightStage) puts the scales right after the quants.
+func (m *deviceMatrix) span() (cu.DevicePtr, int) {
+	if m.D == 0 {
+		return m.Q, m.Bytes
+	}
+	return m.Q, int(m.D-m.Q) + 2*m.Rows*((m.Cols+31)/32)
+}
+
 func (m *deviceMatrix) blocks() int { return (m.Cols + 31) / 32 }
 
 // upload copies m to the device.

@@ -324,6 +324,54 @@ func TestLaunchPDL(t *testing.T) {
 	}
 }
 
+// TestPersistingL2 sets L2 aside for persisting accesses, runs a kernel
+// whose window covers its buffer (alone and with PDL), and releases it.
+func TestPersistingL2(t *testing.T) {
+	c := openOrSkip(t)
+	if c.Info.MaxPersistingL2 == 0 || c.Info.MaxL2Window == 0 {
+		t.Skipf("no persisting L2 on %v", c.Info)
+	}
+	t.Logf("persisting L2 up to %d bytes, windows up to %d", c.Info.MaxPersistingL2, c.Info.MaxL2Window)
+	n, err := c.SetPersistingL2(1 << 62)
+	if err != nil || n != c.Info.MaxPersistingL2 {
+		t.Fatalf("SetPersistingL2: %d, %v; want the device's most, %d", n, err, c.Info.MaxPersistingL2)
+	}
+	defer func() {
+		if n, err := c.SetPersistingL2(0); n != 0 || err != nil {
+			t.Errorf("releasing persisting L2: %d, %v", n, err)
+		}
+	}()
+	m, err := c.LoadModule("add", []byte(addPTX))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Unload()
+	f, _ := m.Function("add_const")
+	d, _ := c.Alloc(4 * 256)
+	defer c.Free(d)
+	c.MemsetD32(d, 0, 256)
+	for _, pdl := range []bool{false, c.Info.Major >= 9} {
+		l := Launch{Grid: Dim(2), Block: Dim(128), PDL: pdl, L2Window: &L2Window{Base: d, Bytes: 4 * 256, HitRatio: 1}}
+		if err := c.Launch(f, l, Args{d, uint32(256), float32(1)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.Synchronize(); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 4*256)
+	c.CopyDtoH(buf, d)
+	want := float32(1)
+	if c.Info.Major >= 9 {
+		want = 2
+	}
+	for i, v := range bytesToFloats(buf) {
+		if v != want {
+			t.Fatalf("x[%d] = %v after launches with an L2 window, want %v", i, v, want)
+		}
+	}
+}
+
 // clusterPTX writes, for each block, 1000·(blocks in its cluster) + its
 // rank in the cluster.
 const clusterPTX = `

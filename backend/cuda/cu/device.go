@@ -14,6 +14,8 @@ const (
 	attrComputeCapabilityMajor = 75
 	attrComputeCapabilityMinor = 76
 	attrMaxSharedPerBlockOptin = 97
+	attrMaxPersistingL2        = 108
+	attrMaxAccessPolicyWindow  = 109
 )
 
 // DeviceInfo describes a CUDA device.
@@ -25,7 +27,10 @@ type DeviceInfo struct {
 	TotalMem       int64 // bytes
 	L2Bytes        int
 	MaxSharedOptin int // largest dynamic shared memory a block may ask for
-	DriverVersion  int // major*1000 + minor*10
+	// MaxPersistingL2 is the most L2 that may be set aside for persisting
+	// accesses, MaxL2Window the largest access policy window (0: neither).
+	MaxPersistingL2, MaxL2Window int
+	DriverVersion                int // major*1000 + minor*10
 }
 
 func (i DeviceInfo) String() string {
@@ -98,6 +103,8 @@ func (c *Context) readInfo(ordinal int) error {
 		{attrMultiprocessorCount, &info.SMCount},
 		{attrL2CacheSize, &info.L2Bytes},
 		{attrMaxSharedPerBlockOptin, &info.MaxSharedOptin},
+		{attrMaxPersistingL2, &info.MaxPersistingL2},
+		{attrMaxAccessPolicyWindow, &info.MaxL2Window},
 	} {
 		var v int32
 		if err := d.check("cuDeviceGetAttribute", d.call(d.fn.cuDeviceGetAttribute, uintptr(unsafe.Pointer(&v)), uintptr(a.attr), uintptr(c.dev))); err != nil {
@@ -158,4 +165,20 @@ func (c *Context) MemInfo() (free, total int64, err error) {
 	var f, t uint64
 	err = c.do("cuMemGetInfo", c.d.fn.cuMemGetInfo, uintptr(unsafe.Pointer(&f)), uintptr(unsafe.Pointer(&t)))
 	return int64(f), int64(t), err
+}
+
+// CUlimit values this package sets.
+const limitPersistingL2 = 6
+
+// SetPersistingL2 sets aside up to n bytes of L2 (at most MaxPersistingL2)
+// for accesses in persisting windows (Launch.L2Window), and returns the
+// amount set; 0 also releases the lines that persist now.
+func (c *Context) SetPersistingL2(n int) (int, error) {
+	n = max(0, min(n, c.Info.MaxPersistingL2))
+	if n == 0 && c.d.fn.cuCtxResetPersistingL2Cache != 0 {
+		if err := c.do("cuCtxResetPersistingL2Cache", c.d.fn.cuCtxResetPersistingL2Cache); err != nil {
+			return 0, err
+		}
+	}
+	return n, c.do("cuCtxSetLimit", c.d.fn.cuCtxSetLimit, limitPersistingL2, uintptr(n))
 }

@@ -34,6 +34,7 @@ type symbols struct {
 	cuDeviceGetCount, cuDeviceGet, cuDeviceGetName, cuDeviceTotalMem, cuDeviceGetAttribute uintptr
 
 	cuDevicePrimaryCtxRetain, cuDevicePrimaryCtxRelease, cuCtxSetCurrent, cuCtxSynchronize uintptr
+	cuCtxSetLimit, cuCtxResetPersistingL2Cache                                             uintptr
 
 	cuModuleLoadDataEx, cuModuleUnload, cuModuleGetFunction, cuFuncSetAttribute, cuFuncGetAttribute uintptr
 
@@ -80,6 +81,8 @@ func Load() (*Driver, error) {
 		{&f.cuDevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2", false},
 		{&f.cuCtxSetCurrent, "cuCtxSetCurrent", false},
 		{&f.cuCtxSynchronize, "cuCtxSynchronize", false},
+		{&f.cuCtxSetLimit, "cuCtxSetLimit", false},
+		{&f.cuCtxResetPersistingL2Cache, "cuCtxResetPersistingL2Cache", true},
 		{&f.cuModuleLoadDataEx, "cuModuleLoadDataEx", false},
 		{&f.cuModuleUnload, "cuModuleUnload", false},
 		{&f.cuModuleGetFunction, "cuModuleGetFunction", false},

@@ -22,6 +22,18 @@ type Launch struct {
 	// Cluster groups the grid's blocks into thread-block clusters of this
 	// shape (sm_90+), each divisible into the grid; zero: no clusters.
 	Cluster Dim3
+	// L2Window, when set, marks the kernel's accesses to a range as
+	// persisting in L2 (sm_80+; Context.SetPersistingL2 sets the room).
+	L2Window *L2Window
+}
+
+// L2Window is an access policy window: accesses to [Base, Base+Bytes),
+// a HitRatio share of them chosen by address, persist in L2, up to the
+// context's persisting limit; the rest are ordinary.
+type L2Window struct {
+	Base     DevicePtr
+	Bytes    int
+	HitRatio float32
 }
 
 // Args are kernel arguments in declaration order. Each is a DevicePtr,
@@ -73,6 +85,7 @@ type launchAttr struct {
 
 // CUlaunchAttributeID values this package sets.
 const (
+	attrAccessPolicyWindow              = 1
 	attrClusterDimension                = 4
 	attrProgrammaticStreamSerialization = 6
 )
@@ -111,7 +124,7 @@ func (c *Context) Launch(f *Function, l Launch, args Args) error {
 	if cl != (Dim3{}) && (cl.X <= 0 || cl.Y <= 0 || cl.Z <= 0 || l.Grid.X%cl.X != 0 || l.Grid.Y%cl.Y != 0 || l.Grid.Z%cl.Z != 0) {
 		return fmt.Errorf("launching %s: cluster %v does not divide grid %v", f.Name, cl, l.Grid)
 	}
-	if !l.PDL && cl == (Dim3{}) {
+	if !l.PDL && cl == (Dim3{}) && l.L2Window == nil {
 		err = c.do("cuLaunchKernel "+f.Name, c.d.fn.cuLaunchKernel, f.h,
 			uintptr(l.Grid.X), uintptr(l.Grid.Y), uintptr(l.Grid.Z),
 			uintptr(l.Block.X), uintptr(l.Block.Y), uintptr(l.Block.Z),
@@ -121,7 +134,7 @@ func (c *Context) Launch(f *Function, l Launch, args Args) error {
 	if c.d.fn.cuLaunchKernelEx == 0 {
 		return fmt.Errorf("launching %s: the driver has no cuLaunchKernelEx (needs CUDA 11.8+)", f.Name)
 	}
-	attrs := &[2]launchAttr{}
+	attrs := &[3]launchAttr{}
 	n := 0
 	if l.PDL {
 		attrs[n].id = attrProgrammaticStreamSerialization
@@ -133,6 +146,15 @@ func (c *Context) Launch(f *Function, l Launch, args Args) error {
 		attrs[n].id = attrClusterDimension
 		attrs[n].value[0] = uint64(uint32(cl.X)) | uint64(uint32(cl.Y))<<32
 		attrs[n].value[1] = uint64(uint32(cl.Z))
+		n++
+	}
+	if w := l.L2Window; w != nil {
+		// CUaccessPolicyWindow: base_ptr, num_bytes, hitRatio, hitProp
+		// (CU_ACCESS_PROPERTY_PERSISTING = 2), missProp (NORMAL = 0).
+		attrs[n].id = attrAccessPolicyWindow
+		attrs[n].value[0] = uint64(w.Base)
+		attrs[n].value[1] = uint64(w.Bytes)
+		attrs[n].value[2] = uint64(math.Float32bits(w.HitRatio)) | 2<<32
 		n++
 	}
 	pin.Pin(attrs)
