@@ -129,7 +129,7 @@ func (m *deviceMatrix) span() (cu.DevicePtr, int) {
 	if m.D == 0 {
 		return m.Q, m.Bytes
 	}
-	return m.Q, int(m.D-m.Q) + 2*m.Rows*((m.Cols+31)/32)
+	return m.Q, int(m.D-m.Q) + 2*m.Rows*m.blocks()
 }
 
 func (m *deviceMatrix) blocks() int { return (m.Cols + 31) / 32 }

@@ -297,29 +297,54 @@ func TestLaunchPDL(t *testing.T) {
 	if c.Info.Major < 9 {
 		t.Skipf("PDL needs sm_90, device is sm_%d%d", c.Info.Major, c.Info.Minor)
 	}
-	m, err := c.LoadModule("add", []byte(addPTX))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Unload()
-	f, _ := m.Function("add_const")
-	d, _ := c.Alloc(4 * 256)
-	defer c.Free(d)
-	c.MemsetD32(d, 0, 256)
+	f, d := addConst(t, c, 256)
 	l := Launch{Grid: Dim(2), Block: Dim(128), PDL: true}
 	// Without griddepcontrol in the kernel PDL still orders whole kernels
 	// when each one ends before the next reads; this checks the launch path.
 	if err := c.Launch(f, l, Args{d, uint32(256), float32(1)}); err != nil {
 		t.Fatal(err)
 	}
+	checkAll(t, c, d, 256, 1, "after a PDL launch")
+}
+
+// addConst loads the add_const kernel and a zeroed buffer of n floats for
+// it, both freed with the test.
+func addConst(t *testing.T, c *Context, n int) (*Function, DevicePtr) {
+	t.Helper()
+	m, err := c.LoadModule("add", []byte(addPTX))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Unload() })
+	f, err := m.Function("add_const")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := c.Alloc(4 * n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Free(d) })
+	if err := c.MemsetD32(d, 0, n); err != nil {
+		t.Fatal(err)
+	}
+	return f, d
+}
+
+// checkAll waits for the context's work and fails unless each of d's n
+// floats is want.
+func checkAll(t *testing.T, c *Context, d DevicePtr, n int, want float32, what string) {
+	t.Helper()
 	if err := c.Synchronize(); err != nil {
 		t.Fatal(err)
 	}
-	buf := make([]byte, 4*256)
-	c.CopyDtoH(buf, d)
+	buf := make([]byte, 4*n)
+	if err := c.CopyDtoH(buf, d); err != nil {
+		t.Fatal(err)
+	}
 	for i, v := range bytesToFloats(buf) {
-		if v != 1 {
-			t.Fatalf("x[%d] = %v after a PDL launch, want 1", i, v)
+		if v != want {
+			t.Fatalf("x[%d] = %v %s, want %v", i, v, what, want)
 		}
 	}
 }
@@ -341,35 +366,18 @@ func TestPersistingL2(t *testing.T) {
 			t.Errorf("releasing persisting L2: %d, %v", n, err)
 		}
 	}()
-	m, err := c.LoadModule("add", []byte(addPTX))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Unload()
-	f, _ := m.Function("add_const")
-	d, _ := c.Alloc(4 * 256)
-	defer c.Free(d)
-	c.MemsetD32(d, 0, 256)
+	f, d := addConst(t, c, 256)
 	for _, pdl := range []bool{false, c.Info.Major >= 9} {
 		l := Launch{Grid: Dim(2), Block: Dim(128), PDL: pdl, L2Window: &L2Window{Base: d, Bytes: 4 * 256, HitRatio: 1}}
 		if err := c.Launch(f, l, Args{d, uint32(256), float32(1)}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := c.Synchronize(); err != nil {
-		t.Fatal(err)
-	}
-	buf := make([]byte, 4*256)
-	c.CopyDtoH(buf, d)
 	want := float32(1)
 	if c.Info.Major >= 9 {
 		want = 2
 	}
-	for i, v := range bytesToFloats(buf) {
-		if v != want {
-			t.Fatalf("x[%d] = %v after launches with an L2 window, want %v", i, v, want)
-		}
-	}
+	checkAll(t, c, d, 256, want, "after launches with an L2 window")
 }
 
 // clusterPTX writes, for each block, 1000·(blocks in its cluster) + its
