@@ -35,7 +35,10 @@ type Options struct {
 // (sampled token), in pinned host memory that the kernels read and write
 // directly: the graph has no copy nodes. The embedding kernel copies the
 // position and the parameters to device memory (pos, params) for the
-// kernels after it.
+// kernels after it. The greedy steps write their token to slot pos&1 of
+// the two at ioResult, so that the host can read one step's while the
+// next runs (Backend.decodeGreedy); the sampled step and the batched
+// prefill write it to the first.
 const (
 	ioToken  = 0
 	ioPos    = 1
@@ -76,20 +79,37 @@ func defaultTuning() tuning {
 		attnCluster: attCluster}
 }
 
-// stepGraphs are the captured decode step: greedy (the argmax, no
-// penalties) and sampled (penalties and the sampler chain).
-type stepGraphs struct{ greedy, sampled *cu.Graph }
+// stepKind is what a captured decode step takes in and gives out.
+type stepKind int
+
+const (
+	stepGreedy  stepKind = iota // the host's token in, the argmax out (no penalties)
+	stepSampled                 // the host's token and sampler parameters in; penalties, the sampler chain's token out
+	stepChained                 // as stepGreedy, its token the step before's argmax, from device memory
+	stepKinds
+)
+
+// stepGraphs are the captured decode step, one graph per kind.
+type stepGraphs [stepKinds]*cu.Graph
 
 // graphFor is the graph that runs the step at pos.
-func (b *Backend) graphFor(pos int, sampled bool) *cu.Graph {
+func (b *Backend) graphFor(pos int, k stepKind) *cu.Graph {
 	g := b.graphs[0]
-	if pos+1 > b.tune.attnSingle && b.graphs[1].greedy != nil {
+	if pos+1 > b.tune.attnSingle && b.graphs[1][k] != nil {
 		g = b.graphs[1]
 	}
-	if sampled {
-		return g.sampled
-	}
-	return g.greedy
+	return g[k]
+}
+
+// runAhead is the greedy step that Backend.decodeGreedy queued past the
+// one the caller asked for: chained to it, so its input is that step's
+// token, at the next position. The caller's next Decode takes it over
+// when its token and position are those.
+type runAhead struct {
+	queued bool // a step is queued that the host has not waited for
+	ok     bool // and it can be taken over: the step before gave a token
+	pos    int
+	token  int32
 }
 
 // Backend is the CUDA forward pass of one model with its KV cache. It is not
@@ -126,6 +146,9 @@ type Backend struct {
 	// graphs[1] (when captured) longer ones, whose attention blocks have
 	// fewer warps; see graphFor.
 	graphs         [2]stepGraphs
+	next           cu.DevicePtr // a chained step's input: {token, position}, written by the greedy head
+	done           [2]cu.Event  // the greedy step at pos has finished when done[pos&1] has
+	ahead          runAhead
 	launches       int // kernels in one greedy step
 	sampleLaunches int // kernels in one sampled step
 	hs             hostSampler
@@ -176,6 +199,11 @@ func New(m *model.Model, o Options) (_ *Backend, err error) {
 	}
 	if err := b.allocState(); err != nil {
 		return nil, err
+	}
+	for i := range b.done {
+		if b.done[i], err = c.NewSyncEvent(); err != nil {
+			return nil, err
+		}
 	}
 	if err := b.keepHeadInL2(); err != nil {
 		return nil, err
@@ -243,6 +271,9 @@ func residualAddends(c *model.Config) int {
 // 590, 2 warps 569); short contexts want more (@100 on clusters of 4: 4
 // warps 426, 2 warps 476).
 func (b *Backend) capture(l *launcher) error {
+	if err := b.settle(); err != nil {
+		return err
+	}
 	b.destroyGraphs()
 	l.headWindow = nil
 	if !b.tune.noL2Head {
@@ -259,19 +290,20 @@ func (b *Backend) capture(l *launcher) error {
 		if i == 1 && long.attnWarpsPerHead == 0 {
 			break
 		}
-		var err error
-		g := &b.graphs[i]
-		l.count = 0
-		g.greedy, err = b.c.Capture(b.stream, func() error { return b.recordStep(l, false, nil) })
-		if err != nil {
-			return fmt.Errorf("cuda: capturing the decode step: %w", err)
+		for k := range stepKinds {
+			var err error
+			l.count = 0
+			b.graphs[i][k], err = b.c.Capture(b.stream, func() error { return b.recordStep(l, k, nil) })
+			if err != nil {
+				return fmt.Errorf("cuda: capturing the decode step (kind %d): %w", k, err)
+			}
+			switch k {
+			case stepGreedy:
+				b.launches = l.count
+			case stepSampled:
+				b.sampleLaunches = l.count
+			}
 		}
-		b.launches, l.count = l.count, 0
-		g.sampled, err = b.c.Capture(b.stream, func() error { return b.recordStep(l, true, nil) })
-		if err != nil {
-			return fmt.Errorf("cuda: capturing the sampled decode step: %w", err)
-		}
-		b.sampleLaunches, l.count = l.count, 0
 	}
 	return nil
 }
@@ -280,10 +312,10 @@ func (b *Backend) capture(l *launcher) error {
 func (b *Backend) destroyGraphs() error {
 	var errs []error
 	for i := range b.graphs {
-		for _, g := range []**cu.Graph{&b.graphs[i].greedy, &b.graphs[i].sampled} {
-			if *g != nil {
-				errs = append(errs, (*g).Destroy())
-				*g = nil
+		for k, g := range b.graphs[i] {
+			if g != nil {
+				errs = append(errs, g.Destroy())
+				b.graphs[i][k] = nil
 			}
 		}
 	}
@@ -482,7 +514,7 @@ func (b *Backend) allocState() error {
 		{&b.partAcc, acc}, {&b.partML, ml}, {&b.partV, parts}, {&b.partI, parts},
 		{&b.ropeCS, len(rope)},
 		// Zeroed below: counters, the poison word and the penalty history.
-		{&b.pos, 1}, {&b.ticket, 1}, {&b.attnTickets, 2 * c.NumHeads}, {&b.poison, 1}, {&b.best, 1}, {&b.params, spWords},
+		{&b.pos, 1}, {&b.next, 2}, {&b.ticket, 1}, {&b.attnTickets, 2 * c.NumHeads}, {&b.poison, 1}, {&b.best, 1}, {&b.params, spWords},
 		{&b.hist, 2 + b.ctxLen}, {&b.counts, c.VocabSize},
 	}
 	total, zeroFrom := 0, 0
@@ -531,10 +563,14 @@ func ropeScale(c *model.Config) float32 {
 // attention adds the output projection into res[i%2] (nothing reads it
 // meanwhile), and its FFN reads res[i%2] and sums it with the FFN's output
 // into res[(i+1)%2], the next layer's input.
-func (b *Backend) recordStep(l *launcher, sampled bool, afterLayer func(i int) error) error {
+func (b *Backend) recordStep(l *launcher, k stepKind, afterLayer func(i int) error) error {
 	c := &b.cfg
 	pos := b.pos
-	if err := l.embed(b.host.Device, pos, b.params, spWords, &b.embd, b.res[0], b.poison); err != nil {
+	in, nParams := b.host.Device, spWords
+	if k == stepChained {
+		in, nParams = b.next, 0 // the parameters stay the step before's
+	}
+	if err := l.embed(in, pos, b.params, nParams, &b.embd, b.res[0], b.poison); err != nil {
 		return err
 	}
 	scale := float32(1 / math.Sqrt(float64(c.HeadDim)))
@@ -565,12 +601,13 @@ func (b *Backend) recordStep(l *launcher, sampled bool, afterLayer func(i int) e
 			}
 		}
 	}
-	return b.recordHead(l, b.res[len(b.layers)%2], sampled)
+	return b.recordHead(l, b.res[len(b.layers)%2], k == stepSampled)
 }
 
 // recordHead enqueues the output head on the residual stream res and the
-// sampling: the argmax to the host, or (sampled) the penalties, the argmax
-// and the sampler chain, whose token goes to the host.
+// sampling: the argmax to the host (slot pos&1) and to the next step's
+// input, or (sampled) the penalties, the argmax and the sampler chain,
+// whose token goes to the host.
 func (b *Backend) recordHead(l *launcher, res cu.DevicePtr, sampled bool) error {
 	c := &b.cfg
 	if l.logitsBlocks(&b.output) > 16*b.c.Info.SMCount {
@@ -578,10 +615,11 @@ func (b *Backend) recordHead(l *launcher, res cu.DevicePtr, sampled bool) error 
 	}
 	result := b.host.Device.Offset(4 * ioResult)
 	a := logitsArgs{res: res, poison: b.poison, normW: b.outNorm, eps: c.RMSEps, w: &b.output, logits: b.logits,
-		partV: b.partV, partI: b.partI, ticket: b.ticket, best: b.best, result: result}
+		partV: b.partV, partI: b.partI, ticket: b.ticket, best: b.best, result: result, pos: b.pos, next: b.next}
 	if !sampled {
 		return l.logits(a)
 	}
+	a.pos, a.next = 0, 0
 	a.counts, a.params, a.result = b.counts, b.params, 0
 	if err := l.logits(a); err != nil {
 		return err
@@ -617,7 +655,7 @@ func (b *Backend) Stats() Stats {
 		return Stats{} // closed
 	}
 	c := &b.cfg
-	return Stats{KernelsPerToken: b.launches, SampledKernelsPerToken: b.sampleLaunches, GraphNodes: b.graphs[0].greedy.Nodes,
+	return Stats{KernelsPerToken: b.launches, SampledKernelsPerToken: b.sampleLaunches, GraphNodes: b.graphs[0][stepGreedy].Nodes,
 		WeightBytes: b.weightBytes, KVBytes: int64(8 * len(b.layers) * c.NumKVHeads * b.ctxLen * c.HeadDim),
 		DeviceBytes: b.deviceBytes}
 }
@@ -635,16 +673,19 @@ func (b *Backend) check(tokens []int32, pos int) error {
 // step runs the greedy graph for one token and returns the argmax (-1 when
 // every logit is NaN).
 func (b *Backend) step(token int32, pos int) (int32, error) {
+	if err := b.settle(); err != nil {
+		return 0, err
+	}
 	if b.debug != nil {
 		w := b.host.Uint32s()
 		w[ioToken], w[ioPos] = uint32(token), uint32(pos)
 		return b.debugStep(token, pos)
 	}
-	return b.run(b.graphFor(pos, false), token, pos)
+	return b.run(b.graphFor(pos, stepGreedy), token, pos, ioResult+pos&1)
 }
 
-// run replays g for one token and returns what it wrote to io's result.
-func (b *Backend) run(g *cu.Graph, token int32, pos int) (int32, error) {
+// run replays g for one token and returns what it wrote to io word result.
+func (b *Backend) run(g *cu.Graph, token int32, pos int, result int) (int32, error) {
 	w := b.host.Uint32s()
 	w[ioToken], w[ioPos] = uint32(token), uint32(pos)
 	if err := g.Launch(b.stream); err != nil {
@@ -653,7 +694,65 @@ func (b *Backend) run(g *cu.Graph, token int32, pos int) (int32, error) {
 	if err := b.c.SyncStream(b.stream); err != nil {
 		return 0, fmt.Errorf("cuda: decode step at position %d: %w", pos, err)
 	}
-	return int32(w[ioResult]), nil
+	return int32(w[result]), nil
+}
+
+// decodeGreedy runs the greedy step for token at pos and returns its
+// argmax, keeping the GPU a step ahead of the host: it queues the step at
+// pos+1 chained to this one (its token this step's argmax, read on the
+// device) before it waits for this one. When the caller then asks for that
+// token at pos+1, as a generation loop does, the step is already running
+// and the host's round trip (graph launch, wait, reading the id) overlaps
+// it. Otherwise the queued step only wrote scratch, the cache row at pos+1
+// (which the step the caller asks for rewrites before anything reads it)
+// and the other result slot, and is left to finish.
+func (b *Backend) decodeGreedy(token int32, pos int) (int32, error) {
+	if b.debug != nil {
+		return b.step(token, pos)
+	}
+	w := b.host.Uint32s()
+	if a := b.ahead; !a.ok || a.pos != pos || a.token != token {
+		w[ioToken], w[ioPos] = uint32(token), uint32(pos)
+		if err := b.launchGreedy(b.graphFor(pos, stepGreedy), pos); err != nil {
+			return 0, err
+		}
+	}
+	b.ahead.ok = false
+	chain := pos+1 < b.ctxLen
+	if chain {
+		if err := b.launchGreedy(b.graphFor(pos+1, stepChained), pos+1); err != nil {
+			return 0, err
+		}
+	}
+	if err := b.c.SyncEvent(b.done[pos&1]); err != nil {
+		return 0, fmt.Errorf("cuda: decode step at position %d: %w", pos, err)
+	}
+	tok := int32(w[ioResult+pos&1])
+	b.ahead = runAhead{queued: chain, ok: chain && tok >= 0, pos: pos + 1, token: tok}
+	return tok, nil
+}
+
+// launchGreedy queues greedy graph g for the step at pos and marks its end.
+func (b *Backend) launchGreedy(g *cu.Graph, pos int) error {
+	b.ahead.queued = true
+	if err := g.Launch(b.stream); err != nil {
+		return fmt.Errorf("cuda: decode step at position %d: %w", pos, err)
+	}
+	return b.c.Record(b.done[pos&1], b.stream)
+}
+
+// settle waits for a step decodeGreedy queued ahead, before work that reads
+// what it writes (the logits, the result slots) or that the stream does not
+// order after it (synchronous copies).
+func (b *Backend) settle() error {
+	if !b.ahead.queued {
+		return nil
+	}
+	b.ahead = runAhead{}
+	if err := b.c.SyncStream(b.stream); err != nil {
+		return fmt.Errorf("cuda: decode step queued ahead: %w", err)
+	}
+	return nil
 }
 
 // debugStep runs a step kernel by kernel and compares every layer's output
@@ -662,7 +761,7 @@ func (b *Backend) debugStep(token int32, pos int) (int32, error) {
 	r := b.debug
 	r.embed(token)
 	buf := make([]byte, 8*b.cfg.Dim)
-	err := b.recordStep(b.eager, false, func(i int) error {
+	err := b.recordStep(b.eager, stepGreedy, func(i int) error {
 		if err := b.c.SyncStream(b.stream); err != nil {
 			return err
 		}
@@ -681,7 +780,7 @@ func (b *Backend) debugStep(token int32, pos int) (int32, error) {
 	if err := b.c.SyncStream(b.stream); err != nil {
 		return 0, fmt.Errorf("cuda: decode step at position %d: %w", pos, err)
 	}
-	return int32(b.host.Uint32s()[ioResult]), nil
+	return int32(b.host.Uint32s()[ioResult+pos&1]), nil
 }
 
 // readLogits copies the last step's logits to the host.
@@ -709,7 +808,7 @@ func (b *Backend) Decode(ctx context.Context, token int32, pos int, s *sample.Sa
 		return 0, err
 	}
 	if s == nil {
-		return b.step(token, pos)
+		return b.decodeGreedy(token, pos)
 	}
 	return b.decodeSampled(token, pos, s)
 }
@@ -720,6 +819,9 @@ func (b *Backend) Decode(ctx context.Context, token int32, pos int, s *sample.Sa
 // prompt past the context is an error before any GPU work.
 func (b *Backend) Prefill(ctx context.Context, tokens []int32, pos int, s *sample.Sampler) (int32, error) {
 	if err := b.check(tokens, pos); err != nil {
+		return 0, err
+	}
+	if err := b.settle(); err != nil {
 		return 0, err
 	}
 	if !b.batchedPrefill(len(tokens)) {
@@ -751,8 +853,10 @@ func (b *Backend) Close() error {
 	if b.c == nil {
 		return nil
 	}
-	var errs []error
-	errs = append(errs, b.destroyGraphs())
+	errs := []error{b.settle(), b.destroyGraphs()}
+	for _, e := range b.done {
+		errs = append(errs, b.c.DestroyEvent(e))
+	}
 	if b.headWindow != nil {
 		_, err := b.c.SetPersistingL2(0)
 		errs = append(errs, err)

@@ -181,6 +181,94 @@ func TestDecodeRepeatable(t *testing.T) {
 	}
 }
 
+// TestDecodeRunAhead checks greedy decoding with the step after queued
+// ahead (decodeGreedy) against a second engine that runs the same steps one
+// at a time through Logits: first a generation loop feeding each token
+// back, across the switch to the long-context graph and up to the last
+// position (where nothing may be queued past the cache); then callers that
+// do not take the queued step (another token, an earlier position, a
+// prompt in between), whose steps must be what they would have been
+// without it, bit for bit, as both engines run the same kernels.
+func TestDecodeRunAhead(t *testing.T) {
+	skipWithoutGPU(t)
+	m := genModel(t, synth.Presets["tiny"], quant.Q4_0, 12)
+	ctx := context.Background()
+	const ctxLen = 160 // past attSingle: the long-context graph too
+	var g, ref *Backend
+	for _, e := range []**Backend{&g, &ref} {
+		var err error
+		if *e, err = New(m, Options{ContextLen: ctxLen}); err != nil {
+			t.Fatal(err)
+		}
+		defer (*e).Close()
+	}
+	step := func(what string, tok int32, pos int) int32 {
+		t.Helper()
+		got, err := g.Decode(ctx, tok, pos, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		logits, err := ref.Logits(ctx, tok, pos)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := int32(refArgmax(logits)); got != want {
+			t.Fatalf("%s: token %d at position %d gave %d, one step at a time %d", what, tok, pos, got, want)
+		}
+		return got
+	}
+	tok := int32(5)
+	for pos := range ctxLen {
+		tok = step("generation", tok, pos)
+	}
+	if g.ahead.queued {
+		t.Errorf("a step is queued past the last position")
+	}
+
+	r := rand.New(rand.NewPCG(12, 12))
+	vocab := m.Config.VocabSize
+	pos, took := 0, 0
+	for range 400 {
+		what := "fed back"
+		switch r.IntN(6) {
+		case 0:
+			what, tok = "another token", (tok+1+int32(r.IntN(vocab-1)))%int32(vocab)
+		case 1:
+			what, pos, tok = "an earlier position", r.IntN(pos+1), int32(r.IntN(vocab))
+		case 2:
+			n := 1 + r.IntN(3)
+			if pos+n >= ctxLen {
+				break
+			}
+			prompt := make([]int32, n)
+			for i := range prompt {
+				prompt[i] = int32(r.IntN(vocab))
+			}
+			got, err := g.Prefill(ctx, prompt, pos, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, err := ref.Prefill(ctx, prompt, pos, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != want {
+				t.Fatalf("prompt of %d at %d: %d, the other engine %d", n, pos, got, want)
+			}
+			what, pos, tok = "after a prompt", pos+n, got
+		}
+		if pos >= ctxLen {
+			what, pos = "an earlier position", r.IntN(ctxLen)
+		}
+		if what == "fed back" && g.ahead.ok {
+			took++
+		}
+		tok = step(what, tok, pos)
+		pos++
+	}
+	t.Logf("%d steps taken over from the queue ahead, every token as one step at a time", took)
+}
+
 // TestDebugMode runs the per-layer check against the float64 twin: a
 // correct engine reports no divergence, and a corrupted weight is found in
 // the layer that holds it.
@@ -415,7 +503,7 @@ func TestDecodeSpeed(t *testing.T) {
 		t0 := time.Now()
 		for i := 0; i < n; i++ {
 			s := time.Now()
-			next, err := g.step(tok, start+i)
+			next, err := g.Decode(context.Background(), tok, start+i, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -467,7 +555,11 @@ func TestDecodeSpeed(t *testing.T) {
 		sampled bool
 	}{{"greedy", st.KernelsPerToken, false}, {"sampled", st.SampledKernelsPerToken, true}} {
 		for _, depth := range []int{0, 2048} {
-			graph := g.graphFor(depth+100, tc.sampled)
+			kind := stepGreedy
+			if tc.sampled {
+				kind = stepSampled
+			}
+			graph := g.graphFor(depth+100, kind)
 			w := g.host.Uint32s()
 			w[ioToken], w[ioPos] = 1, uint32(depth+100)
 			encodeParams(w[ioParams:], sp, 0, g.cfg.VocabSize)
@@ -487,6 +579,29 @@ func TestDecodeSpeed(t *testing.T) {
 			t.Logf("%s graph replay @ depth %d: %.1f µs/token on the device (%.0f tok/s), %.2f µs per kernel",
 				tc.what, depth+100, us, 1e6/us, us/float64(tc.kernels))
 		}
+	}
+	// The chained step, as decodeGreedy runs it ahead: each replay's token
+	// and position are the one before's argmax and position+1, so the
+	// replays walk the positions (short contexts: 0…119 in the graph of
+	// contexts up to 128).
+	for _, run := range []struct{ from, n int }{{0, 120}, {2148, 200}} {
+		if err := g.c.CopyHtoD(g.next, u32Bytes([]uint32{1, uint32(run.from)})); err != nil {
+			t.Fatal(err)
+		}
+		graph := g.graphFor(run.from, stepChained)
+		g.c.Record(start, g.stream)
+		for i := 0; i < run.n; i++ {
+			if err := graph.Launch(g.stream); err != nil {
+				t.Fatal(err)
+			}
+		}
+		g.c.Record(end, g.stream)
+		if err := g.c.SyncEvent(end); err != nil {
+			t.Fatal(err)
+		}
+		ms, _ := g.c.Elapsed(start, end)
+		us := 1000 * float64(ms) / float64(run.n)
+		t.Logf("chained graph replay @ positions %d…%d: %.1f µs/token on the device (%.0f tok/s)", run.from, run.from+run.n-1, us, 1e6/us)
 	}
 	profileStep(t, g, 100)
 	profileStep(t, g, 2148)
@@ -589,7 +704,7 @@ func sweepShapes(t *testing.T, g *Backend) {
 		}
 		// Timed first: the replays rewrite the cache rows at 100 and 2148,
 		// which the check at 2100 then reads, alike for every shape.
-		t100, t2148 := replayTime(t, g, g.graphFor(100, false), 100), replayTime(t, g, g.graphFor(2148, false), 2148)
+		t100, t2148 := replayTime(t, g, g.graphFor(100, stepGreedy), 100), replayTime(t, g, g.graphFor(2148, stepGreedy), 2148)
 		got, err := g.Logits(ctx, 7, 2100)
 		if err != nil {
 			t.Fatal(err)
@@ -641,7 +756,7 @@ func profileStep(t *testing.T, g *Backend, pos int) {
 		counts[f.Name]++
 		return false
 	}
-	if err := g.recordStep(l, false, nil); err != nil { // only counts: nothing is launched
+	if err := g.recordStep(l, stepGreedy, nil); err != nil { // only counts: nothing is launched
 		t.Fatal(err)
 	}
 	g.c.SyncStream(g.stream)
@@ -656,7 +771,7 @@ func profileStep(t *testing.T, g *Backend, pos int) {
 	for _, name := range order {
 		l := &launcher{c: g.c, k: g.k, stream: g.stream, sms: g.c.Info.SMCount, pdl: g.c.Info.Major >= 9, attnCluster: cluster}
 		l.keep = func(f *cu.Function) bool { return f.Name == name }
-		graph, err := g.c.Capture(g.stream, func() error { return g.recordStep(l, false, nil) })
+		graph, err := g.c.Capture(g.stream, func() error { return g.recordStep(l, stepGreedy, nil) })
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -109,12 +109,12 @@ func (l *launcher) warpBlocks(n, limit int) int {
 func i32(v int) int32 { return int32(v) }
 
 // embed writes row io[0] of m (dequantized) to the residual stream res
-// (fixed point; poison is the step's poison word), copies the position
-// io[1] to pos and the nParams sampler words at io[ioParams] to params; io
-// may be host-mapped memory.
+// (fixed point; poison is the step's poison word, set when io[0] is not a
+// row), copies the position io[1] to pos and the nParams sampler words at
+// io[ioParams] to params; io may be host-mapped memory.
 func (l *launcher) embed(io, pos, params cu.DevicePtr, nParams int, m *deviceMatrix, res, poison cu.DevicePtr) error {
 	return l.launch(l.k.embed[m.Type], cu.Dim((max(m.Cols, nParams)+255)/256), 256, 0,
-		cu.Args{io, pos, params, i32(nParams), m.Q, m.D, i32(m.Cols), res, poison})
+		cu.Args{io, pos, params, i32(nParams), m.Q, m.D, i32(m.Rows), i32(m.Cols), res, poison})
 }
 
 // qkvArgs are the attention-input step's operands.
@@ -399,6 +399,11 @@ type logitsArgs struct {
 	ticket       cu.DevicePtr // a zeroed uint32
 	best         cu.DevicePtr // the argmax (int32, -1: all NaN)
 	result       cu.DevicePtr // the argmax again, or 0: not written
+	// pos, when set, is the step's position: result is then two slots and
+	// the argmax goes to slot pos&1.
+	pos cu.DevicePtr
+	// next, when set, gets the argmax and pos+1: the input of a chained step.
+	next cu.DevicePtr
 }
 
 // logits computes w·rmsnorm(x)·normW into logits, penalized when counts is
@@ -413,7 +418,7 @@ func (l *launcher) logits(a logitsArgs) error {
 	return l.launchWith(f, cu.Launch{Grid: cu.Dim(l.logitsBlocks(w)), Block: cu.Dim(32 * logitsWarps),
 		Shared: stagedBytes(w.Cols), L2Window: l.headWindow}, cu.Args{
 		in, a.poison, a.normW, a.eps, i32(w.Cols), w.Q, w.D, i32(w.Rows), a.logits, a.counts, a.params, a.partV, a.partI,
-		a.ticket, a.best, a.result})
+		a.ticket, a.best, a.result, a.pos, a.next})
 }
 
 // The sampler kernel's shape: mirrors SAMP_THREADS, SAMP_CAP and

@@ -124,6 +124,15 @@ func (g *gpu) int64s(q []int64) cu.DevicePtr {
 	return p
 }
 
+func (g *gpu) readInt32s(p cu.DevicePtr, n int) []int32 {
+	g.t.Helper()
+	q := make([]int32, n)
+	for i, f := range g.read(p, n) {
+		q[i] = int32(math.Float32bits(f))
+	}
+	return q
+}
+
 func (g *gpu) readInt64s(p cu.DevicePtr, n int) []int64 {
 	g.t.Helper()
 	f := g.read(p, 2*n)
@@ -299,6 +308,17 @@ func TestEmbedKernel(t *testing.T) {
 				t.Errorf("%s: parameter word %d is %#x, want %#x", typ, i, math.Float32bits(v), uint32(io[ioParams+i]))
 			}
 		}
+		// A token that is no row (a chained step after an all-NaN one)
+		// poisons the step and reads nothing out of bounds.
+		for _, bad := range []int32{-1, 50, math.MaxInt32} {
+			poison := g.floats([]float32{0}, 0)
+			if err := g.l.embed(g.int32s(bad, pos), dpos, params, 0, g.matrix(hm), res, poison); err != nil {
+				t.Fatal(err)
+			}
+			if p := math.Float32bits(g.read(poison, 1)[0]); p != 1 {
+				t.Errorf("%s: token %d: poison word %d, want 1", typ, bad, p)
+			}
+		}
 	}
 }
 
@@ -343,6 +363,13 @@ func TestLogitsKernel(t *testing.T) {
 				a := logitsArgs{normW: g.floats(nw, 0), eps: 1e-5, w: dm, logits: g.floats(nil, sh.rows),
 					partV: g.floats(nil, blocks), partI: g.floats(nil, blocks), ticket: ticket, best: g.floats(nil, 1),
 					result: host.Device}
+				// With the step's position the token goes to slot pos&1
+				// and, with pos+1, to the chained step's input.
+				slot, pos := 0, int32(r.IntN(4096))
+				if run%2 == 1 {
+					slot = int(pos & 1)
+					a.pos, a.next = g.int32s(pos), g.int32s(-7, -7)
+				}
 				xr := x
 				if run == 0 {
 					a.x = g.floats(x, 0)
@@ -372,7 +399,7 @@ func TestLogitsKernel(t *testing.T) {
 					}
 					a.counts, a.params = g.floats(cf, 0), g.int32s(i32s(words)...)
 				}
-				host.Uint32s()[0] = 0xfffffffe
+				host.Uint32s()[0], host.Uint32s()[1] = 0xfffffffe, 0xfffffffe
 				if err := g.l.logits(a); err != nil {
 					t.Fatal(err)
 				}
@@ -384,7 +411,7 @@ func TestLogitsKernel(t *testing.T) {
 							t.Fatalf("%s: logit %d is %v with the poison word set", name, i, v)
 						}
 					}
-					if tok := int32(host.Uint32s()[0]); tok != -1 {
+					if tok := int32(host.Uint32s()[slot]); tok != -1 {
 						t.Errorf("%s: token %d with every logit NaN, want -1", name, tok)
 					}
 					if p := math.Float32bits(g.read(poison, 1)[0]); p != 0 {
@@ -392,9 +419,17 @@ func TestLogitsKernel(t *testing.T) {
 					}
 					continue
 				}
-				tok, best := int(host.Uint32s()[0]), refArgmax(got)
+				tok, best := int(host.Uint32s()[slot]), refArgmax(got)
 				if tok != best {
-					t.Errorf("%s: token %d, want argmax %d of the logits", name, tok, best)
+					t.Errorf("%s: token %d in slot %d, want argmax %d of the logits", name, tok, slot, best)
+				}
+				if other := host.Uint32s()[1-slot]; other != 0xfffffffe {
+					t.Errorf("%s: slot %d written (%#x), the token goes to slot %d", name, 1-slot, other, slot)
+				}
+				if a.next != 0 {
+					if got, want := g.readInt32s(a.next, 2), []int32{int32(best), pos + 1}; !slices.Equal(got, want) {
+						t.Errorf("%s: the chained step's input is %v, want %v", name, got, want)
+					}
 				}
 				if dev := int(math.Float32bits(g.read(a.best, 1)[0])); dev != best {
 					t.Errorf("%s: best %d, want %d", name, dev, best)

@@ -84,7 +84,10 @@ func (b *Backend) decodeSampled(token int32, pos int, s *sample.Sampler) (int32,
 	pen := penaltiesOn(p)
 	if !pen && p.Greedy() {
 		s.Advance()
-		return b.step(token, pos)
+		return b.decodeGreedy(token, pos)
+	}
+	if err := b.settle(); err != nil {
+		return 0, err
 	}
 	if b.debug != nil || (pen && p.PenaltyLastN > b.ctxLen) {
 		// Debug mode runs kernels one by one, and the device's ring holds
@@ -105,7 +108,7 @@ func (b *Backend) decodeSampled(token int32, pos int, s *sample.Sampler) (int32,
 	}
 	step := s.Advance()
 	encodeParams(b.host.Uint32s()[ioParams:], p, step, b.cfg.VocabSize)
-	next, err := b.run(b.graphFor(pos, true), token, pos)
+	next, err := b.run(b.graphFor(pos, stepSampled), token, pos, ioResult)
 	if err != nil {
 		return 0, err
 	}

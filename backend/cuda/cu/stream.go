@@ -8,7 +8,10 @@ type Stream uintptr
 // Event is a CUDA event (CUevent).
 type Event uintptr
 
-const streamNonBlocking = 1
+const (
+	streamNonBlocking  = 1
+	eventDisableTiming = 2
+)
 
 // NewStream creates a stream that does not synchronize with the default stream.
 func (c *Context) NewStream() (Stream, error) {
@@ -34,6 +37,14 @@ func (c *Context) SyncStream(s Stream) error {
 func (c *Context) NewEvent() (Event, error) {
 	var e Event
 	err := c.do("cuEventCreate", c.d.fn.cuEventCreate, uintptr(unsafe.Pointer(&e)), 0)
+	return e, err
+}
+
+// NewSyncEvent creates an event without timing, for waiting on: cheaper to
+// record and to wait for.
+func (c *Context) NewSyncEvent() (Event, error) {
+	var e Event
+	err := c.do("cuEventCreate", c.d.fn.cuEventCreate, uintptr(unsafe.Pointer(&e)), eventDisableTiming)
 	return e, err
 }
 

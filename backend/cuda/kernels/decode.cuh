@@ -158,11 +158,32 @@ __device__ __forceinline__ const float *res_stage(const float *in, int, float *)
 template <typename X> struct xstride { static constexpr int BS = 32; };
 template <> struct xstride<long long> { static constexpr int BS = 36; };
 
+// normw holds a lane's norm weights for its first PRE blocks (those of
+// full 32-element blocks), loaded before the PDL wait: they never change,
+// and read after it they would add a round trip to L2 to the critical path.
+template <int PRE> struct normw {
+	xblk g[PRE];
+	__device__ __forceinline__ void load(const float *gp, int nb, int k) {
+		int lane = threadIdx.x & 31;
+#pragma unroll
+		for (int j = 0; j < PRE; j++) {
+			int b = lane + 32 * j;
+			if (gp && b < nb && 32 * b + 32 <= k) {
+				const float4 *p = (const float4 *)(gp + 32 * b);
+#pragma unroll
+				for (int i = 0; i < 8; i++) g[j].v[i] = p[i];
+			}
+		}
+	}
+};
+
 // xload fills x with block b of in (elements 32b…32b+31, BS floats apart:
-// see xstride) times g[32b…] (g may be null), zero past k, and adds the
-// squares of in to ss (RMSNorm's statistic, taken before g).
+// see xstride) times g[32b…] (g may be null; gr, when set, holds that
+// block of g in registers), zero past k, and adds the squares of in to ss
+// (RMSNorm's statistic, taken before g).
 template <int BS>
-__device__ __forceinline__ void xload(xblk &x, const float *in, const float *g, int b, int k, float &ss) {
+__device__ __forceinline__ void xload(xblk &x, const float *in, const float *g, int b, int k, float &ss,
+                                      const xblk *gr = nullptr) {
 	int e0 = 32 * b;
 	if (e0 + 32 <= k) {
 		const float4 *p = (const float4 *)(in + BS * b);
@@ -172,7 +193,7 @@ __device__ __forceinline__ void xload(xblk &x, const float *in, const float *g, 
 			const float4 *gp = (const float4 *)(g + e0);
 #pragma unroll
 			for (int j = 0; j < 8; j++) {
-				float4 w = gp[j];
+				float4 w = gr ? gr->v[j] : gp[j];
 				ss += x.v[j].x * x.v[j].x + x.v[j].y * x.v[j].y + x.v[j].z * x.v[j].z + x.v[j].w * x.v[j].w;
 				x.v[j].x *= w.x;
 				x.v[j].y *= w.y;
@@ -217,15 +238,17 @@ template <int T, int R, int PRE = 1> struct mv {
 	// dot computes every row's dot product with in (times g, when set) and
 	// returns them to every lane in acc; ss gets Σ in² over the k elements
 	// when g is set (the norm's statistic; each warp has all of it). BS is
-	// in's block stride (xstride).
+	// in's block stride (xstride). gr, when set, holds the lane's first PRE
+	// blocks of g in registers.
 	template <int BS>
-	__device__ __forceinline__ void dot(int nb, int k, const float *in, const float *g, float acc[R], float &ss) {
+	__device__ __forceinline__ void dot(int nb, int k, const float *in, const float *g, float acc[R], float &ss,
+	                                    const normw<PRE> *gr = nullptr) {
 		int lane = threadIdx.x & 31;
 		xblk x[PRE];
 		float ssl = 0.f;
 #pragma unroll
 		for (int j = 0; j < PRE; j++)
-			if (lane + 32 * j < nb) xload<BS>(x[j], in, g, lane + 32 * j, k, ssl);
+			if (lane + 32 * j < nb) xload<BS>(x[j], in, g, lane + 32 * j, k, ssl, gr ? &gr->g[j] : nullptr);
 #pragma unroll
 		for (int i = 0; i < R; i++) acc[i] = 0.f;
 #pragma unroll
@@ -286,12 +309,13 @@ template <int T, int R, int PRE = 1> struct mv {
 // xpre loads the lane's activations of a row of nb ≤ PRE·32 blocks for
 // mv::dotx and returns the norm's statistic (as dot's ss).
 template <int PRE, int BS>
-__device__ __forceinline__ float xpre(xblk x[PRE], int nb, int k, const float *in, const float *g) {
+__device__ __forceinline__ float xpre(xblk x[PRE], int nb, int k, const float *in, const float *g,
+                                      const normw<PRE> *gr = nullptr) {
 	int lane = threadIdx.x & 31;
 	float ss = 0.f;
 #pragma unroll
 	for (int j = 0; j < PRE; j++)
-		if (lane + 32 * j < nb) xload<BS>(x[j], in, g, lane + 32 * j, k, ss);
+		if (lane + 32 * j < nb) xload<BS>(x[j], in, g, lane + 32 * j, k, ss, gr ? &gr->g[j] : nullptr);
 	return g ? warp_sum(ss) : ss;
 }
 

@@ -1,10 +1,14 @@
 // embed: the token's embedding row, dequantized, as the residual stream's
 // start (fixed point, common.cuh; a value it cannot hold poisons the step).
-// The step's input (token, position, sampler parameters) is read from io,
+// The step's input (token, position, sampler parameters) is read from io:
 // pinned host memory mapped into the device's address space, which the host
-// writes before each replay of the graph; the position and the nparams
-// words of parameters at io[IO_PARAMS] are published to device memory (pos,
-// params) for the later kernels, which would otherwise each cross the bus.
+// writes before each replay of the graph, or, for a step chained to the one
+// before it, device memory where that step's output head left its token and
+// the next position (logits.cu). The position and the nparams words of
+// parameters at io[IO_PARAMS] are published to device memory (pos, params)
+// for the later kernels, which would otherwise each cross the bus. A token
+// outside the rows (a chained step after one whose logits were all NaN)
+// poisons the step.
 // The row layout is the uploaded one (the output head shares it when
 // embeddings are tied).
 #include "common.cuh"
@@ -32,15 +36,19 @@ template <> __device__ __forceinline__ float embed_elem<WT_Q8_0>(const u8 *q, co
 
 #define EMBED(name, T)                                                                                             \
 	extern "C" __global__ void embed_##name(const int *io, int *pos, int *params, int nparams, const u8 *q,         \
-	                                        const f16 *d, int k, long long *res, unsigned *poison) {               \
+	                                        const f16 *d, int rows, int k, long long *res, unsigned *poison) {     \
 		pdl_wait_and_release();                                                                                    \
 		const volatile int *vio = io;                                                                              \
-		int e = blockIdx.x * blockDim.x + threadIdx.x;                                                             \
+		int e = blockIdx.x * blockDim.x + threadIdx.x, tok = vio[0];                                               \
 		if (e == 0) *pos = vio[1];                                                                                 \
 		if (e < nparams) params[e] = vio[IO_PARAMS + e];                                                           \
+		if ((unsigned)tok >= (unsigned)rows) {                                                                     \
+			if (e == 0) atomicOr(poison, 1u);                                                                      \
+			tok = 0;                                                                                               \
+		}                                                                                                          \
 		if (e < k) {                                                                                               \
 			long long v;                                                                                           \
-			if (!res_fixed(embed_elem<T>(q, d, vio[0], (k + 31) >> 5, e), v)) atomicOr(poison, 1u);                \
+			if (!res_fixed(embed_elem<T>(q, d, tok, (k + 31) >> 5, e), v)) atomicOr(poison, 1u);                   \
 			res[e] = v;                                                                                            \
 		}                                                                                                          \
 	}

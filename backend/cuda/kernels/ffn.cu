@@ -13,7 +13,7 @@
 // fixed-point atomic sum of common.cuh (the same result in any order); out
 // must be zero beforehand (qkv_rope zeroes it).
 //
-// Both kinds of weights are read before the PDL wait. W_down keeps the
+// Both kinds of weights, and the norm's, are read before the PDL wait. W_down keeps the
 // upload's row-major layout (the prefill gemm reads it too): a thread's U
 // columns of a row are one 16-byte load or a few.
 #include "decode.cuh"
@@ -142,6 +142,8 @@ __device__ __forceinline__ void ffn(const long long *res, long long *out, unsign
 		m.row[i] = m.row[UW + i] = unit < hidden ? unit : -1;
 	}
 	m.preload(nb);
+	normw<1> nw;
+	nw.load(norm_w, nb, k);
 	dseg<T, U> ds[DPRE];
 #pragma unroll
 	for (int j = 0; j < DPRE; j++) {
@@ -153,7 +155,7 @@ __device__ __forceinline__ void ffn(const long long *res, long long *out, unsign
 	extern __shared__ float4 xs4[]; // XS_AT(k) floats
 	const float *x = res_stage(res, k, (float *)xs4);
 	float acc[R], ss;
-	m.template dot<36>(nb, k, x, norm_w, acc, ss);
+	m.template dot<36>(nb, k, x, norm_w, acc, ss, &nw);
 	float scale = rms_factor(ss, k, eps);
 	if (*poison) scale = __int_as_float(0x7fc00000);
 #pragma unroll

@@ -6,7 +6,11 @@
 // to finish (a ticket counter, left at zero again for the next step) reduces
 // them and writes the token id to best and to out, each when set (out is pinned
 // host memory mapped into the device, so only those 4 bytes cross to the
-// host). The id is -1 when every logit is NaN. A set poison word (common.cuh)
+// host). The id is -1 when every logit is NaN. With the step's position
+// (pos, device memory) out is a pair of slots, the id going to slot pos&1,
+// so the host can read one step's token while the next step is running;
+// and when next is set, the id and pos+1 go there: the input of a step
+// chained to this one (embed.cu). A set poison word (common.cuh)
 // makes every logit NaN; the last block clears it for the next step.
 //
 // Warps walk groups of R rows across the grid with the next group's weights
@@ -28,7 +32,7 @@ template <int T, int R, typename X>
 __device__ __forceinline__ void logits(const X *in, unsigned *poison, const float *norm_w, float eps, int k, const u8 *wq,
                                        const f16 *wd, int rows, float *y, const int *counts,
                                        const samp_params *params, float *part_v, int *part_i, unsigned *ticket,
-                                       int *best_out, int *out) {
+                                       int *best_out, int *out, const int *pos, int *next) {
 	__shared__ float bv[32];
 	__shared__ int bi[32];
 	__shared__ bool last;
@@ -46,6 +50,11 @@ __device__ __forceinline__ void logits(const X *in, unsigned *poison, const floa
 	int cnt[R];
 #pragma unroll
 	for (int i = 0; i < R; i++) cnt[i] = counts && cur.row[i] >= 0 ? counts[cur.row[i]] : 0;
+	// Rows of up to 1024 elements: the lane's activations are loaded once,
+	// the norm weights of its block before the wait.
+	const bool whole = nb <= 32;
+	normw<1> gw;
+	if (whole) gw.load(norm_w, nb, k);
 	pdl_wait_and_release();
 	samp_params sp;
 	sp.flags = 0;
@@ -54,11 +63,9 @@ __device__ __forceinline__ void logits(const X *in, unsigned *poison, const floa
 	const bool bad = poison && *poison;
 	extern __shared__ float4 xs4[]; // XS_AT(k) floats for the fixed-point residual stream
 	const float *x = res_stage(in, k, (float *)xs4);
-	// Rows of up to 1024 elements: the lane's activations are loaded once.
-	const bool whole = nb <= 32;
 	xblk xs[1];
 	constexpr int BS = xstride<X>::BS;
-	float ssx = whole ? xpre<1, BS>(xs, nb, k, x, norm_w) : 0.f;
+	float ssx = whole ? xpre<1, BS>(xs, nb, k, x, norm_w, &gw) : 0.f;
 	float best = -INFINITY;
 	int besti = 0x7fffffff;
 	while ((long)grp * R < rows) {
@@ -119,7 +126,12 @@ __device__ __forceinline__ void logits(const X *in, unsigned *poison, const floa
 		for (int j = 1; j < nw; j++) better(best, besti, bv[j], bi[j]);
 		int tok = besti == 0x7fffffff ? -1 : besti;
 		if (best_out) *best_out = tok;
-		if (out) *(volatile int *)out = tok;
+		const int p = pos ? *pos : 0;
+		if (out) *(volatile int *)(out + (p & 1)) = tok;
+		if (next) {
+			next[0] = tok;
+			next[1] = p + 1;
+		}
 		if (poison) *poison = 0;
 		*ticket = 0;
 	}
@@ -129,9 +141,10 @@ __device__ __forceinline__ void logits(const X *in, unsigned *poison, const floa
 	extern "C" __global__ void __launch_bounds__(128)                                                              \
 	    logits_##name(const X *in, unsigned *poison, const float *norm_w, float eps, int k, const u8 *wq,          \
 	                  const f16 *wd, int rows, float *y, const int *counts, const samp_params *params,             \
-	                  float *part_v, int *part_i, unsigned *ticket, int *best, int *out) {                         \
+	                  float *part_v, int *part_i, unsigned *ticket, int *best, int *out, const int *pos,          \
+	                  int *next) {                                                                                 \
 		logits<T, R>(in, poison, norm_w, eps, k, wq, wd, rows, y, counts, params, part_v, part_i, ticket, best,    \
-		             out);                                                                                         \
+		             out, pos, next);                                                                              \
 	}
 // logits_<type> with decode.cuh's rows per warp and logits_<type>_r2 with two
 // read the fixed-point residual stream; logits_float_<type> a float32 row.

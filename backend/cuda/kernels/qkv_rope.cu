@@ -64,6 +64,8 @@ __device__ __forceinline__ void qkv_rope(const long long *res, long long *res_ne
 	int grp = grid_warp();
 	qkv_rows<T, R>(m, grp, pairs, half, head_dim, rhalf, rope_dim, neox);
 	m.preload(nb);
+	normw<1> nw;
+	nw.load(norm_w, nb, k);
 	pdl_wait_and_release();
 	int pos = *pos_ptr;
 	for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < k; i += gridDim.x * blockDim.x) res_next[i] = 0;
@@ -95,7 +97,7 @@ __device__ __forceinline__ void qkv_rope(const long long *res, long long *res_ne
 			}
 		}
 		float acc[R], ss;
-		m.template dot<36>(nb, k, x, norm_w, acc, ss);
+		m.template dot<36>(nb, k, x, norm_w, acc, ss, &nw);
 		float scale = bad ? __int_as_float(0x7fc00000) : rms_factor(ss, k, eps);
 		float v0 = 0.f, v1 = 0.f;
 #pragma unroll
