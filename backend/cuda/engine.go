@@ -243,11 +243,18 @@ func (b *Backend) checkConfig() error {
 	if _, _, ok := attnLanes(c.HeadDim); !ok {
 		return fmt.Errorf("cuda: head dimension %d is not 4·2^k·m with m ≤ %d, which the attention kernel needs", c.HeadDim, attMaxNQ)
 	}
+	if n := stagedNormBytes(c.Dim); n > maxStagedBytes {
+		return fmt.Errorf("cuda: model width %d: the decode kernels stage it and its norm weights in %d bytes of shared memory, more than %d", c.Dim, n, maxStagedBytes)
+	}
 	if n := residualAddends(c); n > maxResidualAddends {
 		return fmt.Errorf("cuda: %d addends per residual element and step, more than the fixed-point residual stream's %d", n, maxResidualAddends)
 	}
 	return nil
 }
+
+// maxStagedBytes is the dynamic shared memory a block may take without
+// opting in to more (48 KiB).
+const maxStagedBytes = 48 << 10
 
 // maxResidualAddends bounds the atomic adds into one element of the
 // fixed-point residual stream in a step: each addend is under 2^16

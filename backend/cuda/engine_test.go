@@ -793,3 +793,29 @@ func profileStep(t *testing.T, g *Backend, pos int) {
 	}
 	t.Logf("  sum %.1f µs", total)
 }
+
+// TestCheckConfig: shapes the decode kernels cannot run are refused by
+// New with the reason, before anything is uploaded (no GPU needed).
+func TestCheckConfig(t *testing.T) {
+	ok := model.Config{Arch: "llama", NumLayers: 30, Dim: 576, NumHeads: 9, NumKVHeads: 3, HeadDim: 64, FFNDim: 1536,
+		VocabSize: 49152, ContextLen: 2048, RMSEps: 1e-5, RopeBase: 1e5, RopeDim: 64, TiedEmbeddings: true}
+	if err := (&Backend{cfg: ok}).checkConfig(); err != nil {
+		t.Fatalf("SmolLM-135M refused: %v", err)
+	}
+	for _, tc := range []struct {
+		name string
+		edit func(c *model.Config)
+		want string
+	}{
+		{"heads do not group", func(c *model.Config) { c.NumKVHeads = 4 }, "do not group"},
+		{"head dimension", func(c *model.Config) { c.HeadDim = 66 }, "multiple of 4"},
+		{"too wide to stage", func(c *model.Config) { c.Dim = 8192 }, "shared memory"},
+	} {
+		c := ok
+		tc.edit(&c)
+		err := (&Backend{cfg: c}).checkConfig()
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want an error about %q", tc.name, err, tc.want)
+		}
+	}
+}

@@ -45,6 +45,11 @@ type launcher struct {
 // padding after every 32 floats.
 func stagedBytes(k int) int { return 4 * (k + 4*((k+31)/32)) }
 
+// stagedNormBytes is the shared memory of a kernel that stages the
+// residual stream and, after it, the norm weights (norm_stage in
+// kernels/decode.cuh; norm_offset rounds the first up to 16 bytes).
+func stagedNormBytes(k int) int { return (stagedBytes(k)+15)&^15 + stagedBytes(k) }
+
 // qkvWarps is the warps per block of the QKV kernel.
 const qkvWarps = 4
 
@@ -113,9 +118,15 @@ func i32(v int) int32 { return int32(v) }
 // row), copies the position io[1] to pos and the nParams sampler words at
 // io[ioParams] to params; io may be host-mapped memory.
 func (l *launcher) embed(io, pos, params cu.DevicePtr, nParams int, m *deviceMatrix, res, poison cu.DevicePtr) error {
-	return l.launch(l.k.embed[m.Type], cu.Dim((max(m.Cols, nParams)+255)/256), 256, 0,
+	if nParams > embedMaxParams {
+		return fmt.Errorf("cuda: %d sampler words, the embedding kernel copies at most %d", nParams, embedMaxParams)
+	}
+	return l.launch(l.k.embed[m.Type], cu.Dim(1), min(1024, max(64, (m.Cols+31)&^31)), 0,
 		cu.Args{io, pos, params, i32(nParams), m.Q, m.D, i32(m.Rows), i32(m.Cols), res, poison})
 }
+
+// embedMaxParams is EMBED_MAX_PARAMS in kernels/embed.cu.
+const embedMaxParams = 32
 
 // qkvArgs are the attention-input step's operands.
 type qkvArgs struct {
@@ -149,7 +160,7 @@ func (l *launcher) qkvRope(a qkvArgs) error {
 	if a.neox {
 		neox = 1
 	}
-	return l.launch(f, cu.Dim(l.warpBlocks((pairs+perWarp-1)/perWarp, 0)), 32*l.warps(), stagedBytes(a.w.Cols), cu.Args{
+	return l.launch(f, cu.Dim(l.warpBlocks((pairs+perWarp-1)/perWarp, 0)), 32*l.warps(), stagedNormBytes(a.w.Cols), cu.Args{
 		a.res, a.resNext, a.poison, a.normW, a.eps, i32(a.w.Cols), a.w.Q, a.w.D, a.bias, i32(a.nHead), i32(a.nKV), i32(a.headDim),
 		a.ropeCS, i32(a.ropeDim), neox, a.pos, a.q, a.kCache, a.vCache, i32(a.ctxMax)})
 }
@@ -351,7 +362,7 @@ func (l *launcher) ffn(a ffnArgs) error {
 	if err != nil {
 		return err
 	}
-	return l.launch(f, cu.Dim((g.Rows+s.units-1)/s.units), 32*s.units/s.perWarp, stagedBytes(g.Cols), cu.Args{
+	return l.launch(f, cu.Dim((g.Rows+s.units-1)/s.units), 32*s.units/s.perWarp, stagedNormBytes(g.Cols), cu.Args{
 		a.res, a.out, a.poison, a.normW, a.eps, i32(g.Cols), g.Q, g.D, u.Q, u.D, i32(g.Rows), d.Q, d.D})
 }
 

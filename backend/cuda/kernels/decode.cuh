@@ -177,11 +177,31 @@ template <int PRE> struct normw {
 	}
 };
 
+// norm_stage starts copying the k norm weights g into shared memory gs,
+// padded as res_stage pads (element e at XS_AT(e)), with cp.async before
+// the PDL wait: the copies take no registers and land while the kernel
+// waits. Held in registers instead, the weights took a block's registers
+// past what lets the next kernel's blocks share its SM. norm_ready, after
+// the wait and before a block barrier (res_stage's), waits for the
+// thread's own copies. norm_offset is where gs starts after the staged
+// residual (stagedBytes on the Go side), 16-byte aligned.
+__device__ __forceinline__ int norm_offset(int k) { return (k + 4 * ((k + 31) >> 5) + 3) & ~3; }
+__device__ __forceinline__ void norm_stage(const float *g, int k, float *gs) {
+	for (int e = threadIdx.x; e < k; e += blockDim.x) {
+		unsigned long long sa;
+		asm("cvta.to.shared.u64 %0, %1;" : "=l"(sa) : "l"(gs + XS_AT(e)));
+		asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"((unsigned)sa), "l"(g + e) : "memory");
+	}
+	asm volatile("cp.async.commit_group;" ::: "memory");
+}
+__device__ __forceinline__ void norm_ready() { asm volatile("cp.async.wait_all;" ::: "memory"); }
+
 // xload fills x with block b of in (elements 32b…32b+31, BS floats apart:
-// see xstride) times g[32b…] (g may be null; gr, when set, holds that
-// block of g in registers), zero past k, and adds the squares of in to ss
-// (RMSNorm's statistic, taken before g).
-template <int BS>
+// see xstride) times g[32b…] (g may be null; padded as XS_AT when GP, as
+// norm_stage leaves it; gr, when set, holds that block of g in
+// registers), zero past k, and adds the squares of in to ss (RMSNorm's
+// statistic, taken before g).
+template <int BS, bool GP = false>
 __device__ __forceinline__ void xload(xblk &x, const float *in, const float *g, int b, int k, float &ss,
                                       const xblk *gr = nullptr) {
 	int e0 = 32 * b;
@@ -190,7 +210,7 @@ __device__ __forceinline__ void xload(xblk &x, const float *in, const float *g, 
 #pragma unroll
 		for (int j = 0; j < 8; j++) x.v[j] = p[j];
 		if (g) {
-			const float4 *gp = (const float4 *)(g + e0);
+			const float4 *gp = (const float4 *)(g + (GP ? XS_AT(e0) : e0));
 #pragma unroll
 			for (int j = 0; j < 8; j++) {
 				float4 w = gr ? gr->v[j] : gp[j];
@@ -210,7 +230,7 @@ __device__ __forceinline__ void xload(xblk &x, const float *in, const float *g, 
 		int e = e0 + j;
 		float v = e < k ? in[BS * b + j] : 0.f;
 		ss += v * v;
-		f[j] = g && e < k ? v * g[e] : v;
+		f[j] = g && e < k ? v * g[GP ? XS_AT(e) : e] : v;
 	}
 }
 
@@ -239,8 +259,8 @@ template <int T, int R, int PRE = 1> struct mv {
 	// returns them to every lane in acc; ss gets Σ in² over the k elements
 	// when g is set (the norm's statistic; each warp has all of it). BS is
 	// in's block stride (xstride). gr, when set, holds the lane's first PRE
-	// blocks of g in registers.
-	template <int BS>
+	// blocks of g in registers; GP says g is padded (norm_stage).
+	template <int BS, bool GP = false>
 	__device__ __forceinline__ void dot(int nb, int k, const float *in, const float *g, float acc[R], float &ss,
 	                                    const normw<PRE> *gr = nullptr) {
 		int lane = threadIdx.x & 31;
@@ -248,7 +268,7 @@ template <int T, int R, int PRE = 1> struct mv {
 		float ssl = 0.f;
 #pragma unroll
 		for (int j = 0; j < PRE; j++)
-			if (lane + 32 * j < nb) xload<BS>(x[j], in, g, lane + 32 * j, k, ssl, gr ? &gr->g[j] : nullptr);
+			if (lane + 32 * j < nb) xload<BS, GP>(x[j], in, g, lane + 32 * j, k, ssl, gr ? &gr->g[j] : nullptr);
 #pragma unroll
 		for (int i = 0; i < R; i++) acc[i] = 0.f;
 #pragma unroll
@@ -262,7 +282,7 @@ template <int T, int R, int PRE = 1> struct mv {
 		// Rows longer than PRE*32 blocks: the rest after the wait.
 		for (int b = lane + 32 * PRE; b < nb; b += 32) {
 			xblk xb;
-			xload<BS>(xb, in, g, b, k, ssl);
+			xload<BS, GP>(xb, in, g, b, k, ssl);
 #pragma unroll
 			for (int i = 0; i < R; i++) {
 				if (row[i] >= 0) {

@@ -33,20 +33,28 @@ template <> __device__ __forceinline__ float embed_elem<WT_Q8_0>(const u8 *q, co
 }
 
 #define IO_PARAMS 4
+#define EMBED_MAX_PARAMS 32
 
+// One block walks the row: io may be host memory across PCIe, where the
+// reads of many warps to one word queue behind each other (24 warps each
+// reading the token cost ~20 µs a step on an H200); here one warp reads
+// the input words once, in one transaction, and shares them.
 #define EMBED(name, T)                                                                                             \
-	extern "C" __global__ void embed_##name(const int *io, int *pos, int *params, int nparams, const u8 *q,         \
-	                                        const f16 *d, int rows, int k, long long *res, unsigned *poison) {     \
+	extern "C" __global__ void __launch_bounds__(1024)                                                             \
+	    embed_##name(const int *io, int *pos, int *params, int nparams, const u8 *q, const f16 *d, int rows, int k, \
+	                 long long *res, unsigned *poison) {                                                           \
+		__shared__ int in[IO_PARAMS + EMBED_MAX_PARAMS];                                                           \
 		pdl_wait_and_release();                                                                                    \
-		const volatile int *vio = io;                                                                              \
-		int e = blockIdx.x * blockDim.x + threadIdx.x, tok = vio[0];                                               \
-		if (e == 0) *pos = vio[1];                                                                                 \
-		if (e < nparams) params[e] = vio[IO_PARAMS + e];                                                           \
+		if (threadIdx.x < IO_PARAMS + nparams) in[threadIdx.x] = ((const volatile int *)io)[threadIdx.x];          \
+		__syncthreads();                                                                                           \
+		int tok = in[0];                                                                                           \
+		if (threadIdx.x == 0) *pos = in[1];                                                                        \
+		if (threadIdx.x < nparams) params[threadIdx.x] = in[IO_PARAMS + threadIdx.x];                              \
 		if ((unsigned)tok >= (unsigned)rows) {                                                                     \
-			if (e == 0) atomicOr(poison, 1u);                                                                      \
+			if (threadIdx.x == 0) atomicOr(poison, 1u);                                                            \
 			tok = 0;                                                                                               \
 		}                                                                                                          \
-		if (e < k) {                                                                                               \
+		for (int e = threadIdx.x; e < k; e += blockDim.x) {                                                        \
 			long long v;                                                                                           \
 			if (!res_fixed(embed_elem<T>(q, d, tok, (k + 31) >> 5, e), v)) atomicOr(poison, 1u);                   \
 			res[e] = v;                                                                                            \

@@ -142,8 +142,9 @@ __device__ __forceinline__ void ffn(const long long *res, long long *out, unsign
 		m.row[i] = m.row[UW + i] = unit < hidden ? unit : -1;
 	}
 	m.preload(nb);
-	normw<1> nw;
-	nw.load(norm_w, nb, k);
+	extern __shared__ float4 xs4[]; // the staged residual, then the norm weights (norm_offset)
+	float *gs = (float *)xs4 + norm_offset(k);
+	norm_stage(norm_w, k, gs);
 	dseg<T, U> ds[DPRE];
 #pragma unroll
 	for (int j = 0; j < DPRE; j++) {
@@ -152,10 +153,10 @@ __device__ __forceinline__ void ffn(const long long *res, long long *out, unsign
 	}
 	pdl_wait_and_release();
 
-	extern __shared__ float4 xs4[]; // XS_AT(k) floats
+	norm_ready();
 	const float *x = res_stage(res, k, (float *)xs4);
 	float acc[R], ss;
-	m.template dot<36>(nb, k, x, norm_w, acc, ss, &nw);
+	m.template dot<36, true>(nb, k, x, gs, acc, ss);
 	float scale = rms_factor(ss, k, eps);
 	if (*poison) scale = __int_as_float(0x7fc00000);
 #pragma unroll

@@ -64,13 +64,14 @@ __device__ __forceinline__ void qkv_rope(const long long *res, long long *res_ne
 	int grp = grid_warp();
 	qkv_rows<T, R>(m, grp, pairs, half, head_dim, rhalf, rope_dim, neox);
 	m.preload(nb);
-	normw<1> nw;
-	nw.load(norm_w, nb, k);
+	extern __shared__ float4 xs4[]; // the staged residual, then the norm weights (norm_offset)
+	float *gs = (float *)xs4 + norm_offset(k);
+	norm_stage(norm_w, k, gs);
 	pdl_wait_and_release();
 	int pos = *pos_ptr;
 	for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < k; i += gridDim.x * blockDim.x) res_next[i] = 0;
 	const bool bad = *poison;
-	extern __shared__ float4 xs4[]; // XS_AT(k) floats
+	norm_ready();
 	const float *x = res_stage(res, k, (float *)xs4);
 	for (bool first = true; grp * (R / 2) < pairs; grp += grid_warps(), first = false) {
 		if (!first) {
@@ -97,7 +98,7 @@ __device__ __forceinline__ void qkv_rope(const long long *res, long long *res_ne
 			}
 		}
 		float acc[R], ss;
-		m.template dot<36>(nb, k, x, norm_w, acc, ss, &nw);
+		m.template dot<36, true>(nb, k, x, gs, acc, ss);
 		float scale = bad ? __int_as_float(0x7fc00000) : rms_factor(ss, k, eps);
 		float v0 = 0.f, v1 = 0.f;
 #pragma unroll
