@@ -83,11 +83,20 @@ func defaultTuning() tuning {
 type stepKind int
 
 const (
-	stepGreedy  stepKind = iota // the host's token in, the argmax out (no penalties)
-	stepSampled                 // the host's token and sampler parameters in; penalties, the sampler chain's token out
-	stepChained                 // as stepGreedy, its token the step before's argmax, from device memory
+	stepGreedy         stepKind = iota // the host's token in, the argmax out (no penalties)
+	stepSampled                        // the host's token and sampler parameters in; penalties, the sampler chain's token out
+	stepChained                        // as stepGreedy, its token the step before's, from device memory
+	stepSampledChained                 // as stepSampled, its token the step before's and its draw the next, from device memory
 	stepKinds
 )
+
+// chained is the kind that follows k on the device.
+func (k stepKind) chained() stepKind {
+	if k == stepSampled || k == stepSampledChained {
+		return stepSampledChained
+	}
+	return stepChained
+}
 
 // stepGraphs are the captured decode step, one graph per kind.
 type stepGraphs [stepKinds]*cu.Graph
@@ -101,15 +110,21 @@ func (b *Backend) graphFor(pos int, k stepKind) *cu.Graph {
 	return g[k]
 }
 
-// runAhead is the greedy step that Backend.decodeGreedy queued past the
-// one the caller asked for: chained to it, so its input is that step's
-// token, at the next position. The caller's next Decode takes it over
-// when its token and position are those.
+// runAhead is the step that Backend.decodeAhead queued past the one the
+// caller asked for: chained to it, so its input is that step's token, at
+// the next position. The caller's next Decode takes it over when its
+// token and position are those (and, sampled, its sampler is where the
+// device's is).
 type runAhead struct {
 	queued bool // a step is queued that the host has not waited for
 	ok     bool // and it can be taken over: the step before gave a token
 	pos    int
 	token  int32
+	// sampled: the queued step runs the sampler chain with params at
+	// draw step, and appends its token to the device's penalty history.
+	sampled bool
+	params  sample.Params
+	step    uint64
 }
 
 // Backend is the CUDA forward pass of one model with its KV cache. It is not
@@ -574,8 +589,8 @@ func (b *Backend) recordStep(l *launcher, k stepKind, afterLayer func(i int) err
 	c := &b.cfg
 	pos := b.pos
 	in, nParams := b.host.Device, spWords
-	if k == stepChained {
-		in, nParams = b.next, 0 // the parameters stay the step before's
+	if k == stepChained || k == stepSampledChained {
+		in, nParams = b.next, 0 // the parameters stay the step before's (the draw's step advanced)
 	}
 	if err := l.embed(in, pos, b.params, nParams, &b.embd, b.res[0], b.poison); err != nil {
 		return err
@@ -608,7 +623,7 @@ func (b *Backend) recordStep(l *launcher, k stepKind, afterLayer func(i int) err
 			}
 		}
 	}
-	return b.recordHead(l, b.res[len(b.layers)%2], k == stepSampled)
+	return b.recordHead(l, b.res[len(b.layers)%2], k == stepSampled || k == stepSampledChained)
 }
 
 // recordHead enqueues the output head on the residual stream res and the
@@ -632,7 +647,7 @@ func (b *Backend) recordHead(l *launcher, res cu.DevicePtr, sampled bool) error 
 		return err
 	}
 	return l.sample(sampleArgs{logits: b.logits, n: c.VocabSize, params: b.params, best: b.best, hist: b.hist,
-		counts: b.counts, result: result})
+		counts: b.counts, result: result, pos: b.pos, next: b.next})
 }
 
 // Name describes the device and the captured step.
@@ -705,29 +720,47 @@ func (b *Backend) run(g *cu.Graph, token int32, pos int, result int) (int32, err
 }
 
 // decodeGreedy runs the greedy step for token at pos and returns its
-// argmax, keeping the GPU a step ahead of the host: it queues the step at
-// pos+1 chained to this one (its token this step's argmax, read on the
-// device) before it waits for this one. When the caller then asks for that
-// token at pos+1, as a generation loop does, the step is already running
-// and the host's round trip (graph launch, wait, reading the id) overlaps
-// it. Otherwise the queued step only wrote scratch, the cache row at pos+1
-// (which the step the caller asks for rewrites before anything reads it)
-// and the other result slot, and is left to finish.
+// argmax, through decodeAhead.
 func (b *Backend) decodeGreedy(token int32, pos int) (int32, error) {
 	if b.debug != nil {
 		return b.step(token, pos)
 	}
+	a := b.ahead
+	queued := a.ok && !a.sampled && a.pos == pos && a.token == token
+	if !queued {
+		b.dropAhead()
+	}
+	return b.decodeAhead(queued, token, pos, stepGreedy)
+}
+
+// decodeAhead runs the step for token at pos and returns its token,
+// keeping the GPU a step ahead of the host: it queues the step at pos+1,
+// chained to this one (its token this step's, read on the device), before
+// it waits for this one. When the caller then asks for that token at
+// pos+1, as a generation loop does, the step is already running and the
+// host's round trip (graph launch, wait, reading the id, and whatever the
+// caller does with the token) overlaps it. Otherwise the queued step only
+// wrote scratch, the cache row at pos+1 (which the step the caller asks
+// for rewrites before anything reads it: a caller's history covers the
+// positions before the one it decodes), the other result slot and, when
+// sampled, the device's penalty history (dropAhead marks it for upload),
+// and is left to finish.
+//
+// When queued is set the step at pos is b.ahead's, already running;
+// otherwise it is launched here from a graph of kind fed, with io's token,
+// position and (sampled) parameters.
+func (b *Backend) decodeAhead(queued bool, token int32, pos int, fed stepKind) (int32, error) {
 	w := b.host.Uint32s()
-	if a := b.ahead; !a.ok || a.pos != pos || a.token != token {
+	if !queued {
 		w[ioToken], w[ioPos] = uint32(token), uint32(pos)
-		if err := b.launchGreedy(b.graphFor(pos, stepGreedy), pos); err != nil {
+		if err := b.launchStep(b.graphFor(pos, fed), pos); err != nil {
 			return 0, err
 		}
 	}
 	b.ahead.ok = false
 	chain := pos+1 < b.ctxLen
 	if chain {
-		if err := b.launchGreedy(b.graphFor(pos+1, stepChained), pos+1); err != nil {
+		if err := b.launchStep(b.graphFor(pos+1, fed.chained()), pos+1); err != nil {
 			return 0, err
 		}
 	}
@@ -739,8 +772,8 @@ func (b *Backend) decodeGreedy(token int32, pos int) (int32, error) {
 	return tok, nil
 }
 
-// launchGreedy queues greedy graph g for the step at pos and marks its end.
-func (b *Backend) launchGreedy(g *cu.Graph, pos int) error {
+// launchStep queues graph g for the step at pos and marks its end.
+func (b *Backend) launchStep(g *cu.Graph, pos int) error {
 	b.ahead.queued = true
 	if err := g.Launch(b.stream); err != nil {
 		return fmt.Errorf("cuda: decode step at position %d: %w", pos, err)
@@ -748,14 +781,25 @@ func (b *Backend) launchGreedy(g *cu.Graph, pos int) error {
 	return b.c.Record(b.done[pos&1], b.stream)
 }
 
-// settle waits for a step decodeGreedy queued ahead, before work that reads
-// what it writes (the logits, the result slots) or that the stream does not
+// dropAhead gives up the queued step, which still runs: a sampled one
+// appends its token to the device's penalty history, which must then be
+// uploaded again before the next sampled step (after the step has run).
+func (b *Backend) dropAhead() {
+	if b.ahead.sampled {
+		b.hs.lastN = 0
+	}
+	b.ahead.ok, b.ahead.sampled = false, false
+}
+
+// settle waits for a step decodeAhead queued, before work that reads what
+// it writes (the logits, the result slots) or that the stream does not
 // order after it (synchronous copies).
 func (b *Backend) settle() error {
+	b.dropAhead()
 	if !b.ahead.queued {
 		return nil
 	}
-	b.ahead = runAhead{}
+	b.ahead.queued = false
 	if err := b.c.SyncStream(b.stream); err != nil {
 		return fmt.Errorf("cuda: decode step queued ahead: %w", err)
 	}

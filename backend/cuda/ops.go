@@ -450,9 +450,12 @@ type sampleArgs struct {
 	hist   cu.DevicePtr // {length, oldest, ring[lastN]}
 	counts cu.DevicePtr // per token id
 	result cu.DevicePtr // the token, -1 (all NaN) or sampOverflow
+	// pos and next as in logitsArgs; with next set the parameters' step
+	// is advanced for the chained step.
+	pos, next cu.DevicePtr
 }
 
 func (l *launcher) sample(a sampleArgs) error {
 	return l.launch(l.k.sampleChain, cu.Dim(1), sampThreads, sampShared, cu.Args{
-		a.logits, i32(a.n), a.params, a.best, a.hist, a.counts, a.result})
+		a.logits, i32(a.n), a.params, a.best, a.hist, a.counts, a.result, a.pos, a.next})
 }

@@ -78,16 +78,17 @@ type hostSampler struct {
 // decodeSampled runs one step with s's chain on the device. The step is
 // s.Advance(), so s stays on the random stream a CPU engine would use; the
 // caller accepts the token into s's history as usual, and the device, which
-// appended it to its own, finds the two equal at the next step.
+// appended it to its own, finds the two equal at the next step. Like the
+// greedy step it runs a step ahead (decodeAhead): the queued step draws
+// with the next step of the stream, from the device's history with this
+// step's token appended, so it is taken over when s is at that step with
+// that history and the same parameters.
 func (b *Backend) decodeSampled(token int32, pos int, s *sample.Sampler) (int32, error) {
 	p := s.Params()
 	pen := penaltiesOn(p)
 	if !pen && p.Greedy() {
 		s.Advance()
 		return b.decodeGreedy(token, pos)
-	}
-	if err := b.settle(); err != nil {
-		return 0, err
 	}
 	if b.debug != nil || (pen && p.PenaltyLastN > b.ctxLen) {
 		// Debug mode runs kernels one by one, and the device's ring holds
@@ -101,19 +102,48 @@ func (b *Backend) decodeSampled(token int32, pos int, s *sample.Sampler) (int32,
 		}
 		return s.Sample(logits), nil
 	}
-	if pen {
-		if err := b.syncHistory(s); err != nil {
+	a := b.ahead
+	queued := a.ok && a.sampled && a.pos == pos && a.token == token && a.params == p && a.step == s.Step() &&
+		(!pen || b.hs.lastN == p.PenaltyLastN && slices.Equal(s.Recent(), b.hs.mirror))
+	if !queued {
+		// The history upload is a synchronous copy: the queued step,
+		// which may append to the history, must have run.
+		if err := b.settle(); err != nil {
 			return 0, err
+		}
+		if pen {
+			if err := b.syncHistory(s); err != nil {
+				return 0, err
+			}
 		}
 	}
 	step := s.Advance()
-	encodeParams(b.host.Uint32s()[ioParams:], p, step, b.cfg.VocabSize)
-	next, err := b.run(b.graphFor(pos, stepSampled), token, pos, ioResult)
+	if !queued {
+		encodeParams(b.host.Uint32s()[ioParams:], p, step, b.cfg.VocabSize)
+	}
+	next, err := b.decodeAhead(queued, token, pos, stepSampled)
 	if err != nil {
 		return 0, err
 	}
+	b.ahead.sampled, b.ahead.params, b.ahead.step = true, p, step+1
 	switch {
 	case next == sampOverflow:
+		// More candidates than the device sorts: the host draws from
+		// this step's logits, which the queued step has overwritten, so
+		// the step runs again (the same bits: it rewrites its own cache
+		// row) without a step after it.
+		if err := b.settle(); err != nil {
+			return 0, err
+		}
+		if pen {
+			if err := b.syncHistory(s); err != nil {
+				return 0, err
+			}
+		}
+		encodeParams(b.host.Uint32s()[ioParams:], p, step, b.cfg.VocabSize)
+		if _, err := b.run(b.graphFor(pos, stepSampled), token, pos, ioResult+pos&1); err != nil {
+			return 0, err
+		}
 		return b.hostDraw(p, step)
 	case next >= 0 && pen:
 		b.hs.accept(next, p.PenaltyLastN)

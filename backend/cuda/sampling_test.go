@@ -6,6 +6,8 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"gotok/model/synth"
+	"gotok/quant"
 	"gotok/sample"
 )
 
@@ -202,5 +204,75 @@ func TestEncodeParams(t *testing.T) {
 	}
 	if !deviceGreedy(nil) || !penaltiesOn(p) {
 		t.Error("a nil sampler is greedy, and a frequency penalty is a penalty")
+	}
+}
+
+// TestSampledRunAhead decodes with the sampler chain on the device, each
+// step queued ahead and taken over by the next Decode, against a second
+// engine whose every step is fed by the host (settle drops the queue): the
+// same tokens and sampler steps, bit for bit, as both run the same kernels.
+// The vocabulary (8192) is past what the device sorts, so loose chains
+// hand steps back to the host; a token the device did not draw (accepted
+// by the caller alone) must refuse the queued step.
+func TestSampledRunAhead(t *testing.T) {
+	skipWithoutGPU(t)
+	shape := synth.Presets["tiny"]
+	shape.Vocab = 8192
+	m := genModel(t, shape, quant.Q4_0, 13)
+	ctx := context.Background()
+	var g, ref *Backend
+	for _, e := range []**Backend{&g, &ref} {
+		var err error
+		if *e, err = New(m, Options{ContextLen: 160}); err != nil {
+			t.Fatal(err)
+		}
+		defer (*e).Close()
+	}
+	configs := []sample.Params{
+		{Temperature: 0.8, TopK: 40, TopP: 0.95, MinP: 0.05, RepeatPenalty: 1.1, PenaltyLastN: 64},
+		{Temperature: 1.5}, // past 4096 candidates: the host draws
+		{Temperature: 0, RepeatPenalty: 1.5, PenaltyLastN: 32}, // greedy with penalties
+		{Temperature: 1, TopK: 100, PresencePenalty: 0.5, FrequencyPenalty: 0.1, PenaltyLastN: 16},
+	}
+	took, steps := 0, 0
+	for ci, p := range configs {
+		p.Seed = uint64(ci + 1)
+		sg, _ := sample.New(p)
+		sr, _ := sample.New(p)
+		tok := int32(3)
+		sg.Accept(tok)
+		sr.Accept(tok)
+		for pos := 0; pos < 150; pos++ {
+			if g.ahead.ok && g.ahead.sampled && g.ahead.pos == pos {
+				took++
+			}
+			steps++
+			got, err := g.Decode(ctx, tok, pos, sg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, err := ref.Decode(ctx, tok, pos, sr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := ref.settle(); err != nil {
+				t.Fatal(err)
+			}
+			if got != want || sg.Step() != sr.Step() {
+				t.Fatalf("config %d %+v: position %d: token %d at step %d, fed by the host %d at step %d", ci, p, pos, got, sg.Step(), want, sr.Step())
+			}
+			sg.Accept(got)
+			sr.Accept(got)
+			if pos%30 == 29 {
+				extra := int32(pos*7) % int32(shape.Vocab)
+				sg.Accept(extra)
+				sr.Accept(extra)
+			}
+			tok = got
+		}
+	}
+	t.Logf("%d of %d steps taken over from the queue; host draws: %v", took, steps, g.hs.fallback != nil)
+	if took < steps/2 {
+		t.Errorf("only %d of %d steps were taken over from the queue", took, steps)
 	}
 }

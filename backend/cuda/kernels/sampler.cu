@@ -322,9 +322,14 @@ __device__ void history_add(int *hist, int *counts, int n, int last_n, int tok) 
 	counts[tok]++;
 }
 
+// sample_chain draws the step's token and writes it to out, or with the
+// step's position (pos) to slot pos&1 of out and, with pos+1, to next: the
+// input of a step chained to this one (logits.cu), whose draw is the
+// stream's next: the step word of params is advanced for it (a step fed
+// by the host overwrites params from io).
 extern "C" __global__ void __launch_bounds__(SAMP_THREADS)
-    sample_chain(const float *logits, int n, const samp_params *params, const int *best, int *hist, int *counts,
-                 int *out) {
+    sample_chain(const float *logits, int n, samp_params *params, const int *best, int *hist, int *counts,
+                 int *out, const int *pos, int *next) {
 	extern __shared__ u64 dyn[]; // keys[SAMP_CAP] | wts[SAMP_CAP] | bins[SAMP_BINS]
 	__shared__ double mass[64], dscr[32], dvar;
 	__shared__ int iscr[32], vars[4];
@@ -335,7 +340,13 @@ extern "C" __global__ void __launch_bounds__(SAMP_THREADS)
 	int tok = *best;
 	if ((p.flags & SP_DRAW) && tok >= 0) tok = draw_token(logits, n, tok, p, s);
 	if (threadIdx.x == 0) {
-		*(volatile int *)out = tok;
+		const int at = pos ? *pos : 0;
+		*(volatile int *)(out + (at & 1)) = tok;
 		if (tok >= 0 && (p.flags & SP_PENALTY)) history_add(hist, counts, n, (int)p.last_n, tok);
+		if (next) {
+			next[0] = tok;
+			next[1] = at + 1;
+			params->step = p.step + 1;
+		}
 	}
 }
