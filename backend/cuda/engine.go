@@ -69,6 +69,10 @@ type tuning struct {
 	// to attnSingle positions (attention_cl) when long contexts have their
 	// own graphs (0: the split kernel for every length).
 	attnCluster int
+	// attnMidSingle and attnMidCluster: contexts past attnSingle and up
+	// to attnMidSingle run on clusters of attnMidCluster blocks, in
+	// graphs of their own (0: none; the split kernel past attnSingle).
+	attnMidSingle, attnMidCluster int
 	// noL2Head leaves the output head's weights out of the persisting
 	// L2 window (Backend.keepHeadInL2).
 	noL2Head bool
@@ -76,7 +80,7 @@ type tuning struct {
 
 func defaultTuning() tuning {
 	return tuning{attnSingle: attSingle, attnMinChunk: attMinChunk, attnOBlocks: attOBlocks, attnWarpsLong: attWarpsLong,
-		attnCluster: attCluster}
+		attnCluster: attCluster, attnMidSingle: attMidSingle, attnMidCluster: attMidCluster}
 }
 
 // stepKind is what a captured decode step takes in and gives out.
@@ -101,13 +105,28 @@ func (k stepKind) chained() stepKind {
 // stepGraphs are the captured decode step, one graph per kind.
 type stepGraphs [stepKinds]*cu.Graph
 
+// The captured step's graphs by context length: graphShort up to
+// tune.attnSingle positions, graphMid (when captured) up to
+// tune.attnMidSingle, graphLong (when captured) past that.
+const (
+	graphShort = iota
+	graphLong
+	graphMid
+	graphTiers
+)
+
 // graphFor is the graph that runs the step at pos.
 func (b *Backend) graphFor(pos int, k stepKind) *cu.Graph {
-	g := b.graphs[0]
-	if pos+1 > b.tune.attnSingle && b.graphs[1][k] != nil {
-		g = b.graphs[1]
+	n, g := pos+1, &b.graphs
+	switch {
+	case n <= b.tune.attnSingle:
+		return g[graphShort][k]
+	case n <= b.tune.attnMidSingle && g[graphMid][k] != nil:
+		return g[graphMid][k]
+	case g[graphLong][k] != nil:
+		return g[graphLong][k]
 	}
-	return g[k]
+	return g[graphShort][k]
 }
 
 // runAhead is the step that Backend.decodeAhead queued past the one the
@@ -157,10 +176,9 @@ type Backend struct {
 	hist         cu.DevicePtr // penalty history: {length, oldest, ring[ctxLen]}
 	counts       cu.DevicePtr // penalty history: occurrences per token id
 	host         *cu.HostBuffer
-	// graphs[0] serves contexts of up to tune.attnSingle positions,
-	// graphs[1] (when captured) longer ones, whose attention blocks have
-	// fewer warps; see graphFor.
-	graphs         [2]stepGraphs
+	// graphs by context length (graphShort, graphMid, graphLong): see
+	// graphFor and capture.
+	graphs         [graphTiers]stepGraphs
 	next           cu.DevicePtr // a chained step's input: {token, position}, written by the greedy head
 	done           [2]cu.Event  // the greedy step at pos has finished when done[pos&1] has
 	ahead          runAhead
@@ -308,9 +326,14 @@ func (b *Backend) capture(l *launcher) error {
 	if long.attnWarpsPerHead > 0 {
 		l.attnCluster = b.tune.attnCluster
 	}
-	for i, l := range []*launcher{l, &long} {
-		if i == 1 && long.attnWarpsPerHead == 0 {
-			break
+	mid := *l
+	mid.attnCluster = b.tune.attnMidCluster
+	for i, l := range []*launcher{graphShort: l, graphLong: &long, graphMid: &mid} {
+		switch {
+		case i == graphLong && long.attnWarpsPerHead == 0,
+			i == graphMid && (l.attnCluster <= 1 || b.tune.attnMidSingle <= b.tune.attnSingle || long.attnWarpsPerHead == 0 ||
+				b.c.Info.Major < 9): // no clusters: the long graph serves
+			continue
 		}
 		for k := range stepKinds {
 			var err error

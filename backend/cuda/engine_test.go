@@ -2,6 +2,7 @@ package cuda
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -58,7 +59,7 @@ func f64s(f []float32) []float64 {
 
 // compareWithCPU feeds the same tokens to both engines and checks every
 // step's logits; it returns the worst relative error.
-func compareWithCPU(t *testing.T, m *model.Model, steps int, tol float64, seed uint64) float64 {
+func compareWithCPU(t *testing.T, m *model.Model, steps int, tol float64, seed uint64, tune ...func(*tuning)) float64 {
 	t.Helper()
 	ctx := context.Background()
 	g, err := New(m, Options{ContextLen: 256})
@@ -66,6 +67,15 @@ func compareWithCPU(t *testing.T, m *model.Model, steps int, tol float64, seed u
 		t.Fatal(err)
 	}
 	defer g.Close()
+	if len(tune) > 0 {
+		for _, f := range tune {
+			f(&g.tune)
+		}
+		l := &launcher{c: g.c, k: g.k, stream: g.stream, sms: g.c.Info.SMCount, pdl: g.c.Info.Major >= 9}
+		if err := g.capture(l); err != nil {
+			t.Fatal(err)
+		}
+	}
 	c, err := cpu.New(m, cpu.Options{ContextLen: 256})
 	if err != nil {
 		t.Fatal(err)
@@ -107,8 +117,9 @@ func TestEngineMatchesCPU(t *testing.T) {
 	}
 	untied := tiny
 	untied.Tied = false
-	// Past attSingle positions the step runs in the long-context graph.
-	worst := compareWithCPU(t, genModel(t, untied, quant.Q4_0, 4), 160, 3e-2, 10)
+	// Past attSingle positions the step runs in the graphs of longer
+	// contexts: here on clusters of 8 up to 144, then the split kernel.
+	worst := compareWithCPU(t, genModel(t, untied, quant.Q4_0, 4), 160, 3e-2, 10, func(tu *tuning) { tu.attnMidSingle = 144 })
 	t.Logf("untied Q4_0: worst %.3g over 160 steps", worst)
 }
 
@@ -606,6 +617,47 @@ func TestDecodeSpeed(t *testing.T) {
 	profileStep(t, g, 100)
 	profileStep(t, g, 2148)
 	sweepShapes(t, g)
+	sweepSingle(t, g)
+}
+
+// sweepSingle times the greedy step at positions across the context with
+// the contexts run on clusters varied: up to attnSingle on clusters of
+// attnCluster, then up to attnMidSingle on clusters of attnMidCluster,
+// then the split kernel.
+func sweepSingle(t *testing.T, g *Backend) {
+	def := g.tune
+	positions := []int{64, 200, 400, 600, 800, 1600}
+	t.Logf("contexts on clusters (µs per token on the device at positions %v):", positions)
+	var ref []float32
+	for _, v := range []struct{ single, cluster, mid, midCluster int }{
+		{128, 4, 512, 8}, {128, 4, 0, 0}, {128, 4, 256, 8}, {128, 4, 1024, 8}, {128, 4, 512, 4}, {256, 8, 512, 8},
+	} {
+		g.tune = def
+		g.tune.attnSingle, g.tune.attnCluster, g.tune.attnMidSingle, g.tune.attnMidCluster = v.single, v.cluster, v.mid, v.midCluster
+		l := &launcher{c: g.c, k: g.k, stream: g.stream, sms: g.c.Info.SMCount, pdl: g.c.Info.Major >= 9}
+		if err := g.capture(l); err != nil {
+			t.Fatal(err)
+		}
+		line := fmt.Sprintf("  ≤%d on clusters of %d, ≤%d of %d:", v.single, v.cluster, v.mid, v.midCluster)
+		for _, pos := range positions {
+			line += fmt.Sprintf(" %6.1f", replayTime(t, g, g.graphFor(pos, stepGreedy), pos))
+		}
+		t.Log(line)
+		got, err := g.Logits(context.Background(), 7, 900)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ref == nil {
+			ref = got
+		} else if e := relErr(got, f64s(ref)); !(e < 1e-5) {
+			t.Errorf("%s: logits at 900 differ from the default's by %.3g", line, e)
+		}
+	}
+	g.tune = def
+	l := &launcher{c: g.c, k: g.k, stream: g.stream, sms: g.c.Info.SMCount, pdl: g.c.Info.Major >= 9}
+	if err := g.capture(l); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // replayTime is the device time of one replay of graph at pos, from n

@@ -192,6 +192,13 @@ const (
 	// wait); the split kernel 466.
 	attCluster    = 4
 	attMaxCluster = 8
+	// attMidSingle is the longest context run on clusters of
+	// attMidCluster blocks, past attSingle (Backend.capture). H200, µs a
+	// token at positions 200 / 400 / 600 / 800 (sweepSingle): the split
+	// kernel 483 / 497 / 506 / 499; clusters of 8 up to 1024 379 / 421 /
+	// 453 / 498; clusters of 4 up to 512 407 / 481 / (split) 506.
+	attMidSingle  = 1024
+	attMidCluster = 8
 )
 
 // attnArgs are the attention step's operands.
