@@ -196,8 +196,12 @@ const (
 	// attMidCluster blocks, past attSingle (Backend.capture). H200, µs a
 	// token at positions 200 / 400 / 600 / 800 (sweepSingle): the split
 	// kernel 483 / 497 / 506 / 499; clusters of 8 up to 1024 379 / 421 /
-	// 453 / 498; clusters of 4 up to 512 407 / 481 / (split) 506.
-	attMidSingle  = 1024
+	// 453 / 498; clusters of 4 up to 512 407 / 481 / (split) 506. Up to
+	// 1024 would be faster at 513-800, but there attention_cl gave wrong
+	// logits for a model of 4 heads on 1 KV head at 600 positions
+	// (TestPrefillMatchesSteps, relative error 1.28): not understood yet,
+	// see NOTES.md.
+	attMidSingle  = 512
 	attMidCluster = 8
 )
 
