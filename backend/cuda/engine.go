@@ -35,10 +35,10 @@ type Options struct {
 // (sampled token), in pinned host memory that the kernels read and write
 // directly: the graph has no copy nodes. The embedding kernel copies the
 // position and the parameters to device memory (pos, params) for the
-// kernels after it. The greedy steps write their token to slot pos&1 of
+// kernels after it. The decode steps write their token to slot pos&1 of
 // the two at ioResult, so that the host can read one step's while the
-// next runs (Backend.decodeGreedy); the sampled step and the batched
-// prefill write it to the first.
+// next runs (Backend.decodeAhead); the batched prefill writes it to the
+// first.
 const (
 	ioToken  = 0
 	ioPos    = 1
@@ -179,8 +179,8 @@ type Backend struct {
 	// graphs by context length (graphShort, graphMid, graphLong): see
 	// graphFor and capture.
 	graphs         [graphTiers]stepGraphs
-	next           cu.DevicePtr // a chained step's input: {token, position}, written by the greedy head
-	done           [2]cu.Event  // the greedy step at pos has finished when done[pos&1] has
+	next           cu.DevicePtr // a chained step's input: {token, position}, written by the head or the sampler
+	done           [2]cu.Event  // the decode step at pos has finished when done[pos&1] has
 	ahead          runAhead
 	launches       int // kernels in one greedy step
 	sampleLaunches int // kernels in one sampled step
