@@ -71,10 +71,7 @@ func compareWithCPU(t *testing.T, m *model.Model, steps int, tol float64, seed u
 		for _, f := range tune {
 			f(&g.tune)
 		}
-		l := &launcher{c: g.c, k: g.k, stream: g.stream, sms: g.c.Info.SMCount, pdl: g.c.Info.Major >= 9}
-		if err := g.capture(l); err != nil {
-			t.Fatal(err)
-		}
+		recapture(t, g)
 	}
 	c, err := cpu.New(m, cpu.Options{ContextLen: 256})
 	if err != nil {
@@ -648,10 +645,7 @@ func sweepSingle(t *testing.T, g *Backend) {
 	} {
 		g.tune = def
 		g.tune.attnSingle, g.tune.attnCluster, g.tune.attnMidSingle, g.tune.attnMidCluster = v.single, v.cluster, v.mid, v.midCluster
-		l := &launcher{c: g.c, k: g.k, stream: g.stream, sms: g.c.Info.SMCount, pdl: g.c.Info.Major >= 9}
-		if err := g.capture(l); err != nil {
-			t.Fatal(err)
-		}
+		recapture(t, g)
 		line := fmt.Sprintf("  ≤%d on clusters of %d, ≤%d of %d:", v.single, v.cluster, v.mid, v.midCluster)
 		for _, pos := range positions {
 			line += fmt.Sprintf(" %6.1f", replayTime(t, g, g.graphFor(pos, stepGreedy), pos))
@@ -668,10 +662,7 @@ func sweepSingle(t *testing.T, g *Backend) {
 		}
 	}
 	g.tune = def
-	l := &launcher{c: g.c, k: g.k, stream: g.stream, sms: g.c.Info.SMCount, pdl: g.c.Info.Major >= 9}
-	if err := g.capture(l); err != nil {
-		t.Fatal(err)
-	}
+	recapture(t, g)
 }
 
 // replayTime is the device time of one replay of graph at pos, from n
@@ -784,6 +775,13 @@ func sweepShapes(t *testing.T, g *Backend) {
 		t.Logf("  %-26s @100 %6.1f   @2148 %6.1f   (logits vs default %.1g)", v.name, t100, t2148, e)
 	}
 	g.tune = def
+	recapture(t, g)
+}
+
+// recapture captures g's step again with the default launch shapes and
+// g.tune.
+func recapture(t *testing.T, g *Backend) {
+	t.Helper()
 	l := &launcher{c: g.c, k: g.k, stream: g.stream, sms: g.c.Info.SMCount, pdl: g.c.Info.Major >= 9}
 	if err := g.capture(l); err != nil {
 		t.Fatal(err)

@@ -105,21 +105,11 @@ func (b *Backend) decodeSampled(token int32, pos int, s *sample.Sampler) (int32,
 	a := b.ahead
 	queued := a.ok && a.sampled && a.pos == pos && a.token == token && a.params == p && a.step == s.Step() &&
 		(!pen || b.hs.lastN == p.PenaltyLastN && slices.Equal(s.Recent(), b.hs.mirror))
-	if !queued {
-		// The history upload is a synchronous copy: the queued step,
-		// which may append to the history, must have run.
-		if err := b.settle(); err != nil {
-			return 0, err
-		}
-		if pen {
-			if err := b.syncHistory(s); err != nil {
-				return 0, err
-			}
-		}
-	}
 	step := s.Advance()
 	if !queued {
-		encodeParams(b.host.Uint32s()[ioParams:], p, step, b.cfg.VocabSize)
+		if err := b.feedSampled(s, step); err != nil {
+			return 0, err
+		}
 	}
 	next, err := b.decodeAhead(queued, token, pos, stepSampled)
 	if err != nil {
@@ -132,15 +122,9 @@ func (b *Backend) decodeSampled(token int32, pos int, s *sample.Sampler) (int32,
 		// this step's logits, which the queued step has overwritten, so
 		// the step runs again (the same bits: it rewrites its own cache
 		// row) without a step after it.
-		if err := b.settle(); err != nil {
+		if err := b.feedSampled(s, step); err != nil {
 			return 0, err
 		}
-		if pen {
-			if err := b.syncHistory(s); err != nil {
-				return 0, err
-			}
-		}
-		encodeParams(b.host.Uint32s()[ioParams:], p, step, b.cfg.VocabSize)
 		if _, err := b.run(b.graphFor(pos, stepSampled), token, pos, ioResult+pos&1); err != nil {
 			return 0, err
 		}
@@ -149,6 +133,24 @@ func (b *Backend) decodeSampled(token int32, pos int, s *sample.Sampler) (int32,
 		b.hs.accept(next, p.PenaltyLastN)
 	}
 	return next, nil
+}
+
+// feedSampled readies a sampled step at draw step that the host feeds:
+// the queued step waited for (the history upload is a synchronous copy,
+// and the queued step may append to the history), the penalty history
+// uploaded when the device's differs, and the parameters in io.
+func (b *Backend) feedSampled(s *sample.Sampler, step uint64) error {
+	if err := b.settle(); err != nil {
+		return err
+	}
+	p := s.Params()
+	if penaltiesOn(p) {
+		if err := b.syncHistory(s); err != nil {
+			return err
+		}
+	}
+	encodeParams(b.host.Uint32s()[ioParams:], p, step, b.cfg.VocabSize)
+	return nil
 }
 
 // syncHistory uploads s's penalty history and its counts when the device's
