@@ -9,7 +9,8 @@ import (
 )
 
 // Backend runs a loaded model's forward pass. Sampling lives behind it so a
-// GPU backend can sample on the device and return only the token id.
+// GPU backend can sample on the device and return only the token id; a nil
+// sampler means greedy (the argmax, no penalties).
 type Backend interface {
 	// Prefill runs the prompt tokens starting at position pos, filling the KV
 	// cache, and returns the token sampled from the last position's logits.

@@ -22,11 +22,7 @@ type Config struct {
 	VocabSize  int
 	ContextLen int // the context the model was trained for
 	RMSEps     float32
-	RopeBase   float32
-	RopeDim    int  // leading dimensions of each head that RoPE rotates
-	RopeNeox   bool // NeoX rotation (pairs i, i+RopeDim/2) instead of adjacent pairs
-	// RopeFreqScale multiplies positions (linear RoPE scaling; 1 = none).
-	RopeFreqScale float32
+	Rope       Rope
 	// TiedEmbeddings: the output head reuses token_embd.
 	TiedEmbeddings bool
 	// QKVBias: the attention projections carry biases (qwen2).
@@ -63,16 +59,10 @@ func ConfigFromMetadata(m *gguf.Metadata) (Config, error) {
 	if !ok {
 		return c, fmt.Errorf("model: architecture %q is not supported (gotok runs llama, mistral, granite, qwen2)", a)
 	}
-	if a == "granite" {
-		// Granite adds embedding/residual/attention/logit multipliers; refuse
-		// rather than run it wrong.
-		for _, k := range []string{"granite.embedding_scale", "granite.residual_scale", "granite.attention.scale", "granite.logit_scale"} {
-			if _, ok := m.Value(k); ok {
-				return c, fmt.Errorf("model: granite multiplier %s is not supported", k)
-			}
-		}
+	if err := checkKeys(m, a); err != nil {
+		return c, err
 	}
-	c.Arch, c.RopeNeox, c.QKVBias = a, spec.ropeNeox, spec.qkvBias
+	c.Arch, c.QKVBias = a, spec.qkvBias
 
 	var err error
 	need := func(key string) int {
@@ -105,28 +95,12 @@ func ConfigFromMetadata(m *gguf.Metadata) (Config, error) {
 		return c, fmt.Errorf("model: head dimension %d is not supported", c.HeadDim)
 	}
 	c.RMSEps = float32(m.FloatOr(a+".attention.layer_norm_rms_epsilon", 1e-5))
-	c.RopeBase = float32(m.FloatOr(a+".rope.freq_base", 10000))
-	c.RopeDim = int(m.IntOr(a+".rope.dimension_count", int64(c.HeadDim)))
-	if c.RopeDim <= 0 || c.RopeDim > c.HeadDim || c.RopeDim%2 != 0 {
-		return c, fmt.Errorf("model: rope dimension %d does not fit head dimension %d", c.RopeDim, c.HeadDim)
+	if !(c.RMSEps > 0) {
+		return c, fmt.Errorf("model: bad rms epsilon %g", c.RMSEps)
 	}
-	if !(c.RMSEps > 0) || !(c.RopeBase > 0) {
-		return c, fmt.Errorf("model: bad rms epsilon %g or rope base %g", c.RMSEps, c.RopeBase)
+	if c.Rope, err = ropeFromMetadata(m, a, c.HeadDim, c.ContextLen); err != nil {
+		return c, err
 	}
-	c.RopeFreqScale = 1
-	switch st := m.StringOr(a+".rope.scaling.type", "none"); st {
-	case "none", "":
-	case "linear":
-		f := m.FloatOr(a+".rope.scaling.factor", 1)
-		if !(f > 0) {
-			return c, fmt.Errorf("model: rope scaling factor %g", f)
-		}
-		c.RopeFreqScale = float32(1 / f)
-	default:
-		return c, fmt.Errorf("model: rope scaling %q is not supported", st)
-	}
-	if _, ok := m.Value(a + ".rope.freq_scale"); ok {
-		return c, fmt.Errorf("model: %s.rope.freq_scale is not supported", a)
-	}
+	c.Rope.Neox = spec.ropeNeox
 	return c, nil
 }

@@ -1,7 +1,9 @@
 package model
 
 import (
+	"encoding/binary"
 	"fmt"
+	"math"
 
 	"gotok/gguf"
 	"gotok/quant"
@@ -84,13 +86,21 @@ func FromFile(f *gguf.File) (*Model, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := binder{f: f}
+	b := binder{f: f, bound: make(map[string]bool)}
 	m := &Model{File: f}
 	m.TokenEmbd = b.matrix("token_embd.weight", c.Dim, -1)
 	if b.err != nil {
 		return nil, b.err
 	}
 	c.VocabSize = m.TokenEmbd.Rows
+	if f := b.optVector("rope_freqs.weight", c.Rope.Pairs()); f != nil {
+		c.Rope.Factors = f32s(f.Data)
+		for i, v := range c.Rope.Factors {
+			if !(v > 0) || math.IsInf(float64(v), 0) {
+				return nil, fmt.Errorf("model: rope_freqs.weight[%d] = %g", i, v)
+			}
+		}
+	}
 	if v, ok := f.Int(c.Arch + ".vocab_size"); ok && int(v) != c.VocabSize {
 		return nil, fmt.Errorf("model: %s.vocab_size %d differs from token_embd rows %d", c.Arch, v, c.VocabSize)
 	}
@@ -132,11 +142,28 @@ func FromFile(f *gguf.File) (*Model, error) {
 	if b.err != nil {
 		return nil, b.err
 	}
-	if _, ok := f.Tensor("blk.0.attn_q_norm.weight"); ok {
-		return nil, fmt.Errorf("model: QK-norm tensors (blk.N.attn_q_norm) are not supported")
+	if err := b.checkAllBound(); err != nil {
+		return nil, err
 	}
 	m.Config = c
 	return m, nil
+}
+
+// ignoredTensors may be in a file without being used: none so far. Like
+// llama.cpp, which refuses a file with tensors it did not create, gotok
+// refuses any other tensor it does not bind, since a tensor nobody reads
+// (rope_freqs once) is a part of the model left out of the maths. Add a
+// name here only with the reason it cannot change the output.
+var ignoredTensors = map[string]bool{}
+
+// checkAllBound refuses a file with a tensor the binder did not take.
+func (b *binder) checkAllBound() error {
+	for _, t := range b.f.Tensors {
+		if !b.bound[t.Name] && !ignoredTensors[t.Name] {
+			return fmt.Errorf("model: tensor %s is not supported", t.Name)
+		}
+	}
+	return nil
 }
 
 // computeTypes are the weight types the backends can multiply.
@@ -147,8 +174,9 @@ var computeTypes = map[quant.Type]bool{
 }
 
 type binder struct {
-	f   *gguf.File
-	err error
+	f     *gguf.File
+	err   error
+	bound map[string]bool // the tensors taken
 }
 
 func (b *binder) get(name string) *gguf.TensorInfo {
@@ -164,6 +192,7 @@ func (b *binder) get(name string) *gguf.TensorInfo {
 		b.err = fmt.Errorf("model: tensor %s has type %s, which gotok cannot compute with", name, t.Type)
 		return nil
 	}
+	b.bound[name] = true
 	return t
 }
 
@@ -202,4 +231,13 @@ func (b *binder) optVector(name string, n int) *Tensor {
 	}
 	t := b.vector(name, n)
 	return &t
+}
+
+// f32s decodes little-endian float32s.
+func f32s(b []byte) []float32 {
+	out := make([]float32, len(b)/4)
+	for i := range out {
+		out[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
+	}
+	return out
 }

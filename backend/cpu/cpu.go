@@ -78,7 +78,7 @@ func New(m *model.Model, o Options) (*Backend, error) {
 		return nil, fmt.Errorf("cpu: %d threads on %d cores", threads, runtime.NumCPU())
 	}
 	b := &Backend{m: m, c: c, ctxLen: ctxLen, threads: threads, pool: newPool(threads)}
-	b.rope = newRope(c.RopeDim, c.RopeBase, c.RopeFreqScale, c.RopeNeox, MaxBatch)
+	b.rope = newRope(c.Rope, MaxBatch)
 	kvd := c.KVDim()
 	b.kstride = keyStride(ctxLen)
 	b.kcache = make([][]float32, c.NumLayers)
@@ -162,6 +162,9 @@ func (b *Backend) Prefill(ctx context.Context, tokens []int32, pos int, s *sampl
 	logits, err := b.Forward(ctx, tokens, pos)
 	if err != nil {
 		return 0, err
+	}
+	if s == nil {
+		return sample.Argmax(logits), nil
 	}
 	return s.Sample(logits), nil
 }

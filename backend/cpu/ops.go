@@ -3,6 +3,7 @@ package cpu
 import (
 	"math"
 
+	"gotok/model"
 	"gotok/quant"
 )
 
@@ -20,47 +21,37 @@ func rmsNorm(out, x, w []float32, eps float32) {
 // rope rotates query and key heads by position. The batch's rotations are
 // computed once per forward pass (set) and applied in every layer.
 type rope struct {
-	invFreq  []float64
-	neox     bool
-	scale    float64
-	cos, sin []float32 // per batch token, len(invFreq) each
+	r    model.Rope
+	half int
+	cs   []float32 // per batch token: cos, sin of each pair
 }
 
-func newRope(dim int, base, freqScale float32, neox bool, maxBatch int) *rope {
-	r := &rope{neox: neox, scale: float64(freqScale)}
-	for i := 0; i < dim/2; i++ {
-		r.invFreq = append(r.invFreq, math.Pow(float64(base), -float64(2*i)/float64(dim)))
-	}
-	r.cos = make([]float32, maxBatch*dim/2)
-	r.sin = make([]float32, maxBatch*dim/2)
-	return r
+func newRope(r model.Rope, maxBatch int) *rope {
+	return &rope{r: r, half: r.Pairs(), cs: make([]float32, maxBatch*r.Dim)}
 }
 
 // set computes the rotations of the batch's tokens at pos, pos+1, ….
 func (r *rope) set(pos, tokens int) {
-	half := len(r.invFreq)
 	for t := 0; t < tokens; t++ {
-		for i, f := range r.invFreq {
-			s, c := math.Sincos(float64(pos+t) * r.scale * f)
-			r.cos[t*half+i], r.sin[t*half+i] = float32(c), float32(s)
-		}
+		r.r.CosSin(pos+t, r.cs[t*2*r.half:(t+1)*2*r.half])
 	}
 }
 
 // apply rotates each head of x (heads × headDim) as batch token t.
 func (r *rope) apply(x []float32, heads, headDim, t int) {
-	half := len(r.invFreq)
-	cos, sin := r.cos[t*half:(t+1)*half], r.sin[t*half:(t+1)*half]
+	half := r.half
+	cs := r.cs[t*2*half : (t+1)*2*half]
 	for h := 0; h < heads; h++ {
 		v := x[h*headDim : (h+1)*headDim]
 		for i := 0; i < half; i++ {
 			a, b := 2*i, 2*i+1
-			if r.neox {
+			if r.r.Neox {
 				a, b = i, i+half
 			}
+			c, s := cs[2*i], cs[2*i+1]
 			x0, x1 := v[a], v[b]
-			v[a] = x0*cos[i] - x1*sin[i]
-			v[b] = x0*sin[i] + x1*cos[i]
+			v[a] = x0*c - x1*s
+			v[b] = x0*s + x1*c
 		}
 	}
 }

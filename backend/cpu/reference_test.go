@@ -116,14 +116,20 @@ func refNorm(x, w []float64, eps float64) []float64 {
 	return out
 }
 
+// rope rotates with the plain formula: the angle of pair i at pos is
+// pos·FreqScale·Base^(-2i/Dim)/Factors[i] (no YaRN: model's tests cover
+// Rope.CosSin's other variants).
 func (r *refModel) rope(x []float64, pos int) {
 	c := r.c
-	hd, rd := c.HeadDim, c.RopeDim
+	hd, rd := c.HeadDim, c.Rope.Dim
 	for h := 0; h < len(x)/hd; h++ {
 		for i := 0; i < rd/2; i++ {
-			theta := float64(pos) * float64(c.RopeFreqScale) * math.Pow(float64(c.RopeBase), -float64(2*i)/float64(rd))
+			theta := float64(pos) * c.Rope.FreqScale * math.Pow(c.Rope.Base, -float64(2*i)/float64(rd))
+			if c.Rope.Factors != nil {
+				theta /= float64(c.Rope.Factors[i])
+			}
 			a, b := h*hd+2*i, h*hd+2*i+1
-			if c.RopeNeox {
+			if c.Rope.Neox {
 				a, b = h*hd+i, h*hd+i+rd/2
 			}
 			x0, x1 := x[a], x[b]
@@ -427,10 +433,12 @@ func TestRopeVariantsMatchReference(t *testing.T) {
 	for _, v := range []struct {
 		neox    bool
 		ropeDim int
-		scale   float32
-	}{{true, 16, 1}, {false, 8, 1}, {true, 8, 0.5}} {
+		scale   float64
+		factors []float32
+	}{{true, 16, 1, nil}, {false, 8, 1, nil}, {true, 8, 0.5, nil}, {false, 16, 1, []float32{1, 1, 1.5, 2, 4, 8, 8, 8}}} {
 		m := genModel(t, synth.Presets["tiny"], quant.F32, 5)
-		m.Config.RopeNeox, m.Config.RopeDim, m.Config.RopeFreqScale = v.neox, v.ropeDim, v.scale
+		r := &m.Config.Rope
+		r.Neox, r.Dim, r.FreqScale, r.Factors = v.neox, v.ropeDim, v.scale, v.factors
 		ref := newRef(t, m)
 		b, err := New(m, Options{ContextLen: 32, Threads: 2})
 		if err != nil {

@@ -44,7 +44,7 @@ func newDebugRef(m *model.Model, ctxLen int) (*debugRef, error) {
 		return w, nil
 	}
 	c := m.Config
-	r := &debugRef{cfg: c, ctxLen: ctxLen, rope: refRopeTable(ctxLen, c.RopeDim, c.RopeBase, ropeScale(&c))}
+	r := &debugRef{cfg: c, ctxLen: ctxLen, rope: refRopeTable(ctxLen, c.Rope)}
 	var err error
 	if r.embd, err = deq(&m.TokenEmbd); err != nil {
 		return nil, err
@@ -98,8 +98,8 @@ func (r *debugRef) layer(i, pos int) {
 			v[j] += float64(l.bias[qd+kvd+j])
 		}
 	}
-	refRope(q, c.NumHeads, hd, c.RopeDim, c.RopeNeox, r.rope, pos)
-	refRope(k, c.NumKVHeads, hd, c.RopeDim, c.RopeNeox, r.rope, pos)
+	refRope(q, c.NumHeads, hd, c.Rope.Dim, c.Rope.Neox, r.rope, pos)
+	refRope(k, c.NumKVHeads, hd, c.Rope.Dim, c.Rope.Neox, r.rope, pos)
 	for h := 0; h < c.NumKVHeads; h++ {
 		for d := 0; d < hd; d++ {
 			r.kc[i][(h*r.ctxLen+pos)*hd+d] = float32(k[h*hd+d])

@@ -270,8 +270,8 @@ func (b *Backend) checkConfig() error {
 		return fmt.Errorf("cuda: %d heads do not group over %d KV heads", c.NumHeads, c.NumKVHeads)
 	case c.HeadDim%4 != 0 || c.HeadDim <= 0:
 		return fmt.Errorf("cuda: head dimension %d is not a multiple of 4", c.HeadDim)
-	case c.RopeDim%2 != 0 || c.RopeDim > c.HeadDim:
-		return fmt.Errorf("cuda: RoPE dimension %d does not fit head dimension %d", c.RopeDim, c.HeadDim)
+	case c.Rope.Dim%2 != 0 || c.Rope.Dim > c.HeadDim:
+		return fmt.Errorf("cuda: RoPE dimension %d does not fit head dimension %d", c.Rope.Dim, c.HeadDim)
 	}
 	if _, _, ok := attnLanes(c.HeadDim); !ok {
 		return fmt.Errorf("cuda: head dimension %d is not 4·2^k·m with m ≤ %d, which the attention kernel needs", c.HeadDim, attMaxNQ)
@@ -549,7 +549,7 @@ func (b *Backend) allocState() error {
 	// The step's scratch, likewise: every word the kernels keep between
 	// launches or steps.
 	acc, ml := attnPartials(c.NumHeads, c.HeadDim)
-	rope := refRopeTable(b.ctxLen, c.RopeDim, c.RopeBase, ropeScale(c))
+	rope := refRopeTable(b.ctxLen, c.Rope)
 	parts := 16 * b.c.Info.SMCount // at least logitsBlocks
 	bufs := []struct {
 		p *cu.DevicePtr
@@ -591,13 +591,6 @@ func (b *Backend) allocState() error {
 	return nil
 }
 
-func ropeScale(c *model.Config) float32 {
-	if c.RopeFreqScale == 0 {
-		return 1
-	}
-	return c.RopeFreqScale
-}
-
 // recordStep enqueues one decode step; it runs once per graph, under stream
 // capture, or every step in debug mode, where afterLayer checks each layer's
 // output. The greedy step ends in the output head's argmax; the sampled one
@@ -623,8 +616,8 @@ func (b *Backend) recordStep(l *launcher, k stepKind, afterLayer func(i int) err
 		ly := &b.layers[i]
 		cur, next := b.res[i%2], b.res[(i+1)%2]
 		err := l.qkvRope(qkvArgs{res: cur, resNext: next, poison: b.poison, normW: ly.attnNorm, eps: c.RMSEps, w: &ly.qkv,
-			bias: ly.bias, nHead: c.NumHeads, nKV: c.NumKVHeads, headDim: c.HeadDim, ropeCS: b.ropeCS, ropeDim: c.RopeDim,
-			neox: c.RopeNeox, pos: pos, q: b.q, kCache: ly.kCache, vCache: ly.vCache, ctxMax: b.ctxLen})
+			bias: ly.bias, nHead: c.NumHeads, nKV: c.NumKVHeads, headDim: c.HeadDim, ropeCS: b.ropeCS, ropeDim: c.Rope.Dim,
+			neox: c.Rope.Neox, pos: pos, q: b.q, kCache: ly.kCache, vCache: ly.vCache, ctxMax: b.ctxLen})
 		if err != nil {
 			return err
 		}

@@ -862,7 +862,7 @@ func profileStep(t *testing.T, g *Backend, pos int) {
 // New with the reason, before anything is uploaded (no GPU needed).
 func TestCheckConfig(t *testing.T) {
 	ok := model.Config{Arch: "llama", NumLayers: 30, Dim: 576, NumHeads: 9, NumKVHeads: 3, HeadDim: 64, FFNDim: 1536,
-		VocabSize: 49152, ContextLen: 2048, RMSEps: 1e-5, RopeBase: 1e5, RopeDim: 64, TiedEmbeddings: true}
+		VocabSize: 49152, ContextLen: 2048, RMSEps: 1e-5, Rope: model.Rope{Dim: 64, Base: 1e5, FreqScale: 1, AttnFactor: 1}, TiedEmbeddings: true}
 	if err := (&Backend{cfg: ok}).checkConfig(); err != nil {
 		t.Fatalf("SmolLM-135M refused: %v", err)
 	}

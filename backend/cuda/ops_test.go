@@ -524,7 +524,7 @@ func TestAttentionStep(t *testing.T) {
 			bias = randFloats(r, qd+2*kvd, 0.5)
 			dbias = g.floats(bias, 0)
 		}
-		cs := refRopeTable(tc.ctx, tc.ropeD, 10000, 1)
+		cs := refRopeTable(tc.ctx, plainRope(tc.ropeD))
 		dcs := g.floats(cs, 0)
 		acc, ml := attnPartials(tc.nHead, tc.headDim)
 		tickets := g.floats(make([]float32, 2*tc.nHead), 0)

@@ -190,7 +190,7 @@ func (b *Backend) recordPrefill(l *launcher, tok cu.DevicePtr, m, pos0 int) erro
 			return err
 		}
 		err := l.prefillRope(ropeArgs{qkv: p.qkv, bias: ly.bias, m: m, pos0: pos0, nHead: c.NumHeads, nKV: c.NumKVHeads,
-			hd: c.HeadDim, ropeCS: b.ropeCS, ropeDim: c.RopeDim, neox: c.RopeNeox, q: p.q, kCache: ly.kCache,
+			hd: c.HeadDim, ropeCS: b.ropeCS, ropeDim: c.Rope.Dim, neox: c.Rope.Neox, q: p.q, kCache: ly.kCache,
 			vCache: ly.vCache, ctxMax: b.ctxLen})
 		if err != nil {
 			return err

@@ -208,7 +208,7 @@ func TestPrefillRopeKernel(t *testing.T) {
 			bias = randFloats(r, w, 0.5)
 			dbias = g.floats(bias, 0)
 		}
-		cs := refRopeTable(tc.ctx, tc.ropeDim, 10000, 1)
+		cs := refRopeTable(tc.ctx, plainRope(tc.ropeDim))
 		kc, vc := randFloats(r, tc.nKV*tc.ctx*tc.hd, 1), randFloats(r, tc.nKV*tc.ctx*tc.hd, 1)
 		dkc, dvc := g.floats(kc, 0), g.floats(vc, 0)
 		qd := tc.nHead * tc.hd

@@ -3,6 +3,7 @@ package cuda
 import (
 	"math"
 
+	"gotok/model"
 	"gotok/quant"
 )
 
@@ -61,19 +62,19 @@ func refMatvec(w [][]float64, x []float64) []float64 {
 }
 
 // refRopeTable is the (cos, sin) table the engine uploads: for each position
-// and rotated pair i, the angle pos·freqScale·base^(-2i/ropeDim), in float64
-// as the CPU engine computes it.
-func refRopeTable(ctx, ropeDim int, base, freqScale float32) []float32 {
-	half := ropeDim / 2
-	t := make([]float32, 2*ctx*half)
+// and rotated pair, model.Rope's rotation, in float64 as the CPU engine
+// computes it.
+func refRopeTable(ctx int, r model.Rope) []float32 {
+	t := make([]float32, ctx*r.Dim)
 	for p := 0; p < ctx; p++ {
-		for i := 0; i < half; i++ {
-			f := math.Pow(float64(base), -float64(2*i)/float64(ropeDim))
-			s, c := math.Sincos(float64(p) * float64(freqScale) * f)
-			t[2*(p*half+i)], t[2*(p*half+i)+1] = float32(c), float32(s)
-		}
+		r.CosSin(p, t[p*r.Dim:(p+1)*r.Dim])
 	}
 	return t
+}
+
+// plainRope is an unscaled rotation of dim dimensions with base 10000.
+func plainRope(dim int) model.Rope {
+	return model.Rope{Dim: dim, Base: 10000, FreqScale: 1, AttnFactor: 1}
 }
 
 // refRope rotates each head of v in place with the table row of pos.

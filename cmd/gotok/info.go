@@ -145,11 +145,22 @@ func printInfo(w io.Writer, path string, info modelInfo) {
 		fmt.Fprintf(w, "feed-forward:  %d\n", c.FFNDim)
 		fmt.Fprintf(w, "vocabulary:    %d\n", c.VocabSize)
 		fmt.Fprintf(w, "context:       %d\n", c.ContextLen)
+		r := &c.Rope
 		rot := "normal"
-		if c.RopeNeox {
+		if r.Neox {
 			rot = "neox"
 		}
-		fmt.Fprintf(w, "rope:          base %g, %d dims, %s, freq scale %g\n", c.RopeBase, c.RopeDim, rot, c.RopeFreqScale)
+		fmt.Fprintf(w, "rope:          base %g, %d dims, %s, freq scale %g", r.Base, r.Dim, rot, r.FreqScale)
+		if r.Factors != nil {
+			fmt.Fprintf(w, ", frequency factors %g…%g", r.Factors[0], r.Factors[len(r.Factors)-1])
+		}
+		if r.ExtFactor != 0 {
+			fmt.Fprintf(w, ", YaRN (original context %d)", r.OrigContext)
+		}
+		if r.AttnFactor != 1 {
+			fmt.Fprintf(w, ", magnitude %g", r.AttnFactor)
+		}
+		fmt.Fprintln(w)
 		fmt.Fprintf(w, "rms epsilon:   %g\n", c.RMSEps)
 		fmt.Fprintf(w, "tied output:   %v\n", c.TiedEmbeddings)
 	} else {

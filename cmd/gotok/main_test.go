@@ -60,7 +60,7 @@ func TestInfoStories260K(t *testing.T) {
 	}
 	if info.Architecture != "llama" || info.GGUFVersion != 3 || c.NumLayers != 5 || c.Dim != 64 || c.FFNDim != 172 ||
 		c.NumHeads != 8 || c.NumKVHeads != 4 || c.HeadDim != 8 || c.VocabSize != 512 || c.ContextLen != 2048 ||
-		c.RopeDim != 8 || c.RopeBase != 10000 || c.RMSEps != 1e-5 || c.TiedEmbeddings || c.RopeNeox {
+		c.Rope.Dim != 8 || c.Rope.Base != 10000 || c.RMSEps != 1e-5 || c.TiedEmbeddings || c.Rope.Neox {
 		t.Errorf("stories260K config %+v", *c)
 	}
 	tok := info.Tokenizer
@@ -108,7 +108,7 @@ func TestGenSmolLMPreset(t *testing.T) {
 	info := infoJSON(t, a)
 	c := info.Config
 	if c.NumLayers != 30 || c.Dim != 576 || c.NumHeads != 9 || c.NumKVHeads != 3 || c.HeadDim != 64 || c.FFNDim != 1536 ||
-		c.VocabSize != 49152 || c.RopeBase != 100000 || !c.TiedEmbeddings || info.FileType != "Q4_0" {
+		c.VocabSize != 49152 || c.Rope.Base != 100000 || !c.TiedEmbeddings || info.FileType != "Q4_0" {
 		t.Errorf("smollm-135m config %+v, file type %s", *c, info.FileType)
 	}
 	if info.Tokenizer.Model != "gpt2" || info.Tokenizer.Pre != "smollm" || info.Tokenizer.VocabSize != 49152 {
