@@ -73,6 +73,11 @@ func TestArchGolden(t *testing.T) {
 			}()
 			for _, g := range golden {
 				m, ok := models[g.Model]
+				if _, err := os.Stat(filepath.Join(dir, g.Model)); !ok && err != nil {
+					t.Logf("%s: not here (%v)", g.Model, err)
+					models[g.Model] = nil
+					continue
+				}
 				if !ok {
 					var err error
 					m, err = Load(filepath.Join(dir, g.Model), Options{Device: device, ContextLen: 256})

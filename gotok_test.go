@@ -9,9 +9,13 @@ import (
 	"testing"
 )
 
-// sharedDir finds the project's shared/ folder beside the checkout.
+// sharedDir finds the project's shared/ folder beside the checkout, or
+// where $GOTOK_SHARED says (on a machine where the checkout travels alone).
 func sharedDir(t *testing.T) string {
 	t.Helper()
+	if d := os.Getenv("GOTOK_SHARED"); d != "" {
+		return d
+	}
 	dir, err := filepath.Abs(".")
 	if err != nil {
 		t.Fatal(err)

@@ -191,7 +191,11 @@ type Backend struct {
 	weightBytes    int64
 	deviceBytes    int64 // device memory taken by New
 	logitsHostByte []byte
-	pre            *prefill // batched prefill; nil: the model prefills through the decode graph
+	// logitsPos is the position whose logits b.logits holds once the
+	// stream has drained: the last step or prefill enqueued writes them
+	// (readLogits).
+	logitsPos int
+	pre       *prefill // batched prefill; nil: the model prefills through the decode graph
 }
 
 // New uploads m's weights to the GPU, allocates the KV cache and captures the
@@ -726,6 +730,7 @@ func (b *Backend) step(token int32, pos int) (int32, error) {
 func (b *Backend) run(g *cu.Graph, token int32, pos int, result int) (int32, error) {
 	w := b.host.Uint32s()
 	w[ioToken], w[ioPos] = uint32(token), uint32(pos)
+	b.logitsPos = pos
 	if err := g.Launch(b.stream); err != nil {
 		return 0, err
 	}
@@ -791,6 +796,7 @@ func (b *Backend) decodeAhead(queued bool, token int32, pos int, fed stepKind) (
 // launchStep queues graph g for the step at pos and marks its end.
 func (b *Backend) launchStep(g *cu.Graph, pos int) error {
 	b.ahead.queued = true
+	b.logitsPos = pos
 	if err := g.Launch(b.stream); err != nil {
 		return fmt.Errorf("cuda: decode step at position %d: %w", pos, err)
 	}
@@ -826,6 +832,7 @@ func (b *Backend) settle() error {
 // with the float64 twin, printing the first divergence to standard error.
 func (b *Backend) debugStep(token int32, pos int) (int32, error) {
 	r := b.debug
+	b.logitsPos = pos
 	r.embed(token)
 	buf := make([]byte, 8*b.cfg.Dim)
 	err := b.recordStep(b.eager, stepGreedy, func(i int) error {
@@ -850,8 +857,20 @@ func (b *Backend) debugStep(token int32, pos int) (int32, error) {
 	return int32(b.host.Uint32s()[ioResult+pos&1]), nil
 }
 
-// readLogits copies the last step's logits to the host.
-func (b *Backend) readLogits() ([]float32, error) {
+// readLogits copies the logits of position pos to the host: what the step
+// or prefill that ran last at pos left in b.logits. The copy is a
+// synchronous one, which the non-blocking stream does not order after its
+// own work, and a step decodeAhead queued writes the same buffer: so it
+// waits for the stream first, and refuses when a later step has replaced
+// pos's logits with its own. (Reading them while a queued step ran was the
+// cause of wrong logits after a prefill in TestPrefillMatchesSteps.)
+func (b *Backend) readLogits(pos int) ([]float32, error) {
+	if err := b.settle(); err != nil {
+		return nil, err
+	}
+	if b.logitsPos != pos {
+		return nil, fmt.Errorf("cuda: the logits of position %d are gone: the step at %d has replaced them", pos, b.logitsPos)
+	}
 	if err := b.c.CopyDtoH(b.logitsHostByte, b.logits); err != nil {
 		return nil, err
 	}
@@ -898,7 +917,7 @@ func (b *Backend) Prefill(ctx context.Context, tokens []int32, pos int, s *sampl
 	if err != nil || deviceGreedy(s) {
 		return next, err
 	}
-	return b.sampleLogits(s)
+	return b.sampleLogits(s, pos+len(tokens)-1)
 }
 
 // Logits implements backend.Backend.
@@ -912,7 +931,7 @@ func (b *Backend) Logits(ctx context.Context, token int32, pos int) ([]float32, 
 	if _, err := b.step(token, pos); err != nil {
 		return nil, err
 	}
-	return b.readLogits()
+	return b.readLogits(pos)
 }
 
 // Close frees everything on the device.

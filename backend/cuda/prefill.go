@@ -162,6 +162,7 @@ func (b *Backend) prefillBatched(ctx context.Context, tokens []int32, pos int) (
 		}
 	}
 	c := &b.cfg
+	b.logitsPos = pos + len(tokens) - 1
 	err := p.l.logits(logitsArgs{x: p.x.Offset(4 * (last - 1) * c.Dim), normW: b.outNorm, eps: c.RMSEps, w: &b.output,
 		logits: b.logits, partV: b.partV, partI: b.partI, ticket: b.ticket, result: b.host.Device.Offset(4 * ioResult)})
 	if err != nil {
@@ -216,10 +217,10 @@ func (b *Backend) recordPrefill(l *launcher, tok cu.DevicePtr, m, pos0 int) erro
 	return nil
 }
 
-// sampleLogits draws the next token from the last position's logits on the
+// sampleLogits draws the next token from the logits of position pos on the
 // host (samplers the device does not run).
-func (b *Backend) sampleLogits(s *sample.Sampler) (int32, error) {
-	logits, err := b.readLogits()
+func (b *Backend) sampleLogits(s *sample.Sampler, pos int) (int32, error) {
+	logits, err := b.readLogits(pos)
 	if err != nil {
 		return 0, err
 	}

@@ -33,9 +33,13 @@ func randPrompt(r *rand.Rand, n, vocab int) []int32 {
 }
 
 // prefillVsSteps prefills prompt (from position 0, in pieces at the given
-// split points) both ways on g, batched whatever the length, and compares the logits at the last prompt
-// position and, after one more token, at the next; it returns the two
-// relative errors.
+// split points) both ways on g, batched whatever the length, and compares
+// the logits at the last prompt position and, after one more token, at the
+// next; it returns the two relative errors. The token-by-token reference
+// runs each step alone (step), so no step is queued ahead while the
+// logits are read; the path Prefill takes for short prompts (prefillSteps,
+// which ends in a Decode that queues the next step) must give the same
+// first token.
 func prefillVsSteps(t *testing.T, g *Backend, prompt []int32, splits []int, probe int32) (last, next float64) {
 	t.Helper()
 	ctx := context.Background()
@@ -48,7 +52,7 @@ func prefillVsSteps(t *testing.T, g *Backend, prompt []int32, splits []int, prob
 			t.Fatal(err)
 		}
 	}
-	lastB, err := g.readLogits()
+	lastB, err := g.readLogits(n - 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,11 +63,22 @@ func prefillVsSteps(t *testing.T, g *Backend, prompt []int32, splits []int, prob
 	if err != nil {
 		t.Fatal(err)
 	}
-	tokS, err := g.prefillSteps(ctx, prompt, 0, nil)
+	var tokS int32
+	for i, p := range prompt {
+		if tokS, err = g.step(p, i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lastS, err := g.readLogits(n - 1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	lastS, _ := g.readLogits()
+	if tokP, err := g.prefillSteps(ctx, prompt, 0, nil); err != nil || tokP != tokS {
+		t.Errorf("prompt of %d: prefillSteps gave %d (%v), its steps one at a time %d", n, tokP, err, tokS)
+	}
+	if _, err := g.readLogits(n - 1); err == nil && n < g.ctxLen {
+		t.Errorf("prompt of %d: logits read after a step was queued past them", n)
+	}
 	nextS, err := g.Logits(ctx, probe, n)
 	if err != nil {
 		t.Fatal(err)

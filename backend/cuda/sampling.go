@@ -96,7 +96,7 @@ func (b *Backend) decodeSampled(token int32, pos int, s *sample.Sampler) (int32,
 		if _, err := b.step(token, pos); err != nil {
 			return 0, err
 		}
-		logits, err := b.readLogits()
+		logits, err := b.readLogits(pos)
 		if err != nil {
 			return 0, err
 		}
@@ -128,7 +128,7 @@ func (b *Backend) decodeSampled(token int32, pos int, s *sample.Sampler) (int32,
 		if _, err := b.run(b.graphFor(pos, stepSampled), token, pos, ioResult+pos&1); err != nil {
 			return 0, err
 		}
-		return b.hostDraw(p, step)
+		return b.hostDraw(p, step, pos)
 	case next >= 0 && pen:
 		b.hs.accept(next, p.PenaltyLastN)
 	}
@@ -196,8 +196,8 @@ func (h *hostSampler) accept(tok int32, n int) {
 // the host: the device kernel hands back steps with more candidates than
 // it sorts. A sampler without penalties, at the same step, draws what p's
 // chain would.
-func (b *Backend) hostDraw(p sample.Params, step uint64) (int32, error) {
-	logits, err := b.readLogits()
+func (b *Backend) hostDraw(p sample.Params, step uint64, pos int) (int32, error) {
+	logits, err := b.readLogits(pos)
 	if err != nil {
 		return 0, err
 	}
