@@ -4,9 +4,12 @@
 #   1. the GPU test suites (driver binding, kernels and engine, and the
 #      root package's golden continuations) COUNT times in a row
 #      (-test.count), each failure listed;
-#   2. compute-sanitizer's memcheck, racecheck and synccheck over the
-#      decode, run-ahead and prefill tests (SANITIZE=0 skips it), with the
-#      stress test shortened to SANITIZE_OPS operations.
+#   2. compute-sanitizer's memcheck, racecheck and synccheck (SANITIZE_TOOLS)
+#      over the decode, run-ahead and prefill tests (SANITIZE_RUN, a
+#      -test.run pattern; SANITIZE=0 skips it), with the stress test
+#      shortened to SANITIZE_OPS operations. racecheck runs the kernels
+#      ~100× slower: give it a narrower SANITIZE_RUN.
+# COUNT=0 skips step 1.
 # Build here first (no Go on the GPU machine), into the ignored .gpu,
 # compressed so that it fits the device tool's transfer:
 #   mkdir -p .gpu/shared/models/arch
@@ -43,16 +46,18 @@ suite() {
 	grep -E -A3 "^--- FAIL" "$OUT/$name.log" | grep -vE "^--- |^--$" | head -20
 }
 
-echo "== the GPU suites, $COUNT times in a row"
-suite cu backend/cuda/cu "$GPU_DIR/cu.test" -test.timeout 600s
-suite cuda backend/cuda "$GPU_DIR/cuda.test" -test.timeout 3000s -test.run "${TESTS:-.}"
-suite gotok . "$GPU_DIR/gotok.test" -test.timeout 600s -test.run 'TestArchGolden|Stories|Generate'
-grep -E "operations map|near-tie" "$OUT/cuda.log" "$OUT/gotok.log" | sort | uniq -c | head -12
+if [ "$COUNT" -gt 0 ]; then
+	echo "== the GPU suites, $COUNT times in a row"
+	suite cu backend/cuda/cu "$GPU_DIR/cu.test" -test.timeout 600s
+	suite cuda backend/cuda "$GPU_DIR/cuda.test" -test.timeout 3000s -test.run "${TESTS:-.}"
+	suite gotok . "$GPU_DIR/gotok.test" -test.timeout 600s -test.run 'TestArchGolden|Stories|Generate'
+	grep -E "operations map|near-tie" "$OUT/cuda.log" "$OUT/gotok.log" | sort | uniq -c | head -12
+fi
 
 if [ "${SANITIZE:-1}" = 1 ]; then
 	cs=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null)
-	run="TestDecodeRunAhead|TestSampledRunAhead|TestPrefillMatchesSteps|TestEngineMatchesCPU|TestInterleavedOpsMatchCPU|TestPrefillSampled|TestDecodeRepeatable"
-	for tool in memcheck racecheck synccheck; do
+	run=${SANITIZE_RUN:-"TestDecodeRunAhead|TestSampledRunAhead|TestPrefillMatchesSteps|TestEngineMatchesCPU|TestInterleavedOpsMatchCPU|TestPrefillSampled|TestDecodeRepeatable"}
+	for tool in ${SANITIZE_TOOLS:-memcheck racecheck synccheck}; do
 		start=$SECONDS
 		(cd backend/cuda && GOTOK_STRESS_OPS=${SANITIZE_OPS:-300} "$cs" --tool "$tool" --error-exitcode 9 \
 			"$GPU_DIR/cuda.test" -test.v -test.timeout 1200s -test.run "$run") >"$OUT/sanitize-$tool.log" 2>&1
