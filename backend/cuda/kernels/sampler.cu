@@ -242,6 +242,10 @@ __device__ int draw_token(const float *logits, int n, int best, const samp_param
 				kept = s.vars[2];
 			}
 			if (minp) {
+				// Every thread has read the top-p cut from vars[2]
+				// before thread 0 writes the min-p cut there
+				// (compute-sanitizer's racecheck found the hazard).
+				__syncthreads();
 				if (tid == 0) {
 					float m0 = key_logit(s.keys[0]);
 					int k3 = kept;
