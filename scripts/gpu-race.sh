@@ -9,7 +9,9 @@
 #      -test.run pattern; SANITIZE=0 skips it), with the stress test
 #      shortened to SANITIZE_OPS operations. racecheck runs the kernels
 #      ~100× slower: give it a narrower SANITIZE_RUN.
-# COUNT=0 skips step 1.
+# COUNT=0 skips step 1; SUITES names the suites of step 1 (default: cu
+# cuda gotok), so that one device call of at most 10 minutes can run the
+# long engine suite 20 times alone.
 # Build here first (no Go on the GPU machine), into the ignored .gpu,
 # compressed so that it fits the device tool's transfer:
 #   mkdir -p .gpu/shared/models/arch
@@ -48,10 +50,15 @@ suite() {
 
 if [ "$COUNT" -gt 0 ]; then
 	echo "== the GPU suites, $COUNT times in a row"
-	suite cu backend/cuda/cu "$GPU_DIR/cu.test" -test.timeout 600s
-	suite cuda backend/cuda "$GPU_DIR/cuda.test" -test.timeout 3000s -test.run "${TESTS:-.}"
-	suite gotok . "$GPU_DIR/gotok.test" -test.timeout 600s -test.run 'TestArchGolden|Stories|Generate'
-	grep -E "operations map|near-tie" "$OUT/cuda.log" "$OUT/gotok.log" | sort | uniq -c | head -12
+	for s in ${SUITES:-cu cuda gotok}; do
+		case $s in
+		cu) suite cu backend/cuda/cu "$GPU_DIR/cu.test" -test.timeout 600s ;;
+		cuda) suite cuda backend/cuda "$GPU_DIR/cuda.test" -test.timeout 3000s -test.run "${TESTS:-.}" ;;
+		gotok) suite gotok . "$GPU_DIR/gotok.test" -test.timeout 600s -test.run 'TestArchGolden|Stories|Generate' ;;
+		*) echo "unknown suite $s"; status=1 ;;
+		esac
+	done
+	cat "$OUT"/cuda.log "$OUT"/gotok.log 2>/dev/null | grep -E "operations map|near-tie" | sort | uniq -c | head -12
 fi
 
 if [ "${SANITIZE:-1}" = 1 ]; then
