@@ -155,7 +155,7 @@ func Resolve(ctx context.Context, name string, o Options) (string, error) {
 	if m, err := cached(n, &o, o.Offline); err == nil {
 		return m.Path, nil
 	} else if o.Offline {
-		return "", err
+		return "", fmt.Errorf("%w; offline mode (GOTOK_OFFLINE or HF_HUB_OFFLINE) uses only the cache", err)
 	}
 	m, err := pull(ctx, n, &o)
 	if err != nil {
