@@ -1,6 +1,7 @@
 package hub
 
 import (
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -89,11 +90,16 @@ func (c *cache) writeRef(repo, rev, commit string) error {
 	if err := c.root.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	tmp := path.Join(dir, "."+rev+".tmp")
+	tmp := path.Join(dir, "."+rev+"."+rand.Text()+".tmp")
 	if err := c.root.WriteFile(tmp, []byte(commit), 0o644); err != nil {
+		c.root.Remove(tmp)
 		return err
 	}
-	return c.root.Rename(tmp, path.Join(dir, rev))
+	if err := c.root.Rename(tmp, path.Join(dir, rev)); err != nil {
+		c.root.Remove(tmp)
+		return err
+	}
+	return nil
 }
 
 // snapshotFiles lists the files of a snapshot, as repository paths.
@@ -145,8 +151,7 @@ func (c *cache) link(repo, commit, name, hash string) error {
 	// ../ for each level between the link and the repository directory.
 	up := strings.Repeat("../", strings.Count(name, "/")+2)
 	target := up + "blobs/" + hash
-	tmp := path.Join(path.Dir(p), "."+path.Base(p)+".tmp")
-	c.root.Remove(tmp)
+	tmp := path.Join(path.Dir(p), "."+path.Base(p)+"."+rand.Text()+".tmp")
 	if err := c.root.Symlink(target, tmp); err != nil {
 		if err := c.root.Link(blobName(repo, hash), tmp); err != nil {
 			return fmt.Errorf("link %s to its blob: %w", name, err)

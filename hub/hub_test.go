@@ -382,3 +382,37 @@ func TestOptionsFromEnv(t *testing.T) {
 		t.Errorf("%+v", o)
 	}
 }
+
+func TestConcurrentPulls(t *testing.T) {
+	f := newFakeHub(t)
+	files := ggufRepo()
+	f.add(testRepo, files)
+	o := f.options(t)
+	const n = 4
+	paths := make([]string, n)
+	errs := make([]error, n)
+	done := make(chan int)
+	for i := range n {
+		go func() {
+			paths[i], errs[i] = Resolve(context.Background(), testRepo, o)
+			done <- i
+		}()
+	}
+	for range n {
+		<-done
+	}
+	for i := range n {
+		if errs[i] != nil {
+			t.Fatal(errs[i])
+		}
+		readModel(t, paths[i], files["Llama-3.2-1B-Instruct-Q4_K_M.gguf"])
+	}
+	// The blob lock made the others wait for the first download.
+	if len(f.ranges) != 1 {
+		t.Errorf("%d downloads of one file, want 1", len(f.ranges))
+	}
+	entries, _ := os.ReadDir(filepath.Dir(paths[0]))
+	if len(entries) != 1 {
+		t.Errorf("snapshot holds %v, want the one link (no temporary names left)", entries)
+	}
+}

@@ -23,15 +23,22 @@ func newProgress(w io.Writer) func(hub.Progress) {
 	return lineProgress(w, 5*time.Second, time.Now)
 }
 
+// barProgress draws a bar per file. A resumed download's bar counts the
+// bytes still to come, so that its rate and time left are this run's.
 func barProgress(w io.Writer) func(hub.Progress) {
 	var bar *progressbar.ProgressBar
 	var file string
+	var from int64
 	return func(p hub.Progress) {
 		if bar == nil || p.File != file {
-			file = p.File
-			bar = progressbar.NewOptions64(p.Total,
+			file, from = p.File, p.Done
+			desc := path.Base(p.File)
+			if from > 0 {
+				desc += fmt.Sprintf(" (resumed at %s of %s)", humanBytes(from), humanBytes(p.Total))
+			}
+			bar = progressbar.NewOptions64(p.Total-from,
 				progressbar.OptionSetWriter(w),
-				progressbar.OptionSetDescription(path.Base(p.File)),
+				progressbar.OptionSetDescription(desc),
 				progressbar.OptionShowBytes(true),
 				progressbar.OptionShowCount(),
 				progressbar.OptionSetPredictTime(true),
@@ -40,7 +47,7 @@ func barProgress(w io.Writer) func(hub.Progress) {
 				progressbar.OptionOnCompletion(func() { fmt.Fprintln(w) }),
 			)
 		}
-		bar.Set64(p.Done)
+		bar.Set64(p.Done - from)
 	}
 }
 
@@ -71,7 +78,11 @@ func lineProgress(w io.Writer, interval time.Duration, now func() time.Time) fun
 			rate = float64(p.Done-from) / secs
 		}
 		if done {
-			fmt.Fprintf(w, "gotok: %s: %s in %s (%s/s)\n", path.Base(p.File), humanBytes(p.Total), t.Sub(start).Round(time.Second), humanBytes(int64(rate)))
+			took := t.Sub(start).Round(time.Second)
+			if took < 10*time.Second {
+				took = t.Sub(start).Round(100 * time.Millisecond)
+			}
+			fmt.Fprintf(w, "gotok: %s: %s in %s (%s/s)\n", path.Base(p.File), humanBytes(p.Total), took, humanBytes(int64(rate)))
 			file = "" // a file pulled again starts afresh
 			return
 		}
