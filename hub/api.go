@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"time"
 )
 
 // repoInfo is what gotok needs of GET /api/models/{repo}/revision/{rev}?blobs=true.
@@ -53,7 +54,8 @@ const maxInfoBytes = 64 << 20
 // errNotFound and errAuth tell the reasons the Hub refuses a repository.
 var (
 	errNotFound  = errors.New("not found on the Hub (check the name)")
-	errAuth      = errors.New("the Hub refused access: a gated or private repository needs HF_TOKEN set to a token that has accepted its terms")
+	errAuth      = errors.New("the Hub refused access: the repository does not exist, or is private or gated (check the name; set HF_TOKEN to a token with access)")
+	errGated     = errors.New("a gated repository: accept its terms on the Hub and set HF_TOKEN to a token of that account")
 	errDowngrade = errors.New("https never downgrades to http")
 )
 
@@ -62,6 +64,7 @@ type client struct {
 	endpoint string // without a trailing '/'
 	token    string
 	http     *http.Client
+	stall    time.Duration
 }
 
 func newClient(o *Options) (*client, error) {
@@ -79,7 +82,7 @@ func newClient(o *Options) (*client, error) {
 	}
 	hc := *base
 	hc.CheckRedirect = checkRedirect(base.CheckRedirect)
-	return &client{endpoint: strings.TrimSuffix(ep, "/"), token: o.Token, http: &hc}, nil
+	return &client{endpoint: strings.TrimSuffix(ep, "/"), token: o.Token, http: &hc, stall: o.stallTimeout()}, nil
 }
 
 // checkRedirect refuses a redirect from https to plain http, so that what a
@@ -106,9 +109,16 @@ func checkRedirect(next func(*http.Request, []*http.Request) error) func(*http.R
 	}
 }
 
+// get sends a GET request. A connection on which no byte comes for
+// c.stall, waiting for the answer or reading its body, is cut with
+// errStalled: a download retries it, nothing waits on it forever.
 func (c *client) get(ctx context.Context, u string, header http.Header) (*http.Response, error) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	timer := time.AfterFunc(c.stall, func() { cancel(errStalled) })
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
+		timer.Stop()
+		cancel(nil)
 		return nil, err
 	}
 	for k, v := range header {
@@ -118,7 +128,45 @@ func (c *client) get(ctx context.Context, u string, header http.Header) (*http.R
 		req.Header.Set("Authorization", "Bearer "+c.token)
 	}
 	req.Header.Set("User-Agent", "gotok")
-	return c.http.Do(req)
+	resp, err := c.http.Do(req)
+	if err != nil {
+		timer.Stop()
+		if errors.Is(context.Cause(ctx), errStalled) {
+			err = fmt.Errorf("%s: %w", req.URL.Redacted(), errStalled)
+		}
+		cancel(nil)
+		return nil, err
+	}
+	resp.Body = &watchedBody{ReadCloser: resp.Body, ctx: ctx, cancel: cancel, timer: timer, stall: c.stall}
+	return resp, nil
+}
+
+// errStalled says a connection went silent.
+var errStalled = errors.New("the connection stalled (no data for too long)")
+
+// watchedBody restarts the stall timer on every read.
+type watchedBody struct {
+	io.ReadCloser
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	timer  *time.Timer
+	stall  time.Duration
+}
+
+func (b *watchedBody) Read(p []byte) (int, error) {
+	b.timer.Reset(b.stall)
+	n, err := b.ReadCloser.Read(p)
+	if err != nil && err != io.EOF && errors.Is(context.Cause(b.ctx), errStalled) {
+		err = errStalled
+	}
+	return n, err
+}
+
+func (b *watchedBody) Close() error {
+	b.timer.Stop()
+	err := b.ReadCloser.Close()
+	b.cancel(nil)
+	return err
 }
 
 // statusError turns a refusal into an error that says what to do.
@@ -128,11 +176,17 @@ func statusError(resp *http.Response, what string) error {
 	if len(detail) > 200 {
 		detail = detail[:200] + "..."
 	}
+	// The Hub names its reason in X-Error-Code; it answers 401, not 404,
+	// for a repository that does not exist, to not tell it from a private one.
 	var reason error
-	switch resp.StatusCode {
-	case http.StatusUnauthorized, http.StatusForbidden:
+	switch code := resp.Header.Get("X-Error-Code"); {
+	case code == "RepoNotFound" || code == "EntryNotFound" || code == "RevisionNotFound":
+		reason = errNotFound
+	case code == "GatedRepo":
+		reason = errGated
+	case resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden:
 		reason = errAuth
-	case http.StatusNotFound:
+	case resp.StatusCode == http.StatusNotFound:
 		reason = errNotFound
 	default:
 		reason = errors.New(resp.Status)

@@ -88,6 +88,10 @@ func (cl *client) fetch(ctx context.Context, c *cache, repo, commit string, f re
 		}
 	}
 	if err := cl.download(ctx, w, h, have, repo, commit, f, o); err != nil {
+		if errors.Is(err, errTooLong) { // nothing of it can be trusted
+			w.Close()
+			c.root.Remove(part)
+		}
 		return "", err
 	}
 	if got := hex.EncodeToString(h.Sum(nil)); got != sum {
@@ -163,6 +167,9 @@ func (cl *client) download(ctx context.Context, w *os.File, h hash.Hash, have in
 	return nil
 }
 
+// errTooLong says the server sent more bytes than the file has.
+var errTooLong = errors.New("the server sent too much")
+
 // permanentError is an answer no retry will change.
 type permanentError struct{ err error }
 
@@ -220,7 +227,7 @@ func (cl *client) getRange(ctx context.Context, w *os.File, h hash.Hash, have *i
 			*have += int64(k)
 			report()
 			if *have > f.Size {
-				return &permanentError{fmt.Errorf("the server sent more than the %d bytes the Hub lists", f.Size)}
+				return &permanentError{fmt.Errorf("%w: more than the %d bytes the Hub lists; the download was deleted", errTooLong, f.Size)}
 			}
 		}
 		if rerr == io.EOF {

@@ -26,9 +26,11 @@ type fakeHub struct {
 
 	mu       sync.Mutex
 	repos    map[string]*fakeRepo
-	token    string   // when set, the API and /resolve/ want "Bearer token"
+	token    string   // when set, /resolve/ wants "Bearer token" (a gated repository)
 	dropAt   int64    // the CDN cuts a response after this many body bytes...
-	drops    int      // ...this many times
+	drops    int      // ...this many times...
+	stalls   int      // ...or goes silent after them, this many times
+	extraLen int      // the CDN sends this many bytes more than the file has
 	ranges   []string // Range headers the CDN saw ("" for none)
 	cdnAuth  []string // Authorization headers the CDN saw
 	apiCalls int
@@ -84,10 +86,6 @@ func (f *fakeHub) authorized(r *http.Request) bool {
 func (f *fakeHub) serveHub(w http.ResponseWriter, r *http.Request) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if !f.authorized(r) {
-		http.Error(w, `{"error":"Access to model is restricted. You must have access to it and be authenticated to access it. Please log in."}`, http.StatusUnauthorized)
-		return
-	}
 	p := strings.TrimPrefix(r.URL.Path, "/")
 	if rest, ok := strings.CutPrefix(p, "api/models/"); ok {
 		// api/models/{org}/{repo}/revision/{rev}
@@ -108,7 +106,18 @@ func (f *fakeHub) serveHub(w http.ResponseWriter, r *http.Request) {
 	}
 	repo := f.repos[el[0]+"/"+el[1]]
 	if repo == nil || el[3] != repo.commit && el[3] != "main" {
-		http.Error(w, "Repository not found", http.StatusNotFound)
+		w.Header().Set("X-Error-Code", "RepoNotFound")
+		http.Error(w, "Repository not found", http.StatusUnauthorized)
+		return
+	}
+	// As the Hub: a gated repository's listing is public, its files are not.
+	if !f.authorized(r) {
+		w.Header().Set("X-Error-Code", "GatedRepo")
+		status := http.StatusUnauthorized
+		if r.Header.Get("Authorization") != "" {
+			status = http.StatusForbidden
+		}
+		http.Error(w, "Access to model "+el[0]+"/"+el[1]+" is restricted and you are not in the authorized list.", status)
 		return
 	}
 	data, ok := repo.files[el[4]]
@@ -124,8 +133,9 @@ func (f *fakeHub) serveHub(w http.ResponseWriter, r *http.Request) {
 
 func (f *fakeHub) serveInfo(w http.ResponseWriter, name string) {
 	repo := f.repos[name]
-	if repo == nil {
-		http.Error(w, `{"error":"Repository not found"}`, http.StatusNotFound)
+	if repo == nil { // the Hub answers 401, not 404, without a token
+		w.Header().Set("X-Error-Code", "RepoNotFound")
+		http.Error(w, `{"error":"Repository not found"}`, http.StatusUnauthorized)
 		return
 	}
 	type lfs struct {
@@ -175,14 +185,30 @@ func (f *fakeHub) serveCDN(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
-	cut := int64(-1)
+	cut, stall := int64(-1), false
 	if f.drops > 0 {
 		f.drops--
 		cut = f.dropAt
+	} else if f.stalls > 0 {
+		f.stalls--
+		cut, stall = f.dropAt, true
+	}
+	if data != nil && f.extraLen > 0 {
+		data = append(append([]byte(nil), data...), make([]byte, f.extraLen)...)
 	}
 	f.mu.Unlock()
 	if data == nil {
 		http.NotFound(w, r)
+		return
+	}
+	if stall {
+		w.Header().Set("Content-Length", fmt.Sprint(len(data)))
+		w.Write(data[:cut])
+		w.(http.Flusher).Flush()
+		select { // silent until the client gives up
+		case <-r.Context().Done():
+		case <-time.After(10 * time.Second):
+		}
 		return
 	}
 	if cut < 0 {

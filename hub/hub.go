@@ -53,6 +53,16 @@ type Options struct {
 	// attempt, growing with each; 0 means one second.
 	Retries   int
 	RetryWait time.Duration
+	// StallTimeout cuts a connection on which no data came for this long
+	// (a download then retries); 0 means one minute.
+	StallTimeout time.Duration
+}
+
+func (o *Options) stallTimeout() time.Duration {
+	if o.StallTimeout > 0 {
+		return o.StallTimeout
+	}
+	return time.Minute
 }
 
 func (o *Options) retries() int {

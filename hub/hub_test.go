@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 const testRepo = "bartowski/Llama-3.2-1B-Instruct-GGUF"
@@ -273,7 +274,7 @@ func TestGatedRepoNeedsToken(t *testing.T) {
 	for _, tok := range []string{"", "hf_wrong"} {
 		o.Token = tok
 		_, err := Pull(context.Background(), testRepo, o)
-		if !errors.Is(err, errAuth) || !strings.Contains(err.Error(), "HF_TOKEN") {
+		if !errors.Is(err, errGated) || !strings.Contains(err.Error(), "HF_TOKEN") {
 			t.Errorf("token %q: %v", tok, err)
 		}
 	}
@@ -414,5 +415,41 @@ func TestConcurrentPulls(t *testing.T) {
 	entries, _ := os.ReadDir(filepath.Dir(paths[0]))
 	if len(entries) != 1 {
 		t.Errorf("snapshot holds %v, want the one link (no temporary names left)", entries)
+	}
+}
+
+func TestStalledConnectionRetried(t *testing.T) {
+	f := newFakeHub(t)
+	files := ggufRepo()
+	f.add(testRepo, files)
+	f.dropAt, f.stalls = 50_000, 1
+	o := f.options(t)
+	o.StallTimeout = 200 * time.Millisecond
+	start := time.Now()
+	path, err := Resolve(context.Background(), testRepo, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	readModel(t, path, files["Llama-3.2-1B-Instruct-Q4_K_M.gguf"])
+	if len(f.ranges) != 2 || f.ranges[1] != "bytes=50000-" {
+		t.Errorf("Range headers %q", f.ranges)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("took %v: the stall was waited out, not cut", d)
+	}
+}
+
+func TestOverlongDownloadDeleted(t *testing.T) {
+	f := newFakeHub(t)
+	f.add(testRepo, ggufRepo())
+	f.extraLen = 10
+	o := f.options(t)
+	_, err := Resolve(context.Background(), testRepo, o)
+	if !errors.Is(err, errTooLong) {
+		t.Fatalf("overlong download: %v", err)
+	}
+	blobs, _ := os.ReadDir(filepath.Join(o.CacheDir, "models--bartowski--Llama-3.2-1B-Instruct-GGUF", "blobs"))
+	if len(blobs) != 0 {
+		t.Errorf("left %v", blobs)
 	}
 }
