@@ -51,9 +51,10 @@ type apiLFS struct {
 // few thousand files, far below this.
 const maxInfoBytes = 64 << 20
 
-// errNotFound and errAuth tell the reasons the Hub refuses a repository.
+// ErrNotFound is returned, wrapped, for a repository, revision or file the
+// Hub does not have; errAuth and errGated tell the other reasons it refuses.
 var (
-	errNotFound  = errors.New("not found on the Hub (check the name)")
+	ErrNotFound  = errors.New("not found on the Hub (check the name)")
 	errAuth      = errors.New("the Hub refused access: the repository does not exist, or is private or gated (check the name; set HF_TOKEN to a token with access)")
 	errGated     = errors.New("a gated repository: accept its terms on the Hub and set HF_TOKEN to a token of that account")
 	errDowngrade = errors.New("https never downgrades to http")
@@ -181,13 +182,13 @@ func statusError(resp *http.Response, what string) error {
 	var reason error
 	switch code := resp.Header.Get("X-Error-Code"); {
 	case code == "RepoNotFound" || code == "EntryNotFound" || code == "RevisionNotFound":
-		reason = errNotFound
+		reason = ErrNotFound
 	case code == "GatedRepo":
 		reason = errGated
 	case resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden:
 		reason = errAuth
 	case resp.StatusCode == http.StatusNotFound:
-		reason = errNotFound
+		reason = ErrNotFound
 	default:
 		reason = errors.New(resp.Status)
 	}

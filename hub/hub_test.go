@@ -124,7 +124,7 @@ func TestPullQuantChoice(t *testing.T) {
 		t.Errorf("missing quant: %v", err)
 	}
 	_, err = Resolve(context.Background(), "bartowski/no-such-repo:Q4_K_M", o)
-	if !errors.Is(err, errNotFound) {
+	if !errors.Is(err, ErrNotFound) {
 		t.Errorf("missing repo: %v", err)
 	}
 }
@@ -451,5 +451,30 @@ func TestOverlongDownloadDeleted(t *testing.T) {
 	blobs, _ := os.ReadDir(filepath.Join(o.CacheDir, "models--bartowski--Llama-3.2-1B-Instruct-GGUF", "blobs"))
 	if len(blobs) != 0 {
 		t.Errorf("left %v", blobs)
+	}
+}
+
+func TestCancelKeepsPartial(t *testing.T) {
+	f := newFakeHub(t)
+	files := ggufRepo()
+	f.add(testRepo, files)
+	f.dropAt, f.stalls = 70_000, 1
+	o := f.options(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	o.Progress = func(p Progress) {
+		if p.Done == 70_000 {
+			cancel() // as Ctrl-C would, mid-file
+		}
+	}
+	_, err := Resolve(ctx, testRepo, o)
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled pull: %v", err)
+	}
+	blob := filepath.Join(o.CacheDir, "models--bartowski--Llama-3.2-1B-Instruct-GGUF", "blobs", sha256hex(files["Llama-3.2-1B-Instruct-Q4_K_M.gguf"]))
+	if fi, err := os.Stat(blob + ".incomplete"); err != nil || fi.Size() != 70_000 {
+		t.Errorf("partial file after cancel: %v", err)
+	}
+	if _, err := os.Stat(blob); err == nil {
+		t.Error("a cancelled download left a complete-looking blob")
 	}
 }

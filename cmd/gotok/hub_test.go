@@ -71,6 +71,11 @@ func TestPullRunListRm(t *testing.T) {
 		t.Errorf("pull's stderr:\n%s", errOut)
 	}
 
+	_, _, err = cli(t, "info", "-m", "org/missing")
+	if err == nil || !strings.Contains(err.Error(), "org/missing: no such file, and model info of org/missing at main: not found on the Hub") {
+		t.Errorf("-m of neither a file nor a Hub model: %v", err)
+	}
+
 	// -m takes the name, from the cache, with the Hub gone.
 	t.Setenv("HF_ENDPOINT", "http://127.0.0.1:1")
 	out, _, err = cli(t, "run", "-m", "org/tiny-GGUF:Q8_0", "-p", "hi", "-n", "4", "--device", "cpu", "--temp", "0")

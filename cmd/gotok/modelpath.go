@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"strings"
@@ -46,5 +47,9 @@ func resolveModel(ctx context.Context, flag string, stderr io.Writer) (string, e
 	}
 	o := hub.OptionsFromEnv()
 	o.Progress = newProgress(stderr)
-	return hub.Resolve(ctx, name, o)
+	path, err := hub.Resolve(ctx, name, o)
+	if errors.Is(err, hub.ErrNotFound) {
+		return "", fmt.Errorf("%s: no such file, and %w", name, err)
+	}
+	return path, err
 }
