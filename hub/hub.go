@@ -165,7 +165,7 @@ func Resolve(ctx context.Context, name string, o Options) (string, error) {
 	if m, err := cached(n, &o, o.Offline); err == nil {
 		return m.Path, nil
 	} else if o.Offline {
-		return "", fmt.Errorf("%w; offline mode (GOTOK_OFFLINE or HF_HUB_OFFLINE) uses only the cache", err)
+		return "", offline(err)
 	}
 	m, err := pull(ctx, n, &o)
 	if err != nil {
@@ -183,9 +183,17 @@ func Pull(ctx context.Context, name string, o Options) (Model, error) {
 		return Model{}, err
 	}
 	if o.Offline {
-		return cached(n, &o, true)
+		m, err := cached(n, &o, true)
+		if err != nil {
+			return Model{}, offline(err)
+		}
+		return m, nil
 	}
 	return pull(ctx, n, &o)
+}
+
+func offline(err error) error {
+	return fmt.Errorf("%w; offline mode (GOTOK_OFFLINE or HF_HUB_OFFLINE) uses only the cache", err)
 }
 
 func pull(ctx context.Context, n Name, o *Options) (Model, error) {

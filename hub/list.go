@@ -130,6 +130,13 @@ func Remove(cacheDir, name string) ([]string, error) {
 				return removed, fmt.Errorf("remove %s: %w", n, err)
 			}
 			removed = append(removed, entry)
+			// Directories the entry leaves empty go too (Remove fails on
+			// one that is not), up to the snapshot's own.
+			for d := path.Dir(entry); d != path.Join(rd, "snapshots"); d = path.Dir(d) {
+				if c.root.Remove(d) != nil {
+					break
+				}
+			}
 		}
 	}
 	if len(removed) == 0 {

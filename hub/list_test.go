@@ -79,6 +79,7 @@ func TestListAndRemove(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(o.CacheDir, "models--org--big")); !os.IsNotExist(err) {
 		t.Errorf("repository directory left: %v", err)
 	}
+
 	if models, _ := List(o.CacheDir); len(models) != 1 || models[0].Quant != "Q4_K_M" {
 		t.Errorf("after rm: %+v", models)
 	}
@@ -91,5 +92,33 @@ func TestListEmptyCache(t *testing.T) {
 	models, err := List(filepath.Join(t.TempDir(), "none"))
 	if err != nil || len(models) != 0 {
 		t.Errorf("%v, %v", models, err)
+	}
+}
+
+func TestRemoveEmptiesDirectories(t *testing.T) {
+	f := newFakeHub(t)
+	r := f.add("org/big", map[string][]byte{
+		"Q4_K_M/Big-Q4_K_M-00001-of-00002.gguf": content(1, 300),
+		"Q4_K_M/Big-Q4_K_M-00002-of-00002.gguf": content(2, 300),
+		"Big-Q8_0.gguf":                         content(3, 100),
+	})
+	o := f.options(t)
+	for _, name := range []string{"org/big:Q4_K_M", "org/big:Q8_0"} {
+		if _, err := Pull(context.Background(), name, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	removed, err := Remove(o.CacheDir, "org/big:Q4_K_M")
+	if err != nil || len(removed) != 2 {
+		t.Fatalf("rm: %v, %v", removed, err)
+	}
+	snap := filepath.Join(o.CacheDir, "models--org--big", "snapshots", r.commit)
+	entries, _ := os.ReadDir(snap)
+	if len(entries) != 1 || entries[0].Name() != "Big-Q8_0.gguf" {
+		t.Errorf("snapshot after rm holds %v, want Big-Q8_0.gguf alone", entries)
+	}
+	blobs, _ := os.ReadDir(filepath.Join(o.CacheDir, "models--org--big", "blobs"))
+	if len(blobs) != 1 || blobs[0].Name() != sha256hex(content(3, 100)) {
+		t.Errorf("blobs after rm: %v", blobs)
 	}
 }
