@@ -68,6 +68,7 @@ func TestConfigErrors(t *testing.T) {
 		{"absurd layer count", func(w *gguf.Writer) { w.Set("llama.block_count", uint32(2_000_000_000)) }, "block_count"},
 		{"dim mismatch", func(w *gguf.Writer) { w.Set("llama.embedding_length", uint32(128)) }, "shape"},
 		{"ffn mismatch", func(w *gguf.Writer) { w.Set("llama.feed_forward_length", uint32(100)) }, "shape"},
+		{"split", func(w *gguf.Writer) { w.Set("split.count", uint16(3)); w.Set("split.no", uint16(0)) }, "part 1 of a 3-part GGUF model: gotok loads single-file models only"},
 	}
 	for _, tc := range cases {
 		f, err := tinyFile(t, tc.edit)

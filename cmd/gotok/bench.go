@@ -44,11 +44,11 @@ per test with llama-bench's field names (n_prompt, n_gen, avg_ts, stddev_ts, …
 					return fmt.Errorf("test sizes must not be negative")
 				}
 			}
-			path, err := modelPath(lf.model)
+			path, err := resolveModel(cmd.Context(), lf.model, cmd.ErrOrStderr())
 			if err != nil {
 				return err
 			}
-			m, _, err := lf.load(cmd.ErrOrStderr())
+			m, _, err := lf.open(path, cmd.ErrOrStderr())
 			if err != nil {
 				return err
 			}

@@ -54,7 +54,7 @@ Example:
 				}
 			}
 			stderr := cmd.ErrOrStderr()
-			m, loadTime, err := lf.load(stderr)
+			m, loadTime, err := lf.load(cmd.Context(), stderr)
 			if err != nil {
 				return err
 			}

@@ -23,7 +23,7 @@ context length and RoPE settings, tokenizer, file type, and a table of its
 tensors with their types, shapes and sizes. --json prints the same for scripts.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			p, err := modelPath(path)
+			p, err := resolveModel(cmd.Context(), path, cmd.ErrOrStderr())
 			if err != nil {
 				return err
 			}

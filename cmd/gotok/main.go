@@ -33,6 +33,9 @@ its own CUDA kernels.`,
 		newChatCmd(),
 		newBenchCmd(),
 		newTokenizeCmd(),
+		newPullCmd(),
+		newListCmd(),
+		newRmCmd(),
 	)
 	return root
 }

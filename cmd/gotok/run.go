@@ -27,18 +27,25 @@ type loadFlags struct {
 }
 
 func (l *loadFlags) add(f *pflag.FlagSet) {
-	f.StringVarP(&l.model, "model", "m", "", "GGUF model file (default: $GOTOK_MODEL)")
+	f.StringVarP(&l.model, "model", "m", "", modelFlagHelp)
 	f.StringVar(&l.device, "device", "auto", "cpu, cuda, or auto (CUDA when a GPU is present)")
 	f.IntVarP(&l.ctx, "ctx", "c", 0, "context length in tokens (0: the model's, at most 4096)")
 	f.IntVarP(&l.threads, "threads", "t", 0, "CPU threads (0: all cores)")
 	f.BoolVarP(&l.verbose, "verbose", "v", false, "log what happens to stderr")
 }
 
-func (l *loadFlags) load(stderr io.Writer) (*gotok.Model, time.Duration, error) {
-	path, err := modelPath(l.model)
+// load resolves -m (pulling a Hugging Face name on first use) and loads
+// the model; the time returned is the load's alone.
+func (l *loadFlags) load(ctx context.Context, stderr io.Writer) (*gotok.Model, time.Duration, error) {
+	path, err := resolveModel(ctx, l.model, stderr)
 	if err != nil {
 		return nil, 0, err
 	}
+	return l.open(path, stderr)
+}
+
+// open loads the model file at path.
+func (l *loadFlags) open(path string, stderr io.Writer) (*gotok.Model, time.Duration, error) {
 	if l.ctx < 0 || l.threads < 0 {
 		return nil, 0, fmt.Errorf("--ctx and --threads must not be negative")
 	}
@@ -123,7 +130,7 @@ Example:
 				return err
 			}
 			stderr := cmd.ErrOrStderr()
-			m, loadTime, err := lf.load(stderr)
+			m, loadTime, err := lf.load(cmd.Context(), stderr)
 			if err != nil {
 				return err
 			}

@@ -33,7 +33,7 @@ add_eos_token say), and the text of special tokens such as <|im_start|> is
 parsed as those tokens only with --parse-special.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			model, err := modelPath(model)
+			model, err := resolveModel(cmd.Context(), model, cmd.ErrOrStderr())
 			if err != nil {
 				return err
 			}

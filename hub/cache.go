@@ -1,0 +1,180 @@
+package hub
+
+import (
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+)
+
+// The cache is Hugging Face's (huggingface_hub, huggingface-cli, llama.cpp
+// and LM Studio share it), so a file one of them fetched is found here:
+//
+//	{hub}/models--{org}--{repo}/blobs/{sha256 or git blob id}
+//	{hub}/models--{org}--{repo}/blobs/{hash}.incomplete    a download in progress
+//	{hub}/models--{org}--{repo}/snapshots/{commit}/{file}  -> ../../blobs/{hash}
+//	{hub}/models--{org}--{repo}/refs/{revision}            the commit, as text
+//	{hub}/.locks/models--{org}--{repo}/{hash}.lock
+//
+// Every access goes through an os.Root opened at {hub}: a path that climbs
+// out with "..", or a symbolic link planted to point outside, fails there
+// instead of reading or writing elsewhere.
+type cache struct {
+	dir  string
+	root *os.Root
+}
+
+// openCache opens the hub cache directory, creating it if create is set.
+func openCache(dir string, create bool) (*cache, error) {
+	if dir == "" {
+		return nil, errors.New("no Hugging Face cache directory: set HF_HOME or HF_HUB_CACHE")
+	}
+	if create {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, fmt.Errorf("hub cache: %w", err)
+		}
+	}
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return nil, fmt.Errorf("hub cache: %w", err)
+	}
+	return &cache{dir: dir, root: root}, nil
+}
+
+func (c *cache) Close() error { return c.root.Close() }
+
+// repoDir is the cache directory of a model repository, "models--org--repo".
+func repoDir(repo string) string {
+	return "models--" + strings.ReplaceAll(repo, "/", "--")
+}
+
+// repoOfDir is repoDir's inverse; ok is false for anything else.
+func repoOfDir(dir string) (repo string, ok bool) {
+	rest, ok := strings.CutPrefix(dir, "models--")
+	if !ok {
+		return "", false
+	}
+	org, name, ok := strings.Cut(rest, "--")
+	if !ok || checkRepoPart(org) != nil || checkRepoPart(name) != nil {
+		return "", false
+	}
+	return org + "/" + name, true
+}
+
+func blobName(repo, hash string) string      { return path.Join(repoDir(repo), "blobs", hash) }
+func snapshotDir(repo, commit string) string { return path.Join(repoDir(repo), "snapshots", commit) }
+
+// path is the file system path of a name inside the cache.
+func (c *cache) path(name string) string { return filepath.Join(c.dir, filepath.FromSlash(name)) }
+
+// readRef returns the commit a revision of repo points at.
+func (c *cache) readRef(repo, rev string) (string, error) {
+	b, err := c.root.ReadFile(path.Join(repoDir(repo), "refs", rev))
+	if err != nil {
+		return "", err
+	}
+	commit := strings.TrimSpace(string(b))
+	if err := checkHex("commit in refs/"+rev, commit, 40); err != nil {
+		return "", err
+	}
+	return commit, nil
+}
+
+// writeRef records the commit of a revision (written aside, then renamed).
+func (c *cache) writeRef(repo, rev, commit string) error {
+	dir := path.Join(repoDir(repo), "refs")
+	if err := c.root.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	tmp := path.Join(dir, "."+rev+"."+rand.Text()+".tmp")
+	if err := c.root.WriteFile(tmp, []byte(commit), 0o644); err != nil {
+		c.root.Remove(tmp)
+		return err
+	}
+	if err := c.root.Rename(tmp, path.Join(dir, rev)); err != nil {
+		c.root.Remove(tmp)
+		return err
+	}
+	return nil
+}
+
+// snapshotFiles lists the files of a snapshot, as repository paths.
+func (c *cache) snapshotFiles(repo, commit string) ([]string, error) {
+	dir := snapshotDir(repo, commit)
+	var files []string
+	err := fs.WalkDir(c.root.FS(), dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.Type().IsRegular() || d.Type()&fs.ModeSymlink != 0 {
+			files = append(files, strings.TrimPrefix(p, dir+"/"))
+		}
+		return nil
+	})
+	return files, err
+}
+
+// fileSize returns the size of a snapshot file: the blob it links to must
+// be a regular file inside the cache.
+func (c *cache) fileSize(repo, commit, name string) (int64, error) {
+	fi, err := c.root.Stat(path.Join(snapshotDir(repo, commit), name))
+	if err != nil {
+		return 0, err
+	}
+	if !fi.Mode().IsRegular() {
+		return 0, fmt.Errorf("%s: not a regular file", name)
+	}
+	return fi.Size(), nil
+}
+
+// hasBlob says whether a complete blob of this size is in the cache. Blobs
+// are renamed into place only after their checksum matched, so the name
+// and size are enough.
+func (c *cache) hasBlob(repo, hash string, size int64) bool {
+	fi, err := c.root.Lstat(blobName(repo, hash))
+	return err == nil && fi.Mode().IsRegular() && (size < 0 || fi.Size() == size)
+}
+
+// link makes snapshots/{commit}/{name} point at the blob: a relative
+// symbolic link, made under a temporary name and renamed over the old
+// entry so that no reader sees it half made. Where the file system has no
+// symbolic links, a hard link to the blob takes its place.
+func (c *cache) link(repo, commit, name, hash string) error {
+	p := path.Join(snapshotDir(repo, commit), name)
+	if err := c.root.MkdirAll(path.Dir(p), 0o755); err != nil {
+		return err
+	}
+	// ../ for each level between the link and the repository directory.
+	up := strings.Repeat("../", strings.Count(name, "/")+2)
+	target := up + "blobs/" + hash
+	tmp := path.Join(path.Dir(p), "."+path.Base(p)+"."+rand.Text()+".tmp")
+	if err := c.root.Symlink(target, tmp); err != nil {
+		if err := c.root.Link(blobName(repo, hash), tmp); err != nil {
+			return fmt.Errorf("link %s to its blob: %w", name, err)
+		}
+	}
+	if err := c.root.Rename(tmp, p); err != nil {
+		c.root.Remove(tmp)
+		return err
+	}
+	return nil
+}
+
+// blobOf returns the blob a snapshot entry links to, or "" if it is not a
+// link into the repository's blobs.
+func (c *cache) blobOf(repo, entry string) string {
+	target, err := c.root.Readlink(entry)
+	if err != nil || path.IsAbs(target) {
+		return ""
+	}
+	p := path.Join(path.Dir(entry), target)
+	dir, blob := path.Split(p)
+	if dir != repoDir(repo)+"/blobs/" {
+		return ""
+	}
+	return blob
+}

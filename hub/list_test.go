@@ -1,0 +1,124 @@
+package hub
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+func TestListAndRemove(t *testing.T) {
+	f := newFakeHub(t)
+	files := ggufRepo()
+	f.add(testRepo, files)
+	f.add("org/big", map[string][]byte{
+		"Big-Q8_0-00001-of-00002.gguf": content(1, 3000),
+		"Big-Q8_0-00002-of-00002.gguf": content(2, 2000),
+	})
+	o := f.options(t)
+	for _, name := range []string{testRepo + ":Q4_K_M", testRepo + ":Q8_0", "org/big:Q8_0"} {
+		if _, err := Pull(context.Background(), name, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	models, err := List(o.CacheDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type row struct {
+		repo, quant string
+		size        int64
+		parts       int
+	}
+	var got []row
+	for _, m := range models {
+		got = append(got, row{m.Repo, m.Quant, m.Size, len(m.Files)})
+		if _, err := os.Stat(m.Path); err != nil {
+			t.Errorf("listed path: %v", err)
+		}
+	}
+	want := []row{
+		{testRepo, "Q4_K_M", 300_000, 1},
+		{testRepo, "Q8_0", 200_000, 1},
+		{"org/big", "Q8_0", 5000, 2},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("list %+v, want %+v", got, want)
+	}
+	for _, w := range want {
+		found := false
+		for _, g := range got {
+			found = found || g == w
+		}
+		if !found {
+			t.Errorf("list %+v lacks %+v", got, w)
+		}
+	}
+
+	// rm one quantization: its link and blob go, the other's stay.
+	rd := filepath.Join(o.CacheDir, "models--bartowski--Llama-3.2-1B-Instruct-GGUF")
+	removed, err := Remove(o.CacheDir, testRepo+":q8_0")
+	if err != nil || len(removed) != 1 {
+		t.Fatalf("rm: %v, %v", removed, err)
+	}
+	if _, err := os.Stat(filepath.Join(rd, "blobs", sha256hex(files["Llama-3.2-1B-Instruct-Q8_0.gguf"]))); !os.IsNotExist(err) {
+		t.Errorf("the removed model's blob is still there: %v", err)
+	}
+	o.Offline = true
+	if _, err := Resolve(context.Background(), testRepo+":Q4_K_M", o); err != nil {
+		t.Errorf("the other quantization went too: %v", err)
+	}
+	if _, err := Remove(o.CacheDir, testRepo+":Q8_0"); !errors.Is(err, ErrNotCached) {
+		t.Errorf("rm twice: %v", err)
+	}
+	// rm the whole repository: its directory goes.
+	if _, err := Remove(o.CacheDir, "org/big"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(o.CacheDir, "models--org--big")); !os.IsNotExist(err) {
+		t.Errorf("repository directory left: %v", err)
+	}
+
+	if models, _ := List(o.CacheDir); len(models) != 1 || models[0].Quant != "Q4_K_M" {
+		t.Errorf("after rm: %+v", models)
+	}
+	if _, err := Remove(o.CacheDir, "../x"); err == nil {
+		t.Error("rm of a bad name")
+	}
+}
+
+func TestListEmptyCache(t *testing.T) {
+	models, err := List(filepath.Join(t.TempDir(), "none"))
+	if err != nil || len(models) != 0 {
+		t.Errorf("%v, %v", models, err)
+	}
+}
+
+func TestRemoveEmptiesDirectories(t *testing.T) {
+	f := newFakeHub(t)
+	r := f.add("org/big", map[string][]byte{
+		"Q4_K_M/Big-Q4_K_M-00001-of-00002.gguf": content(1, 300),
+		"Q4_K_M/Big-Q4_K_M-00002-of-00002.gguf": content(2, 300),
+		"Big-Q8_0.gguf":                         content(3, 100),
+	})
+	o := f.options(t)
+	for _, name := range []string{"org/big:Q4_K_M", "org/big:Q8_0"} {
+		if _, err := Pull(context.Background(), name, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	removed, err := Remove(o.CacheDir, "org/big:Q4_K_M")
+	if err != nil || len(removed) != 2 {
+		t.Fatalf("rm: %v, %v", removed, err)
+	}
+	snap := filepath.Join(o.CacheDir, "models--org--big", "snapshots", r.commit)
+	entries, _ := os.ReadDir(snap)
+	if len(entries) != 1 || entries[0].Name() != "Big-Q8_0.gguf" {
+		t.Errorf("snapshot after rm holds %v, want Big-Q8_0.gguf alone", entries)
+	}
+	blobs, _ := os.ReadDir(filepath.Join(o.CacheDir, "models--org--big", "blobs"))
+	if len(blobs) != 1 || blobs[0].Name() != sha256hex(content(3, 100)) {
+		t.Errorf("blobs after rm: %v", blobs)
+	}
+}
