@@ -33,6 +33,7 @@ its own CUDA kernels.`,
 		newChatCmd(),
 		newBenchCmd(),
 		newTokenizeCmd(),
+		newServeCmd(),
 	)
 	return root
 }
