@@ -335,3 +335,5 @@ func readBody(t *testing.T, resp *http.Response) string {
 
 func itoa(n int) string { return strconv.Itoa(n) }
 
+
+func optionAPIKey(k string) option.RequestOption { return option.WithAPIKey(k) }
