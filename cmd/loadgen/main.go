@@ -138,13 +138,19 @@ func measure(base string, c config, n int) (result, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
 	defer cancel()
-	body, _ := json.Marshal(map[string]any{
-		"messages":       []map[string]string{{"role": "user", "content": c.prompt}},
-		"max_tokens":     c.maxTokens,
-		"temperature":    0,
-		"stream":         true,
-		"stream_options": map[string]bool{"include_usage": true},
-	})
+	// Each request numbers its message, so that its prompt differs from
+	// the previous one after the template's opening and the engine's
+	// prefix cache cannot skip the prefill.
+	body := func(i int) []byte {
+		b, _ := json.Marshal(map[string]any{
+			"messages":       []map[string]string{{"role": "user", "content": fmt.Sprintf("%d. %s", i, c.prompt)}},
+			"max_tokens":     c.maxTokens,
+			"temperature":    0,
+			"stream":         true,
+			"stream_options": map[string]bool{"include_usage": true},
+		})
+		return b
+	}
 	jobs := make(chan int, requests)
 	for i := range requests {
 		jobs <- i
@@ -160,8 +166,8 @@ func measure(base string, c config, n int) (result, error) {
 	var wg sync.WaitGroup
 	for range n {
 		wg.Go(func() {
-			for range jobs {
-				ttft, rate, count, err := stream(ctx, base, body)
+			for i := range jobs {
+				ttft, rate, count, err := stream(ctx, base, body(i))
 				mu.Lock()
 				if err != nil && first == nil {
 					first = err
