@@ -67,7 +67,7 @@ func TestErrorPaths(t *testing.T) {
 		{"suffix", "POST", "/v1/completions", `{"prompt":"a","suffix":"b"}`, 400, "suffix", "unsupported_parameter"},
 		{"best_of", "POST", "/v1/completions", `{"prompt":"a","best_of":3}`, 400, "best_of", ""},
 		{"completion logprobs", "POST", "/v1/completions", `{"prompt":"a","logprobs":2}`, 400, "logprobs", "unsupported_parameter"},
-		{"completion context", "POST", "/v1/completions", `{"prompt":"a","max_tokens":600}`, 400, "messages", "context_length_exceeded"},
+		{"completion context", "POST", "/v1/completions", `{"prompt":"a","max_tokens":600}`, 400, "prompt", "context_length_exceeded"},
 		{"tokenize nothing", "POST", "/tokenize", `{}`, 400, "prompt", ""},
 		{"tokenize both", "POST", "/tokenize", `{"prompt":"a","messages":[{"role":"user","content":"b"}]}`, 400, "prompt", ""},
 		{"detokenize bad id", "POST", "/detokenize", `{"tokens":[100000]}`, 400, "tokens", ""},

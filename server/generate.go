@@ -20,10 +20,10 @@ type job struct {
 
 // checkContext refuses a request whose prompt and completion limit do not
 // fit the context (0: until full, which needs room for one token).
-func (s *Server) checkContext(prompt, maxTokens int) error {
+func (s *Server) checkContext(param string, prompt, maxTokens int) error {
 	n := s.model.ContextLen()
 	if prompt+max(maxTokens, 1) > n {
-		return withCode(invalid("messages",
+		return withCode(invalid(param,
 			"this model's context is %d tokens, but %d were requested (%d in the prompt, %d in the completion): shorten the prompt or lower max_tokens",
 			n, prompt+max(maxTokens, 1), prompt, max(maxTokens, 1)), "context_length_exceeded")
 	}
@@ -58,7 +58,7 @@ func (s *Server) run(ctx context.Context, j job, emit func(text string) error) (
 	info := infoOf(ctx)
 	info.promptTokens = len(j.prompt)
 	var st gotok.Stats
-	var genErr error
+	var genErr, emitErr error
 	first := true
 	err := s.sched.run(ctx, func() {
 		s.kvUsed.Store(int64(len(j.prompt)))
@@ -74,7 +74,8 @@ func (s *Server) run(ctx context.Context, j job, emit func(text string) error) (
 			if t.Text == "" {
 				return nil
 			}
-			return emit(t.Text)
+			emitErr = emit(t.Text)
+			return emitErr
 		})
 	})
 	if err != nil {
@@ -88,6 +89,10 @@ func (s *Server) run(ctx context.Context, j job, emit func(text string) error) (
 		s.metrics.tokensPerSec.Observe(r)
 	}
 	if genErr != nil {
+		if emitErr != nil && errors.Is(genErr, emitErr) {
+			// The response could not be written: the client is gone.
+			return st, &apiError{Status: 499, Type: typeInvalidRequest, Message: "client stopped reading: " + emitErr.Error()}
+		}
 		if errors.Is(genErr, context.Canceled) || errors.Is(genErr, context.DeadlineExceeded) {
 			return st, requestEnded(genErr)
 		}

@@ -54,7 +54,7 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) error {
 	}
 	opts.Stop = append(append([]string(nil), opts.Stop...), stops...)
 	prompt := s.encode(text, opts)
-	if err := s.checkContext(len(prompt), maxTokens); err != nil {
+	if err := s.checkContext("messages", len(prompt), maxTokens); err != nil {
 		return err
 	}
 	ctx, cancel := s.requestContext(r)
@@ -165,7 +165,7 @@ func (s *Server) handleCompletion(w http.ResponseWriter, r *http.Request) error 
 	if !req.Echo {
 		echo = ""
 	}
-	if err := s.checkContext(len(prompt), maxTokens); err != nil {
+	if err := s.checkContext("prompt", len(prompt), maxTokens); err != nil {
 		return err
 	}
 	ctx, cancel := s.requestContext(r)

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"net/http"
 	"strings"
 
 	"gotok/chat"
@@ -164,16 +163,11 @@ func (p *completionPrompt) UnmarshalJSON(data []byte) error {
 	return errors.New("prompt must be a string, a list of token ids, or a list of one of either")
 }
 
-// decodeJSON reads a request body of at most limit bytes into v, refusing
-// trailing data. Every failure is a 400 (413 for a body over the limit).
+// decodeJSON reads one JSON value into v, refusing trailing data. Every
+// failure is a 400.
 func decodeJSON(r io.Reader, v any) error {
 	dec := json.NewDecoder(r)
 	if err := dec.Decode(v); err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			return &apiError{Status: http.StatusRequestEntityTooLarge, Type: typeInvalidRequest,
-				Message: fmt.Sprintf("request body is larger than %d bytes", tooBig.Limit)}
-		}
 		if errors.Is(err, io.EOF) {
 			return invalid("", "request body is empty: want a JSON object")
 		}

@@ -13,10 +13,12 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"crypto/subtle"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -204,8 +206,9 @@ func (s *Server) route(path, method string, auth bool, h handlerFunc) {
 		case auth && !s.authorized(r):
 			err = withCode(&apiError{Status: http.StatusUnauthorized, Type: typeAuthentication, Message: "missing or wrong API key: send Authorization: Bearer KEY"}, "invalid_api_key")
 		default:
-			r.Body = http.MaxBytesReader(rec, r.Body, s.o.MaxBodyBytes)
-			err = h(rec, r)
+			if err = s.readBody(rec, r); err == nil {
+				err = h(rec, r)
+			}
 		}
 		if err != nil {
 			info.err = err
@@ -214,6 +217,31 @@ func (s *Server) route(path, method string, auth bool, h handlerFunc) {
 			}
 		}
 	})
+}
+
+// bodyTimeout bounds reading a request body, so that a client sending
+// it slowly cannot hold a handler.
+const bodyTimeout = time.Minute
+
+// readBody reads the whole body, bounded in size and time, and replaces
+// r.Body with it. The read deadline is lifted afterwards: a connection
+// read that times out later would cancel the request's context mid-stream.
+func (s *Server) readBody(w http.ResponseWriter, r *http.Request) error {
+	rc := http.NewResponseController(w)
+	rc.SetReadDeadline(time.Now().Add(bodyTimeout)) // unsupported by some writers: then none
+	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.o.MaxBodyBytes))
+	rc.SetReadDeadline(time.Time{})
+	r.Body.Close()
+	var tooBig *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooBig):
+		return &apiError{Status: http.StatusRequestEntityTooLarge, Type: typeInvalidRequest,
+			Message: fmt.Sprintf("request body is larger than %d bytes", tooBig.Limit)}
+	case err != nil:
+		return &apiError{Status: http.StatusRequestTimeout, Type: typeInvalidRequest, Message: "reading the request body: " + err.Error()}
+	}
+	r.Body = io.NopCloser(bytes.NewReader(data))
+	return nil
 }
 
 // authorized checks the Bearer key in constant time.

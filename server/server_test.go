@@ -118,8 +118,6 @@ func tinyWithTemplate(t *testing.T, template string) string {
 	return path
 }
 
-
-
 // The engine's own greedy continuation is what the server must return.
 func TestCompletionMatchesEngine(t *testing.T) {
 	_, ts, _ := storiesServer(t, Options{})
@@ -334,6 +332,5 @@ func readBody(t *testing.T, resp *http.Response) string {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
-
 
 func optionAPIKey(k string) option.RequestOption { return option.WithAPIKey(k) }
