@@ -106,16 +106,23 @@ func start(g *Grammar) []thread {
 	return []thread{{top: frame{n: g.root, phase: rootValue}}}
 }
 
+// maxThreads bounds the readings kept at once (a union of many
+// alternatives that begin alike, nested unions). Every thread can complete
+// its value, so dropping the later ones only narrows what may be written;
+// the order is deterministic, so masks and Accept agree.
+const maxThreads = 64
+
 // stepAll appends to dst the threads that follow the threads of src on b,
 // with duplicates merged.
 func stepAll(dst, src []thread, b byte, a *arena) []thread {
+	base := len(dst)
 	for i := range src {
 		dst = step(dst, &src[i], b, a)
 	}
-	if len(dst) > 1 {
-		dst = dedupe(dst)
+	if len(dst)-base > 1 {
+		dst = dst[:base+len(dedupe(dst[base:]))]
 	}
-	return dst
+	return dst[:min(len(dst), base+maxThreads)]
 }
 
 func dedupe(ts []thread) []thread {
@@ -150,11 +157,26 @@ func complete(ts []thread) bool {
 // finished reports whether the text is a whole value and nothing can follow.
 func finished(ts []thread) bool {
 	for i := range ts {
-		if ts[i].top.phase != rootDone {
+		t := &ts[i]
+		if t.top.phase != rootDone && !(t.depth == 1 && numberFull(&t.top)) {
 			return false
 		}
 	}
 	return len(ts) > 0
+}
+
+// numberFull reports whether f is a whole number that can take no more
+// bytes: an integer's leading 0, or its last allowed digit.
+func numberFull(f *frame) bool {
+	switch f.phase {
+	case numZero:
+		return f.n.integer
+	case numInt:
+		return f.n.integer && f.count >= maxIntDigits
+	case numExpDigits:
+		return f.count >= maxExpDigits
+	}
+	return false
 }
 
 // lazyComplete reports whether f, a number or literal, is a whole value

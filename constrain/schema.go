@@ -93,8 +93,13 @@ func (c *compiler) compile(s any, path string) (*node, error) {
 }
 
 func (c *compiler) compileObject(s map[string]any, path string) (*node, error) {
-	var asserts []string // keywords other than annotations, sorted
+	keys := make([]string, 0, len(s))
 	for k := range s {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)    // the first unsupported keyword, always the same one
+	var asserts []string // keywords other than annotations, sorted
+	for _, k := range keys {
 		if annotations[k] {
 			continue
 		}
@@ -110,7 +115,6 @@ func (c *compiler) compileObject(s map[string]any, path string) (*node, error) {
 		}
 		asserts = append(asserts, k)
 	}
-	slices.Sort(asserts)
 	alone := func(k string) error {
 		if len(asserts) > 1 {
 			return fmt.Errorf("%s: %s beside %s is not supported (put them in one schema)", path, k, strings.Join(slices.DeleteFunc(slices.Clone(asserts), func(x string) bool { return x == k }), ", "))
