@@ -228,6 +228,15 @@ func space(f *frame, b byte) (isSpace, taken bool) {
 
 // step appends the threads that follow t on b to dst.
 func step(dst []thread, t *thread, b byte, a *arena) []thread {
+	if tf := &t.top; tf.phase == strBody && tf.str == (strState{}) && b >= 0x20 && b < 0x80 && b != '"' && b != '\\' {
+		// The common case of a mask inside a string: a plain ASCII character.
+		if tf.n.maxLen >= 0 && int(tf.count) >= tf.n.maxLen {
+			return dst
+		}
+		dst = append(dst, *t)
+		dst[len(dst)-1].top.count++
+		return dst
+	}
 	f := t.top // a copy, changed and appended when b is taken
 	switch f.phase {
 	case rootValue, objColon, objValue, objNext, objOpen, objComma, arrOpen, arrNext, arrComma:
