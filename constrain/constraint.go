@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 )
 
 // Constraint is the state of one constrained generation: the text so far
@@ -21,6 +22,12 @@ type Constraint struct {
 	allowed []uint64 // a bit per token
 	bufs    [][]thread
 	arena   arena
+	// maskKey is the state the mask was computed for, with what cannot
+	// change it left out (see key): inside a long string the state moves
+	// but the mask stays, and a step reuses it.
+	maskKey []thread
+	keyBuf  []thread
+	walks   int // masks computed by walking the vocabulary, for tests
 }
 
 // NewConstraint starts a constrained generation of g over the vocabulary v.
@@ -122,10 +129,17 @@ func (c *Constraint) update() {
 		return
 	}
 	c.fresh = true
-	clear(c.allowed)
 	if c.ended {
+		clear(c.allowed)
+		c.maskKey = c.maskKey[:0]
 		return
 	}
+	c.keyBuf = c.key(c.keyBuf[:0])
+	if len(c.maskKey) > 0 && slices.Equal(c.keyBuf, c.maskKey) {
+		return
+	}
+	c.maskKey = append(c.maskKey[:0], c.keyBuf...)
+	clear(c.allowed)
 	if complete(c.ts) {
 		for _, id := range c.v.eog {
 			c.allowed[id/64] |= 1 << (id % 64)
@@ -135,6 +149,7 @@ func (c *Constraint) update() {
 		return
 	}
 	v := c.v
+	c.walks++
 	c.arena.reset()
 	c.bufs[0] = c.ts
 	for i := 0; i < len(v.label); {
@@ -151,4 +166,23 @@ func (c *Constraint) update() {
 		i++
 	}
 	c.bufs[0] = nil
+}
+
+// key appends the current threads to dst as a mask cache key: a string's
+// length so far is left out when no token could bring it to its minimum or
+// maximum (a token adds at most maxLen characters), since nothing else
+// about the next token depends on it. Everything below the top frame is
+// shared by pointer and never changes, so comparing pointers suffices.
+func (c *Constraint) key(dst []thread) []thread {
+	for _, t := range c.ts {
+		f := &t.top
+		if f.phase == strBody {
+			n := f.n
+			if int(f.count) >= n.minLen && (n.maxLen < 0 || n.maxLen-int(f.count) > c.v.maxLen) {
+				t.top.count = -1
+			}
+		}
+		dst = append(dst, t)
+	}
+	return dst
 }
