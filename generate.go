@@ -157,7 +157,9 @@ func (m *Model) promptTokens(prompt string, o GenerateOptions) []int32 {
 	return tokens
 }
 
-// GenerateTokens continues a tokenized prompt, calling emit per token.
+// GenerateTokens continues a tokenized prompt, calling emit per token, with
+// its log-probabilities when o asks for them (Generate drops them; Stream
+// delivers them too).
 func (m *Model) GenerateTokens(ctx context.Context, prompt []int32, o GenerateOptions, emit func(Token) error) (st Stats, err error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
