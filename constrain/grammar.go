@@ -79,23 +79,19 @@ type property struct {
 // NewConstraint.
 type Grammar struct {
 	root *node
-	desc string // what it accepts, for errors
 }
-
-// String says what the grammar accepts.
-func (g *Grammar) String() string { return g.desc }
 
 // AnyValue returns a grammar that accepts any JSON value (nested at most 64
 // deep).
 func AnyValue() *Grammar {
-	return &Grammar{root: newAny(), desc: "any JSON value"}
+	return &Grammar{root: newAny()}
 }
 
 // AnyObject returns a grammar that accepts any JSON object, as OpenAI's
 // response_format {"type": "json_object"} asks.
 func AnyObject() *Grammar {
 	any := newAny()
-	return &Grammar{root: any.alts[0], desc: "any JSON object"}
+	return &Grammar{root: any.alts[0]}
 }
 
 // newAny builds the node of any JSON value: an object of any values, an

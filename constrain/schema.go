@@ -65,7 +65,7 @@ func CompileSchema(schema []byte) (*Grammar, error) {
 	if err := c.checkOneOf(); err != nil {
 		return nil, fmt.Errorf("constrain: schema: %w", err)
 	}
-	return &Grammar{root: root, desc: "JSON Schema"}, nil
+	return &Grammar{root: root}, nil
 }
 
 type compiler struct {
