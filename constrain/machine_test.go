@@ -17,7 +17,7 @@ func TestRandomWalksValidate(t *testing.T) {
 				t.Fatal(err)
 			}
 			v := validator(t, schema)
-			whole := 0
+			whole, mutants := 0, 0
 			for range 100 {
 				text, ok := randomText(t, g, r, 300)
 				if !ok {
@@ -25,6 +25,14 @@ func TestRandomWalksValidate(t *testing.T) {
 				}
 				whole++
 				checkValid(t, v, text)
+				// Adversarial neighbours: whatever of them the grammar
+				// takes whole must validate too.
+				for range 10 {
+					if m := mutate(r, text); accept(g, m) {
+						checkValid(t, v, m)
+						mutants++
+					}
+				}
 			}
 			want := 30
 			if name == "open" {
@@ -33,6 +41,7 @@ func TestRandomWalksValidate(t *testing.T) {
 			if whole < want {
 				t.Errorf("only %d of 100 walks ended in a whole value", whole)
 			}
+			t.Logf("%d whole texts, %d mutants accepted and validated", whole, mutants)
 		})
 	}
 }
@@ -85,6 +94,36 @@ func randomValue(r *rand.Rand, depth int) any {
 	return float64(r.IntN(100)) / 8
 }
 
+// mutate inserts, deletes, replaces or duplicates a few bytes of text.
+func mutate(r *rand.Rand, text string) string {
+	const alphabet = "{}[]\":,-+.eE0123456789 \n\ttrufalsn\\u/x\x00\xff\xc3\xa9"
+	b := []byte(text)
+	for range 1 + r.IntN(3) {
+		i := r.IntN(len(b) + 1)
+		c := alphabet[r.IntN(len(alphabet))]
+		if len(b) > 0 && r.IntN(2) == 0 {
+			c = b[r.IntN(len(b))] // a byte of the text itself
+		}
+		switch r.IntN(4) {
+		case 0:
+			b = append(b[:i], append([]byte{c}, b[i:]...)...)
+		case 1:
+			if i < len(b) {
+				b = append(b[:i], b[i+1:]...)
+			}
+		case 2:
+			if i < len(b) {
+				b[i] = c
+			}
+		case 3:
+			if j := i + r.IntN(8); j <= len(b) {
+				b = append(b[:j], append([]byte(string(b[i:j])), b[j:]...)...)
+			}
+		}
+	}
+	return string(b)
+}
+
 func randomString(r *rand.Rand) string {
 	const alphabet = "ab \"\\/\n\té€😀\x01"
 	runes := []rune(alphabet)
@@ -101,7 +140,6 @@ func randomString(r *rand.Rand) string {
 func TestAnyValueAgreesWithEncodingJSON(t *testing.T) {
 	r := rand.New(rand.NewPCG(5, 6))
 	g := AnyValue()
-	const alphabet = "{}[]\":,-+.eE0123456789 \n\ttrufalsn\\u/x\x00\xff\xc3\xa9"
 	for range 3000 {
 		data, err := json.Marshal(randomValue(r, 0))
 		if err != nil {
@@ -111,24 +149,7 @@ func TestAnyValueAgreesWithEncodingJSON(t *testing.T) {
 		if !accept(g, text) {
 			t.Fatalf("refused %q", text)
 		}
-		// Mutate: insert, delete or replace bytes.
-		b := []byte(text)
-		for range 1 + r.IntN(3) {
-			i := r.IntN(len(b) + 1)
-			c := alphabet[r.IntN(len(alphabet))]
-			switch r.IntN(3) {
-			case 0:
-				b = append(b[:i], append([]byte{c}, b[i:]...)...)
-			case 1:
-				if i < len(b) {
-					b = append(b[:i], b[i+1:]...)
-				}
-			case 2:
-				if i < len(b) {
-					b[i] = c
-				}
-			}
-		}
+		b := []byte(mutate(r, text))
 		if accept(g, string(b)) && !json.Valid(b) {
 			t.Fatalf("accepted %q, which is not JSON", b)
 		}
