@@ -367,3 +367,43 @@ func TestMaskReusedInsideStrings(t *testing.T) {
 		t.Logf("%s: %d walks for %d masks", schema, c.walks, steps)
 	}
 }
+
+// TestConcurrentConstraints: a grammar and a vocabulary serve concurrent
+// generations, each with its own constraint.
+func TestConcurrentConstraints(t *testing.T) {
+	_, v := smolLM2Vocab(t)
+	g, err := CompileSchema([]byte(testSchemas["person"]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	texts := make([]string, 4)
+	var wg sync.WaitGroup
+	for i := range texts {
+		wg.Go(func() {
+			c := NewConstraint(g, v)
+			logits := make([]float32, v.Size())
+			r := rand.New(rand.NewPCG(uint64(i), 99))
+			var text []byte
+			for range 30 {
+				for j := range logits {
+					logits[j] = float32(r.NormFloat64())
+				}
+				if c.Mask(logits) != nil {
+					return
+				}
+				id := argmax(logits)
+				if c.Accept(id) != nil {
+					return
+				}
+				text = append(text, v.Bytes(id)...)
+			}
+			texts[i] = string(text)
+		})
+	}
+	wg.Wait()
+	for i, text := range texts {
+		if text == "" || !strings.HasPrefix(strings.TrimLeft(text, " \n\t"), "{") {
+			t.Errorf("generation %d: %q", i, text)
+		}
+	}
+}
