@@ -117,7 +117,7 @@ type Token struct {
 	// Logprob is ID's log-probability at its step, and Top the most likely
 	// tokens of that step, most likely first (ties by id), when
 	// GenerateOptions asks for them (see Logprobs). The token's own bytes are
-	// m.Tokenizer().Piece(ID).
+	// m.Tokenizer().Piece(ID). A Token with ID -1 has none.
 	Logprob float32
 	Top     []TokenLogprob
 }
