@@ -26,13 +26,13 @@
 // on it: each gap (before the root value, after '{' '[' ':' ',', before ':'
 // ',' '}' ']') holds nothing, one space, or one newline followed by at most
 // 20 spaces or tabs, as llama.cpp's JSON grammars allow. Nothing follows the
-// root value. Numbers have at most 20 integer, 20 fraction and 3 exponent
-// digits; strings are valid UTF-8 with no raw control characters and no \u
-// escapes of surrogates; properties come in any order, each at most once;
-// values nest at most 64 deep. enum and const values are written compactly
-// as encoding/json writes them (object keys sorted). These restrict what
-// may be written, never what the schema calls valid in a way the texts
-// could break.
+// root value. Numbers have at most 20 integer, 20 fraction and 2 exponent
+// digits (so a float64 parser reads every one); strings are valid UTF-8
+// with no raw control characters and no \u escapes of surrogates;
+// properties come in any order, each at most once; values nest at most 64
+// deep. enum and const values are written compactly, as encoding/json
+// writes them (object keys sorted). These only narrow what may be written:
+// every text still validates.
 //
 // # How the mask is computed
 //

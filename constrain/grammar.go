@@ -15,11 +15,13 @@ const maxDepth = 64
 const maxProperties = 64
 
 // Limits on the digits of a number, so that a model cannot write digits
-// forever; beyond them float64 and int64 hold nothing more anyway.
+// forever; beyond them float64 and int64 hold nothing more anyway. Two
+// exponent digits keep every number within float64's range (under 1e120),
+// which parsers that read numbers as float64 refuse to leave.
 const (
 	maxIntDigits  = 20
 	maxFracDigits = 20
-	maxExpDigits  = 3
+	maxExpDigits  = 2
 )
 
 // unreachable is the nesting of a node that admits no finite value.

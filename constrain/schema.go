@@ -42,7 +42,7 @@ var keywordType = map[string]string{
 // if/then/else, not, …
 //
 // Properties may come in any order. Numbers have at most 20 integer, 20
-// fraction and 3 exponent digits; strings never use \u escapes of
+// fraction and 2 exponent digits; strings never use \u escapes of
 // surrogates; names of additional properties use no escapes.
 func CompileSchema(schema []byte) (*Grammar, error) {
 	dec := json.NewDecoder(bytes.NewReader(schema))
