@@ -3,6 +3,7 @@ package gotok
 import (
 	"context"
 	"encoding/json"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -177,6 +178,54 @@ func TestConstrainedIgnoresIgnoreEOS(t *testing.T) {
 			}
 		} else {
 			t.Fatalf("seed %d: %s %q", seed, st.StopReason, sb.String())
+		}
+	}
+}
+
+// TestConstrainedByteLevelVocab generates under a schema with a model of
+// the SmolLM2 tokenizer (49152 byte-level BPE tokens; random weights, so
+// near-random tokens at temperature 1): the masks hold on a large real
+// vocabulary through the whole engine.
+func TestConstrainedByteLevelVocab(t *testing.T) {
+	m, err := Load(filepath.Join(sharedDir(t), "models", "arch", "llama.gguf"), Options{Device: "cpu", ContextLen: 512})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	const schema = `{
+		"type": "object",
+		"properties": {
+			"id": {"type": "integer"},
+			"tag": {"type": "string", "maxLength": 6},
+			"ok": {"type": "boolean"},
+			"kind": {"enum": ["a", "b"]},
+			"xs": {"type": "array", "items": {"type": "number"}, "maxItems": 2}
+		},
+		"required": ["id", "tag", "ok", "kind", "xs"],
+		"additionalProperties": false
+	}`
+	g, err := constrain.CompileSchema([]byte(schema))
+	if err != nil {
+		t.Fatal(err)
+	}
+	val := compileValidator(t, schema)
+	for seed := range uint64(1) { // about 10 ms a token: the f16 output head of 49152 rows on the CPU
+		o := GenerateOptions{MaxTokens: 300, Constraint: g, TopLogprobs: 2}
+		o.Sample.Temperature, o.Sample.TopK, o.Sample.Seed = 1, 40, seed
+		var text strings.Builder
+		toks, st := generateTokens(t, m, "Hello", o)
+		for _, tk := range toks {
+			text.WriteString(tk.Text)
+		}
+		if st.StopReason != StopConstraint {
+			t.Fatalf("seed %d: stopped by %s after %d tokens: %q", seed, st.StopReason, st.GeneratedTokens, text.String())
+		}
+		v, err := jsonschema.UnmarshalJSON(strings.NewReader(text.String()))
+		if err != nil {
+			t.Fatalf("seed %d: %q is not JSON: %v", seed, text.String(), err)
+		}
+		if err := val.Validate(v); err != nil {
+			t.Fatalf("seed %d: %q does not validate: %v", seed, text.String(), err)
 		}
 	}
 }
