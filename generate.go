@@ -47,7 +47,8 @@ type GenerateOptions struct {
 	// ends with StopConstraint once the value is whole. The grammar is
 	// immutable and may be shared by concurrent requests; each generation
 	// keeps its own state. If MaxTokens runs out first the text is a
-	// truncated value (StopMaxTokens), as with OpenAI.
+	// truncated value (StopMaxTokens), as with OpenAI; Stop strings still
+	// apply and can cut it short too.
 	Constraint *constrain.Grammar
 }
 
