@@ -67,7 +67,8 @@ type node struct {
 	lits trie
 
 	// union
-	alts []*node
+	alts    []*node
+	choices []*node // the nodes other than unions that alts lead to, in order, each once
 }
 
 type property struct {
@@ -151,14 +152,35 @@ func finish(root *node) error {
 		}
 	}
 	for _, n := range all {
-		if n.kind == kindObject {
+		switch n.kind {
+		case kindObject:
 			n.buildKeys()
+		case kindUnion:
+			n.choices = flatten(n, nil, map[*node]bool{})
 		}
 	}
 	if root.nest >= unreachable {
 		return fmt.Errorf("the schema admits no value")
 	}
 	return nil
+}
+
+// flatten appends the nodes other than unions that union n leads to. A
+// union that leads back to itself through unions alone ($ref cycles through
+// anyOf) adds nothing the second time, so a value starts without recursion.
+func flatten(n *node, dst []*node, seen map[*node]bool) []*node {
+	for _, a := range n.alts {
+		if seen[a] {
+			continue
+		}
+		seen[a] = true
+		if a.kind == kindUnion {
+			dst = flatten(a, dst, seen)
+		} else {
+			dst = append(dst, a)
+		}
+	}
+	return dst
 }
 
 func nestOf(n *node) int {

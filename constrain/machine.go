@@ -397,8 +397,8 @@ func startValue(dst []thread, t thread, n *node, b byte, a *arena) []thread {
 	}
 	switch n.kind {
 	case kindUnion:
-		for _, alt := range n.alts {
-			dst = startValue(dst, t, alt, b, a)
+		for _, c := range n.choices {
+			dst = startValue(dst, t, c, b, a)
 		}
 		return dst
 	case kindObject:

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestRandomWalksValidate(t *testing.T) {
@@ -401,5 +402,58 @@ func TestManyAlternatives(t *testing.T) {
 		if text, ok := randomText(t, g, r, 100); ok {
 			checkValid(t, v, text)
 		}
+	}
+}
+
+// TestUnionCycles: references that loop through anyOf alone neither hang
+// nor recurse forever.
+func TestUnionCycles(t *testing.T) {
+	cyclic := `{"$defs": {
+		"A": {"anyOf": [{"$ref": "#/$defs/B"}, {"type": "string"}]},
+		"B": {"anyOf": [{"$ref": "#/$defs/A"}, {"type": "integer"}, {"type": "array", "items": {"$ref": "#/$defs/A"}}]}
+	}, "$ref": "#/$defs/A"}`
+	g, err := CompileSchema([]byte(cyclic))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, text := range []string{`"x"`, `12`, `[1,["a",[]]]`} {
+		if !accept(g, text) {
+			t.Errorf("refused %s", text)
+		}
+	}
+	if accept(g, `true`) {
+		t.Error("accepted true")
+	}
+	v := validator(t, cyclic)
+	r := rand.New(rand.NewPCG(15, 16))
+	for range 50 {
+		if text, ok := randomText(t, g, r, 200); ok {
+			checkValid(t, v, text)
+		}
+	}
+	empty := `{"$defs": {"A": {"anyOf": [{"$ref": "#/$defs/B"}]}, "B": {"anyOf": [{"$ref": "#/$defs/A"}]}}, "$ref": "#/$defs/A"}`
+	if _, err := CompileSchema([]byte(empty)); err == nil || !strings.Contains(err.Error(), "admits no value") {
+		t.Errorf("a cycle of unions alone: %v", err)
+	}
+}
+
+// TestHostileOneOf: proving many nested alternatives disjoint is bounded.
+func TestHostileOneOf(t *testing.T) {
+	var inner []string
+	for i := range 30 {
+		inner = append(inner, fmt.Sprintf(`{"type": "object", "properties": {"k%d": {"$ref": "#"}}}`, i))
+	}
+	var outer []string
+	for range 30 {
+		outer = append(outer, `{"anyOf": [`+strings.Join(inner, ",")+`]}`)
+	}
+	schema := `{"oneOf": [` + strings.Join(outer, ",") + `]}`
+	t0 := time.Now()
+	_, err := CompileSchema([]byte(schema))
+	if err == nil || !strings.Contains(err.Error(), "use anyOf") {
+		t.Errorf("overlapping oneOf: %v", err)
+	}
+	if d := time.Since(t0); d > 5*time.Second {
+		t.Errorf("compiling took %v", d)
 	}
 }

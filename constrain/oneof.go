@@ -15,7 +15,8 @@ func (c *compiler) checkOneOf() error {
 	for _, o := range c.oneOf {
 		for i, a := range o.alts {
 			for j := i + 1; j < len(o.alts); j++ {
-				if !disjoint(a, o.alts[j], 0) {
+				budget := 10000 // calls: a hostile schema gets an error, not an exponential search
+				if !disjoint(a, o.alts[j], 0, &budget) {
 					return fmt.Errorf("%s: alternatives %d and %d may both match a value; oneOf is enforced only for alternatives that exclude each other (use anyOf if either may match)", o.path, i, j)
 				}
 			}
@@ -85,9 +86,12 @@ func firstByteType(b byte) int {
 
 // disjoint reports whether no value matches both a and b; false when it
 // cannot tell.
-func disjoint(a, b *node, depth int) bool {
+func disjoint(a, b *node, depth int, budget *int) bool {
 	if a.nest >= unreachable || b.nest >= unreachable {
 		return true
+	}
+	if *budget--; *budget < 0 {
+		return false
 	}
 	if types(a, map[*node]bool{})&types(b, map[*node]bool{}) == 0 {
 		return true
@@ -98,13 +102,13 @@ func disjoint(a, b *node, depth int) bool {
 	switch {
 	case a.kind == kindUnion:
 		for _, x := range a.alts {
-			if !disjoint(x, b, depth+1) {
+			if !disjoint(x, b, depth+1, budget) {
 				return false
 			}
 		}
 		return true
 	case b.kind == kindUnion:
-		return disjoint(b, a, depth+1)
+		return disjoint(b, a, depth+1, budget)
 	case a.kind == kindLiteral:
 		for _, text := range a.lits.strings() {
 			if accepts(b, text) {
@@ -113,16 +117,16 @@ func disjoint(a, b *node, depth int) bool {
 		}
 		return true
 	case b.kind == kindLiteral:
-		return disjoint(b, a, depth+1)
+		return disjoint(b, a, depth+1, budget)
 	case a.kind == kindString && b.kind == kindString:
 		return a.maxLen >= 0 && a.maxLen < b.minLen || b.maxLen >= 0 && b.maxLen < a.minLen
 	case a.kind == kindObject && b.kind == kindObject:
-		return objectsDisjoint(a, b, depth) || objectsDisjoint(b, a, depth)
+		return objectsDisjoint(a, b, depth, budget) || objectsDisjoint(b, a, depth, budget)
 	}
 	return false
 }
 
-func objectsDisjoint(a, b *node, depth int) bool {
+func objectsDisjoint(a, b *node, depth int, budget *int) bool {
 	for i, p := range a.props {
 		if a.required&(1<<i) == 0 {
 			continue
@@ -132,12 +136,12 @@ func objectsDisjoint(a, b *node, depth int) bool {
 			if b.additional == nil {
 				return true // b has no such property and a requires it
 			}
-			if disjoint(p.value, b.additional, depth+1) {
+			if disjoint(p.value, b.additional, depth+1, budget) {
 				return true
 			}
 			continue
 		}
-		if disjoint(p.value, b.props[j].value, depth+1) {
+		if disjoint(p.value, b.props[j].value, depth+1, budget) {
 			return true
 		}
 	}
