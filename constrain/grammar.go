@@ -43,6 +43,7 @@ const (
 // by character. Nodes form a graph (a $ref may point back up).
 type node struct {
 	kind kind
+	id   int // its index in its grammar, for hashing
 	// nest is the fewest stack levels a value of this node needs, counting
 	// its own; unreachable when it admits no finite value.
 	nest int
@@ -138,8 +139,8 @@ func finish(root *node) error {
 		}
 	}
 	walk(root)
-	for _, n := range all {
-		n.nest = unreachable
+	for i, n := range all {
+		n.id, n.nest = i, unreachable
 	}
 	// A fixed point from above: each pass can only lower nests, and a
 	// lowered nest is finite and at least 1, so it ends.

@@ -1,5 +1,7 @@
 package constrain
 
+import "slices"
+
 // The machine reads a JSON text byte by byte against a grammar. Its state is
 // a set of threads, one per way the bytes so far can be read (a union opens
 // one per alternative that accepts the value's first byte); each thread is a
@@ -125,21 +127,49 @@ func stepAll(dst, src []thread, b byte, a *arena) []thread {
 	return dst[:min(len(dst), base+maxThreads)]
 }
 
+// dedupe drops the threads equal to an earlier one, in place. Merging is
+// only an economy (every thread is valid), but readings that part and meet
+// again (the alternatives of a union, once their value ends) would
+// otherwise multiply.
 func dedupe(ts []thread) []thread {
-	out := ts[:1]
-	for _, t := range ts[1:] {
-		dup := false
-		for _, u := range out {
-			if t.depth == u.depth && t.parent == u.parent && t.top == u.top {
-				dup = true
-				break
+	if len(ts) <= 8 {
+		out := ts[:1]
+		for _, t := range ts[1:] {
+			if !slices.ContainsFunc(out, func(u thread) bool { return same(&t, &u) }) {
+				out = append(out, t)
 			}
 		}
-		if !dup {
-			out = append(out, t)
+		return out
+	}
+	// Many threads: a hash table on the stack, so that a union of many
+	// alternatives costs linear, not quadratic, time per byte. Past twice
+	// the threads kept, the rest are dropped first.
+	ts = ts[:min(len(ts), 2*maxThreads)]
+	var slots [4 * maxThreads]int16 // 1 + index into out; 0: empty
+	const mask = uint32(len(slots) - 1)
+	out := ts[:0]
+	for i := range ts {
+		t := ts[i]
+		f := &t.top
+		h := (uint32(f.n.id)*2654435761 ^ uint32(t.depth)*40503 ^ uint32(f.phase)<<20 ^ uint32(f.count)*31 ^ uint32(f.key)*97) & mask
+		for {
+			s := slots[h]
+			if s == 0 {
+				out = append(out, t) // never past ts[i]: out is a prefix of ts
+				slots[h] = int16(len(out))
+				break
+			}
+			if same(&out[s-1], &t) {
+				break
+			}
+			h = (h + 1) & mask
 		}
 	}
 	return out
+}
+
+func same(a, b *thread) bool {
+	return a.depth == b.depth && a.parent == b.parent && a.top == b.top
 }
 
 // complete reports whether the text read so far is a whole value of the

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -455,5 +456,42 @@ func TestHostileOneOf(t *testing.T) {
 	}
 	if d := time.Since(t0); d > 5*time.Second {
 		t.Errorf("compiling took %v", d)
+	}
+}
+
+func TestDedupe(t *testing.T) {
+	r := rand.New(rand.NewPCG(17, 18))
+	nodes := []*node{{id: 0}, {id: 1}, {id: 2}}
+	links := []*link{nil, {}, {}}
+	for range 300 {
+		var ts []thread
+		for range 1 + r.IntN(3*maxThreads) {
+			ts = append(ts, thread{
+				top:    frame{n: nodes[r.IntN(3)], count: int32(r.IntN(4)), phase: phase(r.IntN(2))},
+				parent: links[r.IntN(3)],
+				depth:  int32(r.IntN(2)),
+			})
+		}
+		// Reference: the first of each distinct thread, in order, among
+		// the first 2*maxThreads when there are more than 8.
+		in := ts
+		if len(in) > 8 {
+			in = in[:min(len(in), 2*maxThreads)]
+		}
+		var want []thread
+		for _, x := range in {
+			if !slices.ContainsFunc(want, func(y thread) bool { return same(&x, &y) }) {
+				want = append(want, x)
+			}
+		}
+		got := dedupe(slices.Clone(ts))
+		if len(got) != len(want) {
+			t.Fatalf("%d threads: dedupe kept %d, want %d", len(ts), len(got), len(want))
+		}
+		for i := range got {
+			if !same(&got[i], &want[i]) {
+				t.Fatalf("thread %d differs", i)
+			}
+		}
 	}
 }

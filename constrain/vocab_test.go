@@ -1,6 +1,7 @@
 package constrain
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -404,6 +405,32 @@ func TestConcurrentConstraints(t *testing.T) {
 	for i, text := range texts {
 		if text == "" || !strings.HasPrefix(strings.TrimLeft(text, " \n\t"), "{") {
 			t.Errorf("generation %d: %q", i, text)
+		}
+	}
+}
+
+// BenchmarkMaskManyReadings: a union of 64 string schemas keeps 64
+// readings inside a string, the costliest mask a schema can ask for.
+func BenchmarkMaskManyReadings(b *testing.B) {
+	_, v := smolLM2Vocab(b)
+	var alts []string
+	for i := range maxThreads {
+		alts = append(alts, fmt.Sprintf(`{"type": "string", "maxLength": %d}`, 5000+i))
+	}
+	g, err := CompileSchema([]byte(`{"anyOf": [` + strings.Join(alts, ",") + `]}`))
+	if err != nil {
+		b.Fatal(err)
+	}
+	c := NewConstraint(g, v)
+	c.ts = stepAll(nil, c.ts, '"', nil)
+	if len(c.ts) != maxThreads {
+		b.Fatalf("%d readings", len(c.ts))
+	}
+	logits := make([]float32, v.Size())
+	for b.Loop() {
+		c.fresh, c.maskKey = false, nil
+		if err := c.Mask(logits); err != nil {
+			b.Fatal(err)
 		}
 	}
 }
