@@ -51,7 +51,8 @@
 // as no token could bring the string to its minLength or maxLength.
 //
 // A union whose alternatives begin alike (anyOf of objects) runs one
-// reading per alternative until they part, and a mask costs as much per
-// reading; at most 64 are kept, so an anyOf of more than 64 alternatives
-// that share their first bytes cannot produce the later ones.
+// reading per alternative until they part, and a mask costs about as much
+// per reading (64 readings inside a string: about 90 ms). At most 64 are
+// kept, so an anyOf of more than 64 alternatives that share their first
+// bytes cannot produce the later ones.
 package constrain
