@@ -17,7 +17,7 @@ const maxProperties = 64
 // Limits on the digits of a number, so that a model cannot write digits
 // forever; beyond them float64 and int64 hold nothing more anyway. Two
 // exponent digits keep every number within float64's range (under 1e120),
-// which parsers that read numbers as float64 refuse to leave.
+// so parsers that read numbers as float64 accept them all.
 const (
 	maxIntDigits  = 20
 	maxFracDigits = 20
@@ -30,8 +30,7 @@ const unreachable = math.MaxInt32
 type kind uint8
 
 const (
-	kindRoot    kind = iota // the bottom of every stack: one value, then the end
-	kindObject              // {...}
+	kindObject  kind = iota // {...}
 	kindArray               // [...]
 	kindString              // "..."
 	kindNumber              // a JSON number (integer: no fraction or exponent)
