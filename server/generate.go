@@ -52,9 +52,10 @@ func requestEnded(err error) error {
 	return &apiError{Status: 499, Type: typeInvalidRequest, Message: "client closed the request"}
 }
 
-// run generates j on the engine, passing each piece of text to emit, and
+// run generates j on the engine, passing each token to emit (its text may
+// be empty: part of a character, or held back by a stop string), and
 // records the metrics.
-func (s *Server) run(ctx context.Context, j job, emit func(text string) error) (gotok.Stats, error) {
+func (s *Server) run(ctx context.Context, j job, emit func(t gotok.Token) error) (gotok.Stats, error) {
 	info := infoOf(ctx)
 	info.promptTokens = len(j.prompt)
 	var st gotok.Stats
@@ -71,10 +72,7 @@ func (s *Server) run(ctx context.Context, j job, emit func(text string) error) (
 			if t.ID >= 0 {
 				s.kvUsed.Add(1)
 			}
-			if t.Text == "" {
-				return nil
-			}
-			emitErr = emit(t.Text)
+			emitErr = emit(t)
 			return emitErr
 		})
 	})
@@ -108,7 +106,7 @@ func (s *Server) run(ctx context.Context, j job, emit func(text string) error) (
 // finishReason is OpenAI's name for the engine's stop reason.
 func finishReason(stop string) string {
 	switch stop {
-	case gotok.StopEOS, gotok.StopString:
+	case gotok.StopEOS, gotok.StopString, gotok.StopConstraint:
 		return "stop"
 	case gotok.StopMaxTokens, gotok.StopContext:
 		return "length"

@@ -67,16 +67,30 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) error {
 	j := job{start: start, prompt: prompt, opts: opts}
 	id, created := newID("chatcmpl-"), time.Now().Unix()
 	infoOf(ctx).stream = req.Stream
+	tok := s.model.Tokenizer()
 	if !req.Stream {
 		var out strings.Builder
-		st, err := s.run(ctx, j, func(t string) error { out.WriteString(t); return nil })
+		var lps *chatLogprobs
+		if opts.Logprobs {
+			lps = &chatLogprobs{Content: []tokenLogprob{}}
+		}
+		st, err := s.run(ctx, j, func(t gotok.Token) error {
+			out.WriteString(t.Text)
+			if lps != nil && t.ID >= 0 {
+				lps.Content = append(lps.Content, chatLogprob(tok, t))
+			}
+			return nil
+		})
 		if err != nil {
 			return err
 		}
+		choice := chatChoice{Message: assistantMessage{Role: "assistant", Content: out.String()}, FinishReason: finishReason(st.StopReason)}
+		if lps != nil {
+			choice.Logprobs = lps
+		}
 		return writeJSON(w, chatCompletion{
 			ID: id, Object: "chat.completion", Created: created, Model: s.o.ModelName,
-			Choices: []chatChoice{{Message: assistantMessage{Role: "assistant", Content: out.String()}, FinishReason: finishReason(st.StopReason)}},
-			Usage:   usageOf(st),
+			Choices: []chatChoice{choice}, Usage: usageOf(st),
 		})
 	}
 	ev := startSSE(w)
@@ -87,7 +101,18 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) error {
 	if err := ev.send(chunk(chatDelta{Role: "assistant"}, nil)); err != nil {
 		return nil // the client left
 	}
-	st, err := s.run(ctx, j, func(t string) error { return ev.send(chunk(chatDelta{Content: t}, nil)) })
+	st, err := s.run(ctx, j, func(t gotok.Token) error {
+		// With logprobs every token has its chunk, even one whose text is
+		// still incomplete; without, only text goes out.
+		if t.Text == "" && (!opts.Logprobs || t.ID < 0) {
+			return nil
+		}
+		c := chunk(chatDelta{Content: t.Text}, nil)
+		if opts.Logprobs && t.ID >= 0 {
+			c.Choices[0].Logprobs = &chatLogprobs{Content: []tokenLogprob{chatLogprob(tok, t)}}
+		}
+		return ev.send(c)
+	})
 	if err != nil {
 		infoOf(ctx).err = err
 		ev.fail(err)
@@ -136,6 +161,9 @@ func (s *Server) handleCompletion(w http.ResponseWriter, r *http.Request) error 
 	}
 	var lp logprobRequest
 	if req.Logprobs != nil {
+		if req.Echo {
+			return notSupported("echo", "echo with logprobs (log-probabilities of the prompt's tokens)")
+		}
 		lp = logprobRequest{want: true, top: *req.Logprobs}
 	}
 	maxTokens := req.maxTokens()
@@ -178,18 +206,32 @@ func (s *Server) handleCompletion(w http.ResponseWriter, r *http.Request) error 
 	j := job{start: start, prompt: prompt, opts: opts}
 	id, created := newID("cmpl-"), time.Now().Unix()
 	infoOf(ctx).stream = req.Stream
+	tok := s.model.Tokenizer()
 	if !req.Stream {
 		var out strings.Builder
 		out.WriteString(echo)
-		st, err := s.run(ctx, j, func(t string) error { out.WriteString(t); return nil })
+		var lps *completionLogprobs
+		if opts.Logprobs {
+			lps = &completionLogprobs{}
+		}
+		st, err := s.run(ctx, j, func(t gotok.Token) error {
+			if lps != nil && t.ID >= 0 {
+				lps.add(tok, t, out.Len())
+			}
+			out.WriteString(t.Text)
+			return nil
+		})
 		if err != nil {
 			return err
 		}
 		reason := finishReason(st.StopReason)
+		choice := textChoice{Text: out.String(), FinishReason: &reason}
+		if lps != nil {
+			choice.Logprobs = lps
+		}
 		return writeJSON(w, textCompletion{
 			ID: id, Object: "text_completion", Created: created, Model: s.o.ModelName,
-			Choices: []textChoice{{Text: out.String(), FinishReason: &reason}},
-			Usage:   usageOf(st),
+			Choices: []textChoice{choice}, Usage: usageOf(st),
 		})
 	}
 	ev := startSSE(w)
@@ -202,7 +244,20 @@ func (s *Server) handleCompletion(w http.ResponseWriter, r *http.Request) error 
 			return nil
 		}
 	}
-	st, err := s.run(ctx, j, func(t string) error { return ev.send(chunk(t, nil)) })
+	offset := len(echo)
+	st, err := s.run(ctx, j, func(t gotok.Token) error {
+		if t.Text == "" && (!opts.Logprobs || t.ID < 0) {
+			return nil
+		}
+		c := chunk(t.Text, nil)
+		if opts.Logprobs && t.ID >= 0 {
+			lps := &completionLogprobs{}
+			lps.add(tok, t, offset)
+			c.Choices[0].Logprobs = lps
+		}
+		offset += len(t.Text)
+		return ev.send(c)
+	})
 	if err != nil {
 		infoOf(ctx).err = err
 		ev.fail(err)

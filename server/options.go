@@ -1,9 +1,12 @@
 package server
 
 import (
+	"bytes"
+	"encoding/json"
 	"math/rand/v2"
 
 	"gotok"
+	"gotok/constrain"
 	"gotok/sample"
 )
 
@@ -15,20 +18,27 @@ type logprobRequest struct {
 }
 
 // generateOptions maps a request onto the engine's GenerateOptions: the
-// one place request parameters become engine options, so the engine's
-// log-probabilities and constrained sampling plug in here. Until the
-// engine has them, asking for them is a 400, never silently ignored.
+// one place request parameters become engine options (sampling,
+// log-probabilities, the JSON constraint of response_format).
 func generateOptions(s *samplingRequest, lp logprobRequest, maxTokens int) (gotok.GenerateOptions, error) {
 	o := gotok.GenerateOptions{
 		MaxTokens:    maxTokens,
 		Stop:         s.Stop,
 		ParseSpecial: true, // chat prompts carry the template's markers
+		Logprobs:     lp.want,
+		TopLogprobs:  lp.top,
 	}
-	if lp.want {
-		return o, notSupported("logprobs", "logprobs")
-	}
-	if rf := s.ResponseFormat; rf != nil && (rf.Type == "json_object" || rf.Type == "json_schema") {
-		return o, notSupported("response_format", "response_format "+rf.Type+" (constrained sampling)")
+	if rf := s.ResponseFormat; rf != nil {
+		switch rf.Type {
+		case "json_object":
+			o.Constraint = constrain.AnyObject()
+		case "json_schema":
+			g, err := compileSchema(rf.JSONSchema)
+			if err != nil {
+				return o, err
+			}
+			o.Constraint = g
+		}
 	}
 	// OpenAI's defaults: temperature 1, top_p 1 (off), no top-k or min-p.
 	p := sample.Params{Temperature: 1}
@@ -65,4 +75,26 @@ func generateOptions(s *samplingRequest, lp logprobRequest, maxTokens int) (goto
 	}
 	o.Sample = p
 	return o, nil
+}
+
+// compileSchema compiles response_format.json_schema ({"name", "schema",
+// "strict"}) into the grammar the output is held to. A schema with a
+// keyword the grammar cannot enforce is refused, never loosened.
+func compileSchema(raw json.RawMessage) (*constrain.Grammar, error) {
+	var js struct {
+		Name   string          `json:"name"`
+		Schema json.RawMessage `json:"schema"`
+		Strict *bool           `json:"strict"`
+	}
+	if err := json.Unmarshal(raw, &js); err != nil {
+		return nil, invalid("response_format.json_schema", "response_format json_schema must be an object with name and schema: %v", err)
+	}
+	if len(bytes.TrimSpace(js.Schema)) == 0 || bytes.Equal(bytes.TrimSpace(js.Schema), []byte("null")) {
+		return nil, invalid("response_format.json_schema.schema", "response_format json_schema has no schema")
+	}
+	g, err := constrain.CompileSchema(js.Schema)
+	if err != nil {
+		return nil, invalid("response_format.json_schema.schema", "%v", err)
+	}
+	return g, nil
 }

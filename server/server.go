@@ -1,8 +1,9 @@
 // Package server serves a gotok model over HTTP with OpenAI's API: chat
-// and text completions (streamed as server-sent events or not), the model
-// list, tokenize/detokenize, a health check for load balancers and
-// Prometheus metrics, including the ones an inference gateway's endpoint
-// picker reads.
+// and text completions (streamed as server-sent events or not, with
+// log-probabilities, and JSON output held to a schema by constrained
+// sampling), the model list, tokenize/detokenize, a health check for load
+// balancers and Prometheus metrics, including the ones an inference
+// gateway's endpoint picker reads.
 //
 //	srv, err := server.New(m, server.Options{ModelName: "smollm2"})
 //	err = srv.Serve(ctx, listener) // until ctx ends, then drains

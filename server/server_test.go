@@ -3,7 +3,6 @@ package server
 import (
 	"bytes"
 	"context"
-	"errors"
 	"io"
 	"log/slog"
 	"net/http"
@@ -17,7 +16,6 @@ import (
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
-	"github.com/openai/openai-go/v3/shared"
 
 	"gotok"
 	"gotok/model/synth"
@@ -244,36 +242,6 @@ func TestChatSDK(t *testing.T) {
 	}
 	if len(models.Data) != 1 || models.Data[0].ID != "stories260K" {
 		t.Errorf("models %+v", models.Data)
-	}
-}
-
-// Until the engine has log-probabilities and constrained sampling, asking
-// for them is a clear 400, through the SDK too.
-func TestNotSupportedYet(t *testing.T) {
-	_, ts, _ := storiesServer(t, Options{})
-	c := client(ts)
-	ctx := context.Background()
-	msgs := []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Hi")}
-	cases := map[string]openai.ChatCompletionNewParams{
-		"logprobs": {Model: "stories260K", Messages: msgs, Logprobs: openai.Bool(true), TopLogprobs: openai.Int(2)},
-		"json_schema": {Model: "stories260K", Messages: msgs, ResponseFormat: openai.ChatCompletionNewParamsResponseFormatUnion{
-			OfJSONSchema: &shared.ResponseFormatJSONSchemaParam{JSONSchema: shared.ResponseFormatJSONSchemaJSONSchemaParam{
-				Name: "x", Schema: map[string]any{"type": "object"}}}}},
-		"json_object": {Model: "stories260K", Messages: msgs, ResponseFormat: openai.ChatCompletionNewParamsResponseFormatUnion{
-			OfJSONObject: &shared.ResponseFormatJSONObjectParam{}}},
-	}
-	for name, p := range cases {
-		_, err := c.Chat.Completions.New(ctx, p)
-		var apiErr *openai.Error
-		if !errors.As(err, &apiErr) || apiErr.StatusCode != 400 || apiErr.Code != "unsupported_parameter" {
-			t.Errorf("%s: got %v, want a 400 unsupported_parameter", name, err)
-		}
-	}
-	_, err := c.Completions.New(ctx, openai.CompletionNewParams{Model: "stories260K",
-		Prompt: openai.CompletionNewParamsPromptUnion{OfString: openai.String("x")}, Logprobs: openai.Int(1)})
-	var apiErr *openai.Error
-	if !errors.As(err, &apiErr) || apiErr.StatusCode != 400 {
-		t.Errorf("completions logprobs: got %v, want 400", err)
 	}
 }
 
