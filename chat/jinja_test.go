@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -235,4 +236,28 @@ func TestJinjaGemma3(t *testing.T) {
 	if got != want {
 		t.Errorf("built-in gemma: got %q, want %q", got, want)
 	}
+}
+
+// A server renders one template from many requests at once.
+func TestJinjaConcurrent(t *testing.T) {
+	j, err := ParseJinja(readTemplate(t, "qwen3.jinja"), SpecialTokens{EOS: "<|im_end|>"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := j.Render(familyChat, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for range 20 {
+				if got, err := j.Render(familyChat, true); err != nil || got != want {
+					t.Errorf("concurrent render: %q, %v", got, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
 }
