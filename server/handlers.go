@@ -66,7 +66,7 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) error {
 	defer release()
 	j := job{start: start, prompt: prompt, opts: opts}
 	id, created := newID("chatcmpl-"), time.Now().Unix()
-	infoOf(ctx).stream = req.Stream
+	infoOf(ctx).stream, infoOf(ctx).id = req.Stream, id
 	tok := s.model.Tokenizer()
 	if !req.Stream {
 		var out strings.Builder
@@ -205,7 +205,7 @@ func (s *Server) handleCompletion(w http.ResponseWriter, r *http.Request) error 
 	defer release()
 	j := job{start: start, prompt: prompt, opts: opts}
 	id, created := newID("cmpl-"), time.Now().Unix()
-	infoOf(ctx).stream = req.Stream
+	infoOf(ctx).stream, infoOf(ctx).id = req.Stream, id
 	tok := s.model.Tokenizer()
 	if !req.Stream {
 		var out strings.Builder

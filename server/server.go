@@ -45,8 +45,8 @@ type Options struct {
 	// Parallel is how many requests are admitted at once (default 1);
 	// they take turns on the model until the engine batches.
 	Parallel int
-	// Queue is how many more may wait for a slot (default 64); beyond it a
-	// request gets 503 with Retry-After.
+	// Queue is how many more may wait for a slot (0: the default, 64;
+	// negative: none); beyond it a request gets 503 with Retry-After.
 	Queue int
 	// MaxBodyBytes bounds a request body (default 4 MiB).
 	MaxBodyBytes int64
@@ -285,6 +285,7 @@ func (s *Server) cors(w http.ResponseWriter, r *http.Request) bool {
 
 // requestInfo collects what the log line reports about a generation.
 type requestInfo struct {
+	id                             string // the response's id
 	promptTokens, completionTokens int
 	ttft                           time.Duration
 	finish                         string
@@ -311,6 +312,7 @@ func (s *Server) logRequest(r *http.Request, status int, elapsed time.Duration, 
 	}
 	if info.promptTokens > 0 {
 		attrs = append(attrs,
+			slog.String("id", info.id),
 			slog.Bool("stream", info.stream),
 			slog.Int("prompt_tokens", info.promptTokens),
 			slog.Int("completion_tokens", info.completionTokens),

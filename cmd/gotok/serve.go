@@ -82,9 +82,16 @@ Example:
 				}
 				o.ChatTemplate = string(data)
 			}
-			var h slog.Handler = slog.NewTextHandler(cmd.ErrOrStderr(), nil)
+			if o.Queue == 0 {
+				o.Queue = -1 // --queue 0: no queue (0 is the library's default)
+			}
+			level := slog.LevelInfo
+			if lf.verbose {
+				level = slog.LevelDebug
+			}
+			var h slog.Handler = slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level})
 			if logJSON {
-				h = slog.NewJSONHandler(cmd.ErrOrStderr(), nil)
+				h = slog.NewJSONHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level})
 			}
 			log := slog.New(h)
 			o.Logger = log
