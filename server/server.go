@@ -412,10 +412,18 @@ func Run(ctx context.Context, ln net.Listener, log *slog.Logger, load func() (*S
 		}
 		loaded <- err
 	}()
+	// Return only once load has: its caller owns what it made.
+	loadDone := false
+	defer func() {
+		if !loadDone {
+			<-loaded
+		}
+	}()
 	select { // wait for the model
 	case err := <-errc:
 		return err
 	case err := <-loaded:
+		loadDone = true
 		if err != nil {
 			hs.Close()
 			<-errc
@@ -456,7 +464,7 @@ func Run(ctx context.Context, ln net.Listener, log *slog.Logger, load func() (*S
 // Draining reports whether Serve has begun shutting down.
 func (s *Server) Draining() bool { return s.draining.Load() }
 
-// retryAfter is a 503 for a full queue.
+// queueFull is the 503, with Retry-After, for a full queue.
 func (s *Server) queueFull(w http.ResponseWriter) error {
 	w.Header().Set("Retry-After", "1")
 	return withCode(&apiError{Status: http.StatusServiceUnavailable, Type: typeUnavailable,

@@ -3,6 +3,7 @@ package server
 import (
 	"bufio"
 	"context"
+	"errors"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -348,5 +349,45 @@ func TestDrainTimeout(t *testing.T) {
 	<-stuck
 	if n := s.sched.queued.Load(); n != 0 {
 		t.Errorf("%d requests still queued after the drain", n)
+	}
+}
+
+// A load that fails ends Run with its error; a cancel during the load
+// waits for it, so its caller can release what it made.
+func TestRunLoadFailsOrIsCancelled(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := errors.New("no such model")
+	if err := Run(context.Background(), ln, nil, func() (*Server, error) { return nil, bad }); !errors.Is(err, bad) {
+		t.Errorf("Run with a failing load: %v", err)
+	}
+
+	ln, err = net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	release := make(chan struct{})
+	finished := false
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(ctx, ln, nil, func() (*Server, error) {
+			<-release
+			finished = true
+			return nil, bad
+		})
+	}()
+	cancel()
+	select {
+	case <-done:
+		t.Fatal("Run returned while the load was still running")
+	case <-time.After(50 * time.Millisecond):
+	}
+	close(release)
+	<-done
+	if !finished {
+		t.Error("the load had not finished when Run returned")
 	}
 }
