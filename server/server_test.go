@@ -3,6 +3,7 @@ package server
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"log/slog"
 	"net/http"
@@ -302,3 +303,38 @@ func readBody(t *testing.T, resp *http.Response) string {
 func itoa(n int) string { return strconv.Itoa(n) }
 
 func optionAPIKey(k string) option.RequestOption { return option.WithAPIKey(k) }
+
+// stop as a string cuts the text before it; top_k 1 is greedy whatever
+// the temperature; min_p is accepted (the parameters the SDK does not
+// name, over raw HTTP).
+func TestSamplingParameters(t *testing.T) {
+	_, ts, _ := storiesServer(t, Options{})
+	complete := func(body string) (string, string) {
+		t.Helper()
+		resp := post(t, ts, "/v1/completions", body)
+		data := readBody(t, resp)
+		if resp.StatusCode != 200 {
+			t.Fatalf("%s: %d %s", body, resp.StatusCode, data)
+		}
+		var got textCompletion
+		if err := json.Unmarshal([]byte(data), &got); err != nil {
+			t.Fatal(err)
+		}
+		return got.Choices[0].Text, *got.Choices[0].FinishReason
+	}
+	greedy, _ := complete(`{"prompt":"Once upon a time","max_tokens":16,"temperature":0}`)
+	i := strings.Index(greedy, "girl")
+	if i < 0 {
+		t.Fatalf("greedy text %q has no \"girl\" to stop at", greedy)
+	}
+	text, finish := complete(`{"prompt":"Once upon a time","max_tokens":16,"temperature":0,"stop":"girl"}`)
+	if text != greedy[:i] || finish != "stop" {
+		t.Errorf("stop \"girl\": %q (%s), want %q (stop)", text, finish, greedy[:i])
+	}
+	for _, seed := range []string{"1", "2"} {
+		text, _ := complete(`{"prompt":"Once upon a time","max_tokens":16,"temperature":1.5,"top_k":1,"min_p":0.1,"seed":` + seed + `}`)
+		if text != greedy {
+			t.Errorf("top_k 1, seed %s: %q, want the greedy %q", seed, text, greedy)
+		}
+	}
+}
