@@ -338,3 +338,18 @@ func TestSamplingParameters(t *testing.T) {
 		}
 	}
 }
+
+func TestTokenizeDetokenize(t *testing.T) {
+	_, ts, _ := storiesServer(t, Options{})
+	resp := post(t, ts, "/tokenize", `{"prompt":"Once upon a time","add_special_tokens":false}`)
+	var tk tokenizeResponse
+	if err := json.Unmarshal([]byte(readBody(t, resp)), &tk); err != nil || tk.Count != len(tk.Tokens) || tk.Count == 0 || tk.MaxModelLen != 512 {
+		t.Fatalf("tokenize: %+v %v", tk, err)
+	}
+	ids, _ := json.Marshal(tk.Tokens)
+	resp = post(t, ts, "/detokenize", `{"tokens":`+string(ids)+`}`)
+	var dt struct{ Prompt string }
+	if err := json.Unmarshal([]byte(readBody(t, resp)), &dt); err != nil || dt.Prompt != "Once upon a time" {
+		t.Errorf("detokenize: %q %v", dt.Prompt, err)
+	}
+}
