@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 	"log"
+	"strings"
 
 	"gotok"
+	"gotok/constrain"
 )
 
 // Greedy generation with the real TinyStories model that ships beside the
@@ -44,4 +46,46 @@ func ExampleModel_Stream() {
 	fmt.Println(n, st.GeneratedTokens, st.StopReason, err)
 	// Output:
 	// 8 8 max_tokens <nil>
+}
+
+// Generation constrained to JSON that validates against a schema, as
+// OpenAI's response_format json_schema asks, with each token's
+// log-probability.
+func Example_jsonSchema() {
+	m, err := gotok.Load("../shared/models/stories260K.gguf", gotok.Options{Device: "cpu"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer m.Close()
+	g, err := constrain.CompileSchema([]byte(`{
+		"type": "object",
+		"properties": {
+			"name": {"type": "string", "maxLength": 10},
+			"friends": {"type": "array", "items": {"enum": ["Lily", "Tom", "Ben"]}, "maxItems": 2}
+		},
+		"required": ["name", "friends"],
+		"additionalProperties": false
+	}`))
+	if err != nil {
+		log.Fatal(err)
+	}
+	var text strings.Builder
+	var worst float32
+	st, err := m.GenerateTokens(context.Background(), m.Encode("Once upon a time", gotok.GenerateOptions{}),
+		gotok.GenerateOptions{MaxTokens: 100, Constraint: g, Logprobs: true},
+		func(t gotok.Token) error {
+			text.WriteString(t.Text)
+			worst = min(worst, t.Logprob)
+			return nil
+		})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(st.StopReason)
+	fmt.Println(text.String())
+	fmt.Println(worst < 0)
+	// Output:
+	// constraint_complete
+	//  { "name" : "It's a sme" , "friends" : [ "Tom" , "Tom" ] }
+	// true
 }

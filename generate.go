@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"gotok/constrain"
 	"gotok/sample"
 )
 
@@ -25,8 +26,40 @@ type GenerateOptions struct {
 	// ParseSpecial lets special-token text in the prompt (e.g. "<|im_start|>")
 	// become its token instead of plain text.
 	ParseSpecial bool
-	// IgnoreEOS keeps generating past end-of-generation tokens.
+	// IgnoreEOS keeps generating past end-of-generation tokens (not with a
+	// Constraint: there an end-of-generation token always ends it).
 	IgnoreEOS bool
+
+	// Logprobs reports each generated token's log-probability in
+	// Token.Logprob. TopLogprobs (0 to MaxTopLogprobs) also lists that many
+	// most likely tokens of each step in Token.Top, and implies Logprobs.
+	// Both are of the model's own distribution: the log-softmax of the raw
+	// logits, before penalties, temperature, top-k/p, min-p and any
+	// Constraint, as OpenAI and llama-server (post_sampling_probs false)
+	// report them.
+	Logprobs    bool
+	TopLogprobs int
+
+	// Constraint restricts the generated text to a grammar: a JSON value
+	// that validates against a JSON Schema (constrain.CompileSchema) or any
+	// JSON object (constrain.AnyObject), for OpenAI's response_format. Only
+	// tokens that can continue a valid text may be sampled, and generation
+	// ends with StopConstraint once the value is whole. The grammar is
+	// immutable and may be shared by concurrent requests; each generation
+	// keeps its own state. If MaxTokens runs out first the text is a
+	// truncated value (StopMaxTokens), as with OpenAI; Stop strings still
+	// apply and can cut it short too.
+	Constraint *constrain.Grammar
+}
+
+// MaxTopLogprobs is the most TopLogprobs may ask for, as in OpenAI's API.
+const MaxTopLogprobs = 20
+
+// hostSampled reports whether the logits of each step must come to the
+// host: for log-probabilities or a constraint. Otherwise the backend
+// samples (on the GPU, on the device) and returns only the token.
+func (o *GenerateOptions) hostSampled() bool {
+	return o.Constraint != nil || o.Logprobs || o.TopLogprobs > 0
 }
 
 // Stop reasons reported in Stats.
@@ -36,6 +69,9 @@ const (
 	StopString    = "stop_string"
 	StopContext   = "context_full"
 	StopCancelled = "cancelled"
+	// StopConstraint: the Constraint's value is whole and nothing can
+	// follow it (OpenAI's finish_reason "stop", like StopEOS).
+	StopConstraint = "constraint_complete"
 )
 
 // Stats reports what a generation did and how long it took.
@@ -79,6 +115,20 @@ func rate(n int, d time.Duration) float64 {
 type Token struct {
 	ID   int32
 	Text string
+	// Logprob is ID's log-probability at its step, and Top the most likely
+	// tokens of that step, most likely first (ties by id), when
+	// GenerateOptions asks for them (see Logprobs). The token's own bytes are
+	// m.Tokenizer().Piece(ID). A Token with ID -1 has none.
+	Logprob float32
+	Top     []TokenLogprob
+}
+
+// TokenLogprob is a token and its log-probability. Text is the token's
+// piece, its raw bytes, which may be part of a UTF-8 character.
+type TokenLogprob struct {
+	ID      int32
+	Text    string
+	Logprob float32
 }
 
 // Encode tokenizes a prompt as Generate does.
@@ -108,7 +158,9 @@ func (m *Model) promptTokens(prompt string, o GenerateOptions) []int32 {
 	return tokens
 }
 
-// GenerateTokens continues a tokenized prompt, calling emit per token.
+// GenerateTokens continues a tokenized prompt, calling emit per token, with
+// its log-probabilities when o asks for them (Generate drops them; Stream
+// delivers them too).
 func (m *Model) GenerateTokens(ctx context.Context, prompt []int32, o GenerateOptions, emit func(Token) error) (st Stats, err error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -126,6 +178,9 @@ func (m *Model) GenerateTokens(ctx context.Context, prompt []int32, o GenerateOp
 	if o.MaxTokens < 0 {
 		return st, fmt.Errorf("generate: negative max tokens %d", o.MaxTokens)
 	}
+	if o.TopLogprobs < 0 || o.TopLogprobs > MaxTopLogprobs {
+		return st, fmt.Errorf("generate: top logprobs %d, want 0 to %d", o.TopLogprobs, MaxTopLogprobs)
+	}
 	s, err := sample.New(o.Sample)
 	if err != nil {
 		return st, fmt.Errorf("generate: %w", err)
@@ -142,17 +197,27 @@ func (m *Model) GenerateTokens(ctx context.Context, prompt []int32, o GenerateOp
 		limit, limitReason = room, StopContext
 	}
 
+	var h *hostSampler
+	if o.hostSampled() {
+		h = m.newHostSampler(o, s)
+	}
+
 	// Reuse the cached prefix; at least one token must run to get logits.
 	reuse := min(commonPrefix(m.cached, prompt), len(prompt)-1)
 	m.cached = m.cached[:reuse] // the rest is invalid until the prefill has written it
 	start := time.Now()
-	tok, err := m.backend.Prefill(ctx, prompt[reuse:], reuse, s)
+	var tok int32
+	if h == nil {
+		tok, err = m.backend.Prefill(ctx, prompt[reuse:], reuse, s)
+	} else {
+		tok, err = m.prefillHost(ctx, prompt, reuse, h)
+	}
 	st.PromptDuration = time.Since(start)
 	st.PromptReused = reuse
 	if err != nil {
 		return st, stopErr(&st, err)
 	}
-	m.cached = append(m.cached, prompt[reuse:]...)
+	m.cached = append(m.cached[:reuse], prompt[reuse:]...)
 	pos := len(prompt)
 	decodeStart := time.Now()
 	defer func() { st.DecodeDuration = time.Since(decodeStart) }()
@@ -162,26 +227,38 @@ func (m *Model) GenerateTokens(ctx context.Context, prompt []int32, o GenerateOp
 			// NaN, and any token would be a silent wrong answer.
 			return st, fmt.Errorf("generate: no valid logits at position %d (NaN in the forward pass)", pos-1)
 		}
-		if !o.IgnoreEOS && m.tok.IsEOG(tok) {
+		if m.tok.IsEOG(tok) && (!o.IgnoreEOS || o.Constraint != nil) {
 			st.StopReason = StopEOS
 			return st, flush(out, dec, emit)
 		}
 		s.Accept(tok)
 		st.GeneratedTokens++
 		text, stopped := out.push(dec.Next(tok))
-		if err := emit(Token{ID: tok, Text: text}); err != nil {
+		t := Token{ID: tok, Text: text}
+		if h != nil {
+			h.fill(&t)
+		}
+		if err := emit(t); err != nil {
 			return st, stopErr(&st, err)
 		}
 		if stopped {
 			st.StopReason = StopString
 			return st, nil
 		}
+		if h != nil && h.c != nil && h.c.Done() {
+			st.StopReason = StopConstraint
+			return st, flush(out, dec, emit)
+		}
 		if st.GeneratedTokens >= limit {
 			st.StopReason = limitReason
 			return st, flush(out, dec, emit)
 		}
 		m.cached = append(m.cached, tok)
-		tok, err = m.backend.Decode(ctx, tok, pos, s)
+		if h == nil {
+			tok, err = m.backend.Decode(ctx, tok, pos, s)
+		} else {
+			tok, err = h.next(ctx, tok, pos)
+		}
 		st.decodes++
 		if err != nil {
 			m.cached = m.cached[:pos] // the failed step may have written pos

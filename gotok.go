@@ -17,6 +17,7 @@ import (
 
 	"gotok/backend"
 	"gotok/backend/cpu"
+	"gotok/constrain"
 	"gotok/model"
 	"gotok/tokenizer"
 )
@@ -46,6 +47,9 @@ type Model struct {
 	// cache at positions 0, 1, …; a prompt that starts with them (the next
 	// turn of a chat) skips recomputing that prefix.
 	cached []int32
+	// vocab is the vocabulary prepared for constraints, built by the first
+	// generation that needs it.
+	vocab  *constrain.Vocab
 	closed bool
 }
 

@@ -1,8 +1,13 @@
 // Package chat turns a conversation into the prompt text a chat model was
-// trained on, with the fixed prompt formats llama.cpp builds in
-// (src/llama-chat.cpp) rather than a Jinja interpreter: Detect picks the
-// format from a GGUF file's tokenizer.chat_template by its markers, ByName
-// picks it by llama.cpp's name for it, and Render writes the prompt.
+// trained on, two ways. ParseJinja runs the model's own
+// tokenizer.chat_template with a Jinja engine, as transformers does (any
+// template, exactly as written). The fixed prompt formats llama.cpp builds
+// in (src/llama-chat.cpp) are the fallback: Detect picks the format from a
+// template by its markers, ByName by llama.cpp's name for it, and Render
+// writes the prompt.
+//
+//	j, err := chat.ParseJinja(jinja, chat.SpecialTokens{BOS: "<s>", EOS: "</s>"})
+//	prompt, err := j.Render([]chat.Message{{Role: "user", Content: "Hi"}}, true)
 //
 //	t, err := chat.Detect(jinja)
 //	prompt, err := t.Render([]chat.Message{{Role: "user", Content: "Hi"}}, true)

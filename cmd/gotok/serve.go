@@ -1,0 +1,148 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"gotok"
+	"gotok/chat"
+	"gotok/server"
+)
+
+func newServeCmd() *cobra.Command {
+	var (
+		lf       loadFlags
+		o        server.Options
+		host     string
+		port     int
+		cors     string
+		logJSON  bool
+		apiKeyFn string
+	)
+	cmd := &cobra.Command{
+		Use:   "serve -m MODEL [--host 127.0.0.1] [--port 8080]",
+		Short: "Serve the model over HTTP with OpenAI's API",
+		Long: `serve loads the model and answers OpenAI-compatible requests:
+POST /v1/chat/completions and /v1/completions (streamed with "stream": true),
+GET /v1/models, POST /tokenize and /detokenize, GET /health (200 once the
+model is loaded, 503 while loading or draining) and GET /metrics
+(Prometheus, including the gauges an inference gateway's endpoint picker
+reads).
+
+The chat prompt is written with the model's own tokenizer.chat_template
+(Jinja); --chat-template replaces it with a built-in format or a Jinja file.
+
+The model runs one generation at a time: --parallel N requests are admitted
+at once and take turns on it, --queue more wait, the rest get 503 with
+Retry-After. SIGTERM or Ctrl-C drains: new requests are refused, running
+ones finish (up to --drain-timeout), then the server exits.
+
+Example:
+  gotok serve -m SmolLM2-135M-Instruct.Q4_0.gguf --port 8080
+  curl -N localhost:8080/v1/chat/completions -H 'Content-Type: application/json' \
+    -d '{"messages":[{"role":"user","content":"Hi"}],"stream":true}'`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if port < 0 || port > 65535 {
+				return fmt.Errorf("--port %d is not a TCP port", port)
+			}
+			path, err := resolveModel(cmd.Context(), lf.model, cmd.ErrOrStderr())
+			if err != nil {
+				return err
+			}
+			if o.ModelName == "" {
+				o.ModelName = server.ModelNameFromPath(path)
+			}
+			if o.APIKey == "" {
+				o.APIKey = os.Getenv("GOTOK_API_KEY")
+			}
+			if apiKeyFn != "" {
+				data, err := os.ReadFile(apiKeyFn)
+				if err != nil {
+					return fmt.Errorf("--api-key-file: %w", err)
+				}
+				o.APIKey = strings.TrimSpace(string(data))
+			}
+			if cors != "" {
+				o.CORSOrigins = strings.Split(cors, ",")
+			}
+			if o.ChatTemplate != "" && !isBuiltinTemplate(o.ChatTemplate) {
+				data, err := os.ReadFile(o.ChatTemplate)
+				if err != nil {
+					return fmt.Errorf("--chat-template is neither a built-in format nor a readable file: %w", err)
+				}
+				o.ChatTemplate = string(data)
+			}
+			if o.Queue == 0 {
+				o.Queue = -1 // --queue 0: no queue (0 is the library's default)
+			}
+			level := slog.LevelInfo
+			if lf.verbose {
+				level = slog.LevelDebug
+			}
+			var h slog.Handler = slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level})
+			if logJSON {
+				h = slog.NewJSONHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level})
+			}
+			log := slog.New(h)
+			o.Logger = log
+
+			ln, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(port)))
+			if err != nil {
+				return err
+			}
+			log.Info("listening", "addr", ln.Addr().String(), "model", path)
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			var model *gotok.Model
+			err = server.Run(ctx, ln, log, func() (*server.Server, error) {
+				start := time.Now()
+				m, err := gotok.Load(path, gotok.Options{Device: lf.device, ContextLen: lf.ctx, Threads: lf.threads, Logger: log})
+				if err != nil {
+					return nil, err
+				}
+				model = m
+				log.Info("model loaded", "path", path, "ctx", m.ContextLen(), "took", time.Since(start).Round(time.Millisecond))
+				return server.New(m, o)
+			})
+			if model != nil {
+				model.Close()
+			}
+			return err
+		},
+	}
+	f := cmd.Flags()
+	lf.add(f)
+	f.StringVar(&host, "host", "127.0.0.1", "address to listen on (0.0.0.0: every interface)")
+	f.IntVar(&port, "port", 8080, "TCP port")
+	f.StringVar(&o.ModelName, "name", "", "model id served in /v1/models and expected in requests (default: the file name)")
+	f.StringVar(&o.APIKey, "api-key", "", "require Authorization: Bearer KEY (default: $GOTOK_API_KEY)")
+	f.StringVar(&apiKeyFn, "api-key-file", "", "read the API key from a file (a Kubernetes secret)")
+	f.IntVar(&o.Parallel, "parallel", 1, "requests admitted at once (they take turns on the model until batching lands)")
+	f.IntVar(&o.Queue, "queue", 64, "requests that may wait beyond --parallel before 503s")
+	f.Int64Var(&o.MaxBodyBytes, "max-body", 4<<20, "largest request body in bytes")
+	f.DurationVar(&o.RequestTimeout, "timeout", 10*time.Minute, "longest a request may take, queueing included")
+	f.DurationVar(&o.DrainTimeout, "drain-timeout", 30*time.Second, "on SIGTERM, how long running requests may finish")
+	f.StringVar(&cors, "cors", "", "comma-separated origins allowed by CORS (\"*\": any; default: CORS off)")
+	f.StringVar(&o.ChatTemplate, "chat-template", "", "built-in chat format name, or a Jinja file, replacing the model's template")
+	f.BoolVar(&logJSON, "log-json", false, "log JSON lines instead of text")
+	return cmd
+}
+
+func isBuiltinTemplate(name string) bool {
+	for _, n := range chat.Names() {
+		if n == name {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,220 @@
+package constrain
+
+import (
+	"fmt"
+	"strconv"
+)
+
+// checkOneOf makes sure that every oneOf's alternatives exclude each other,
+// so that a value of any one of them matches exactly one, as oneOf demands.
+// The proof is conservative: alternatives of different types, enum/const
+// values the other alternative refuses, objects told apart by a required
+// property (a discriminator) or by additionalProperties false, strings of
+// lengths that cannot meet. Anything else is an error that suggests anyOf.
+func (c *compiler) checkOneOf() error {
+	for _, o := range c.oneOf {
+		for i, a := range o.alts {
+			for j := i + 1; j < len(o.alts); j++ {
+				budget := 10000 // calls: a hostile schema gets an error, not an exponential search
+				if !disjoint(a, o.alts[j], 0, &budget) {
+					return fmt.Errorf("%s: alternatives %d and %d may both match a value; oneOf is enforced only for alternatives that exclude each other (use anyOf if either may match)", o.path, i, j)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// JSON types as bits, integers counted as numbers.
+const (
+	typeObject = 1 << iota
+	typeArray
+	typeString
+	typeNumber
+	typeBool
+	typeNull
+)
+
+// types returns the JSON types of the values n admits.
+func types(n *node, seen map[*node]bool) int {
+	if seen[n] {
+		return 0
+	}
+	seen[n] = true
+	switch n.kind {
+	case kindObject:
+		return typeObject
+	case kindArray:
+		return typeArray
+	case kindString:
+		return typeString
+	case kindNumber:
+		return typeNumber
+	case kindLiteral:
+		t := 0
+		for _, e := range n.lits.nodes[0].edges {
+			t |= firstByteType(e.b)
+		}
+		return t
+	case kindUnion:
+		t := 0
+		for _, a := range n.alts {
+			if a.nest < unreachable {
+				t |= types(a, seen)
+			}
+		}
+		return t
+	}
+	return 0
+}
+
+func firstByteType(b byte) int {
+	switch b {
+	case '{':
+		return typeObject
+	case '[':
+		return typeArray
+	case '"':
+		return typeString
+	case 't', 'f':
+		return typeBool
+	case 'n':
+		return typeNull
+	}
+	return typeNumber
+}
+
+// disjoint reports whether no value matches both a and b; false when it
+// cannot tell.
+func disjoint(a, b *node, depth int, budget *int) bool {
+	if a.nest >= unreachable || b.nest >= unreachable {
+		return true
+	}
+	if *budget--; *budget < 0 {
+		return false
+	}
+	if types(a, map[*node]bool{})&types(b, map[*node]bool{}) == 0 {
+		return true
+	}
+	if depth > 8 {
+		return false
+	}
+	switch {
+	case a.kind == kindUnion:
+		for _, x := range a.alts {
+			if !disjoint(x, b, depth+1, budget) {
+				return false
+			}
+		}
+		return true
+	case b.kind == kindUnion:
+		return disjoint(b, a, depth+1, budget)
+	case a.kind == kindLiteral:
+		for _, text := range a.lits.strings() {
+			if accepts(b, text) {
+				return false
+			}
+		}
+		return true
+	case b.kind == kindLiteral:
+		return disjoint(b, a, depth+1, budget)
+	case a.kind == kindString && b.kind == kindString:
+		return a.maxLen >= 0 && a.maxLen < b.minLen || b.maxLen >= 0 && b.maxLen < a.minLen
+	case a.kind == kindObject && b.kind == kindObject:
+		return objectsDisjoint(a, b, depth, budget) || objectsDisjoint(b, a, depth, budget)
+	}
+	return false
+}
+
+func objectsDisjoint(a, b *node, depth int, budget *int) bool {
+	for i, p := range a.props {
+		if a.required&(1<<i) == 0 {
+			continue
+		}
+		j := b.prop(p.name)
+		if j < 0 {
+			if b.additional == nil {
+				return true // b has no such property and a requires it
+			}
+			if disjoint(p.value, b.additional, depth+1, budget) {
+				return true
+			}
+			continue
+		}
+		if disjoint(p.value, b.props[j].value, depth+1, budget) {
+			return true
+		}
+	}
+	return false
+}
+
+func (n *node) prop(name string) int {
+	for i, p := range n.props {
+		if p.name == name {
+			return i
+		}
+	}
+	return -1
+}
+
+// accepts reports whether text, a JSON text, is a value of n (numbers
+// compared as numbers, so 1 and 1.0 are the same).
+func accepts(n *node, text string) bool {
+	g := &Grammar{root: n}
+	ts := start(g)
+	for i := 0; i < len(text) && len(ts) > 0; i++ {
+		ts = stepAll(nil, ts, text[i], nil)
+	}
+	if complete(ts) {
+		return true
+	}
+	// A number the grammar writes another way (1.0 for an integer 1, 1e2
+	// for 100): compare as float64 against the number node, if any.
+	if f, err := strconv.ParseFloat(text, 64); err == nil {
+		return acceptsNumber(n, f, map[*node]bool{})
+	}
+	return false
+}
+
+func acceptsNumber(n *node, f float64, seen map[*node]bool) bool {
+	if seen[n] {
+		return false
+	}
+	seen[n] = true
+	switch n.kind {
+	case kindNumber:
+		return !n.integer || f == float64(int64(f))
+	case kindLiteral:
+		for _, s := range n.lits.strings() {
+			if g, err := strconv.ParseFloat(s, 64); err == nil && g == f {
+				return true
+			}
+		}
+	case kindUnion:
+		for _, a := range n.alts {
+			if acceptsNumber(a, f, seen) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// strings returns the strings of the trie.
+func (t *trie) strings() []string {
+	var out []string
+	var walk func(at int32, prefix []byte)
+	walk = func(at int32, prefix []byte) {
+		nd := &t.nodes[at]
+		if nd.end >= 0 {
+			out = append(out, string(prefix))
+		}
+		for _, e := range nd.edges {
+			walk(e.next, append(prefix, e.b))
+		}
+	}
+	if !t.empty() {
+		walk(0, nil)
+	}
+	return out
+}

@@ -1,0 +1,367 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strings"
+	"time"
+
+	"gotok"
+)
+
+// checkModel accepts the served model's id, or none.
+func (s *Server) checkModel(name string) error {
+	if name != "" && name != s.o.ModelName {
+		return withCode(&apiError{Status: http.StatusNotFound, Type: typeNotFound,
+			Message: "model " + quote(name) + " does not exist: this server serves " + quote(s.o.ModelName)}, "model_not_found")
+	}
+	return nil
+}
+
+func quote(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}
+
+// requestContext bounds a request by the server's timeout.
+func (s *Server) requestContext(r *http.Request) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(r.Context(), s.o.RequestTimeout)
+}
+
+func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) error {
+	start := time.Now()
+	req, err := decodeChatRequest(r.Body)
+	if err != nil {
+		return err
+	}
+	if err := s.checkModel(req.Model); err != nil {
+		return err
+	}
+	lp := logprobRequest{want: req.Logprobs != nil && *req.Logprobs}
+	if req.TopLogprobs != nil {
+		lp.top = *req.TopLogprobs
+	}
+	maxTokens := req.maxTokens()
+	opts, err := generateOptions(&req.samplingRequest, lp, maxTokens)
+	if err != nil {
+		return err
+	}
+	text, stops, err := s.prompts.render(req.chatMessages())
+	if err != nil {
+		return err
+	}
+	opts.Stop = append(append([]string(nil), opts.Stop...), stops...)
+	prompt := s.encode(text, opts)
+	if err := s.checkContext("messages", len(prompt), maxTokens); err != nil {
+		return err
+	}
+	ctx, cancel := s.requestContext(r)
+	defer cancel()
+	release, err := s.admit(ctx, w)
+	if err != nil {
+		return err
+	}
+	defer release()
+	j := job{start: start, prompt: prompt, opts: opts}
+	id, created := newID("chatcmpl-"), time.Now().Unix()
+	infoOf(ctx).stream, infoOf(ctx).id = req.Stream, id
+	tok := s.model.Tokenizer()
+	if !req.Stream {
+		var out strings.Builder
+		var lps *chatLogprobs
+		if opts.Logprobs {
+			lps = &chatLogprobs{Content: []tokenLogprob{}}
+		}
+		st, err := s.run(ctx, j, func(t gotok.Token) error {
+			out.WriteString(t.Text)
+			if lps != nil && t.ID >= 0 {
+				lps.Content = append(lps.Content, chatLogprob(tok, t))
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		choice := chatChoice{Message: assistantMessage{Role: "assistant", Content: out.String()}, FinishReason: finishReason(st.StopReason)}
+		if lps != nil {
+			choice.Logprobs = lps
+		}
+		return writeJSON(w, chatCompletion{
+			ID: id, Object: "chat.completion", Created: created, Model: s.o.ModelName,
+			Choices: []chatChoice{choice}, Usage: usageOf(st),
+		})
+	}
+	ev := startSSE(w)
+	chunk := func(d chatDelta, finish *string) chatChunk {
+		return chatChunk{ID: id, Object: "chat.completion.chunk", Created: created, Model: s.o.ModelName,
+			Choices: []chatChunkChoice{{Delta: d, FinishReason: finish}}}
+	}
+	if err := ev.send(chunk(chatDelta{Role: "assistant"}, nil)); err != nil {
+		return nil // the client left
+	}
+	st, err := s.run(ctx, j, func(t gotok.Token) error {
+		// With logprobs every token has its chunk, even one whose text is
+		// still incomplete; without, only text goes out.
+		if t.Text == "" && (!opts.Logprobs || t.ID < 0) {
+			return nil
+		}
+		c := chunk(chatDelta{Content: t.Text}, nil)
+		if opts.Logprobs && t.ID >= 0 {
+			c.Choices[0].Logprobs = &chatLogprobs{Content: []tokenLogprob{chatLogprob(tok, t)}}
+		}
+		return ev.send(c)
+	})
+	if err != nil {
+		infoOf(ctx).err = err
+		ev.fail(err)
+		return nil
+	}
+	reason := finishReason(st.StopReason)
+	ev.send(chunk(chatDelta{}, &reason))
+	if req.StreamOptions != nil && req.StreamOptions.IncludeUsage {
+		ev.send(chatChunk{ID: id, Object: "chat.completion.chunk", Created: created, Model: s.o.ModelName,
+			Choices: []chatChunkChoice{}, Usage: usageOf(st)})
+	}
+	ev.done()
+	return nil
+}
+
+// encode tokenizes a prompt as the engine would; an empty one is BOS.
+func (s *Server) encode(text string, o gotok.GenerateOptions) []int32 {
+	tokens := s.model.Encode(text, o)
+	if len(tokens) == 0 && s.model.Tokenizer().BOS() >= 0 {
+		tokens = []int32{s.model.Tokenizer().BOS()}
+	}
+	return tokens
+}
+
+// promptIDs checks token ids from a request against the vocabulary.
+func (s *Server) promptIDs(param string, ids []int64) ([]int32, error) {
+	vocab := s.model.Tokenizer().VocabSize()
+	out := make([]int32, len(ids))
+	for i, id := range ids {
+		if id < 0 || id >= int64(vocab) {
+			return nil, invalid(param, "token id %d at %d is outside the vocabulary (0 to %d)", id, i, vocab-1)
+		}
+		out[i] = int32(id)
+	}
+	return out, nil
+}
+
+func (s *Server) handleCompletion(w http.ResponseWriter, r *http.Request) error {
+	start := time.Now()
+	req, err := decodeCompletionRequest(r.Body)
+	if err != nil {
+		return err
+	}
+	if err := s.checkModel(req.Model); err != nil {
+		return err
+	}
+	var lp logprobRequest
+	if req.Logprobs != nil {
+		if req.Echo {
+			return notSupported("echo", "echo with logprobs (log-probabilities of the prompt's tokens)")
+		}
+		lp = logprobRequest{want: true, top: *req.Logprobs}
+	}
+	maxTokens := req.maxTokens()
+	if req.MaxTokens == nil && req.MaxCompletionTokens == nil {
+		maxTokens = 16 // OpenAI's default for completions
+	}
+	opts, err := generateOptions(&req.samplingRequest, lp, maxTokens)
+	if err != nil {
+		return err
+	}
+	var prompt []int32
+	echo := ""
+	if req.Prompt.isIDs {
+		if len(req.Prompt.tokens) == 0 {
+			return invalid("prompt", "prompt is an empty list of tokens")
+		}
+		if prompt, err = s.promptIDs("prompt", req.Prompt.tokens); err != nil {
+			return err
+		}
+		if req.Echo {
+			echo = s.model.Tokenizer().Decode(prompt)
+		}
+	} else {
+		prompt = s.encode(req.Prompt.text, opts)
+		echo = req.Prompt.text
+	}
+	if !req.Echo {
+		echo = ""
+	}
+	if err := s.checkContext("prompt", len(prompt), maxTokens); err != nil {
+		return err
+	}
+	ctx, cancel := s.requestContext(r)
+	defer cancel()
+	release, err := s.admit(ctx, w)
+	if err != nil {
+		return err
+	}
+	defer release()
+	j := job{start: start, prompt: prompt, opts: opts}
+	id, created := newID("cmpl-"), time.Now().Unix()
+	infoOf(ctx).stream, infoOf(ctx).id = req.Stream, id
+	tok := s.model.Tokenizer()
+	if !req.Stream {
+		var out strings.Builder
+		out.WriteString(echo)
+		var lps *completionLogprobs
+		if opts.Logprobs {
+			lps = &completionLogprobs{}
+		}
+		st, err := s.run(ctx, j, func(t gotok.Token) error {
+			if lps != nil && t.ID >= 0 {
+				lps.add(tok, t, out.Len())
+			}
+			out.WriteString(t.Text)
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		reason := finishReason(st.StopReason)
+		choice := textChoice{Text: out.String(), FinishReason: &reason}
+		if lps != nil {
+			choice.Logprobs = lps
+		}
+		return writeJSON(w, textCompletion{
+			ID: id, Object: "text_completion", Created: created, Model: s.o.ModelName,
+			Choices: []textChoice{choice}, Usage: usageOf(st),
+		})
+	}
+	ev := startSSE(w)
+	chunk := func(text string, finish *string) textCompletion {
+		return textCompletion{ID: id, Object: "text_completion", Created: created, Model: s.o.ModelName,
+			Choices: []textChoice{{Text: text, FinishReason: finish}}}
+	}
+	if echo != "" {
+		if err := ev.send(chunk(echo, nil)); err != nil {
+			return nil
+		}
+	}
+	offset := len(echo)
+	st, err := s.run(ctx, j, func(t gotok.Token) error {
+		if t.Text == "" && (!opts.Logprobs || t.ID < 0) {
+			return nil
+		}
+		c := chunk(t.Text, nil)
+		if opts.Logprobs && t.ID >= 0 {
+			lps := &completionLogprobs{}
+			lps.add(tok, t, offset)
+			c.Choices[0].Logprobs = lps
+		}
+		offset += len(t.Text)
+		return ev.send(c)
+	})
+	if err != nil {
+		infoOf(ctx).err = err
+		ev.fail(err)
+		return nil
+	}
+	reason := finishReason(st.StopReason)
+	ev.send(chunk("", &reason))
+	if req.StreamOptions != nil && req.StreamOptions.IncludeUsage {
+		ev.send(textCompletion{ID: id, Object: "text_completion", Created: created, Model: s.o.ModelName,
+			Choices: []textChoice{}, Usage: usageOf(st)})
+	}
+	ev.done()
+	return nil
+}
+
+func (s *Server) handleModels(w http.ResponseWriter, r *http.Request) error {
+	return writeJSON(w, modelList{Object: "list", Data: []modelCard{{
+		ID: s.o.ModelName, Object: "model", Created: s.created, OwnedBy: "gotok", MaxModelLen: s.model.ContextLen(),
+	}}})
+}
+
+// tokenizeRequest is vLLM's /tokenize body: a prompt, or chat messages
+// written with the chat template.
+type tokenizeRequest struct {
+	Model            string        `json:"model"`
+	Prompt           *string       `json:"prompt"`
+	Messages         []chatMessage `json:"messages"`
+	AddSpecialTokens *bool         `json:"add_special_tokens"`
+}
+
+type tokenizeResponse struct {
+	Tokens      []int32 `json:"tokens"`
+	Count       int     `json:"count"`
+	MaxModelLen int     `json:"max_model_len"`
+}
+
+func (s *Server) handleTokenize(w http.ResponseWriter, r *http.Request) error {
+	var req tokenizeRequest
+	if err := decodeJSON(r.Body, &req); err != nil {
+		return err
+	}
+	if err := s.checkModel(req.Model); err != nil {
+		return err
+	}
+	opts := gotok.GenerateOptions{ParseSpecial: true}
+	if req.AddSpecialTokens != nil && !*req.AddSpecialTokens {
+		opts.NoSpecial = true
+	}
+	var text string
+	switch {
+	case req.Prompt != nil && req.Messages != nil:
+		return invalid("prompt", "send prompt or messages, not both")
+	case req.Prompt != nil:
+		text = *req.Prompt
+	case len(req.Messages) > 0:
+		cr := chatRequest{Messages: req.Messages}
+		for i, m := range req.Messages {
+			if m.Content.err != nil {
+				return invalid("messages", "messages[%d]: %v", i, m.Content.err)
+			}
+		}
+		t, _, err := s.prompts.render(cr.chatMessages())
+		if err != nil {
+			return err
+		}
+		text = t
+	default:
+		return invalid("prompt", "send prompt (a string) or messages")
+	}
+	tokens := s.model.Encode(text, opts)
+	if tokens == nil {
+		tokens = []int32{}
+	}
+	return writeJSON(w, tokenizeResponse{Tokens: tokens, Count: len(tokens), MaxModelLen: s.model.ContextLen()})
+}
+
+type detokenizeRequest struct {
+	Model  string  `json:"model"`
+	Tokens []int64 `json:"tokens"`
+}
+
+func (s *Server) handleDetokenize(w http.ResponseWriter, r *http.Request) error {
+	var req detokenizeRequest
+	if err := decodeJSON(r.Body, &req); err != nil {
+		return err
+	}
+	if err := s.checkModel(req.Model); err != nil {
+		return err
+	}
+	ids, err := s.promptIDs("tokens", req.Tokens)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, struct {
+		Prompt string `json:"prompt"`
+	}{s.model.Tokenizer().Decode(ids)})
+}
+
+func writeJSON(w http.ResponseWriter, v any) error {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return errors.New("encode response: " + err.Error())
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_, err = w.Write(append(data, '\n'))
+	return err
+}

@@ -1,0 +1,234 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"math"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/shared"
+
+	"gotok"
+)
+
+// Chat log-probabilities through the SDK: one entry per token, the
+// engine's own numbers, the greedy token the likeliest, streamed as not.
+func TestChatLogprobs(t *testing.T) {
+	m := loadModel(t, storiesPath(t), 512)
+	_, ts, _ := testServer(t, m, Options{})
+	c := client(ts)
+	params := openai.ChatCompletionNewParams{
+		Model:       "stories260K",
+		Messages:    []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Once upon a time")},
+		MaxTokens:   openai.Int(10),
+		Temperature: openai.Float(0),
+		Logprobs:    openai.Bool(true),
+		TopLogprobs: openai.Int(3),
+	}
+	got, err := c.Chat.Completions.New(t.Context(), params)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lps := got.Choices[0].Logprobs.Content
+	if int64(len(lps)) != got.Usage.CompletionTokens || len(lps) == 0 {
+		t.Fatalf("%d logprob entries for %d tokens", len(lps), got.Usage.CompletionTokens)
+	}
+	var text []byte
+	for i, e := range lps {
+		if e.Logprob > 0 || len(e.TopLogprobs) != 3 {
+			t.Fatalf("entry %d: logprob %v, %d alternatives", i, e.Logprob, len(e.TopLogprobs))
+		}
+		for k := 1; k < 3; k++ {
+			if e.TopLogprobs[k].Logprob > e.TopLogprobs[k-1].Logprob {
+				t.Errorf("entry %d: alternatives out of order", i)
+			}
+		}
+		if e.TopLogprobs[0].Token != e.Token || e.TopLogprobs[0].Logprob != e.Logprob {
+			t.Errorf("entry %d: greedy token %q (%v) is not the likeliest %q (%v)", i, e.Token, e.Logprob, e.TopLogprobs[0].Token, e.TopLogprobs[0].Logprob)
+		}
+		for _, b := range e.Bytes {
+			text = append(text, byte(b))
+		}
+	}
+	if string(text) != got.Choices[0].Message.Content {
+		t.Errorf("the tokens' bytes %q are not the reply %q", text, got.Choices[0].Message.Content)
+	}
+
+	// The engine, asked directly for the same prompt, gives the same numbers.
+	prompt := got.Usage.PromptTokens
+	var engine []float32
+	tokens := tokenizeChat(t, ts, `[{"role":"user","content":"Once upon a time"}]`)
+	if int64(len(tokens)) != prompt {
+		t.Fatalf("tokenize gives %d tokens, the reply's usage %d", len(tokens), prompt)
+	}
+	if _, err := m.GenerateTokens(context.Background(), tokens, gotok.GenerateOptions{MaxTokens: 10, Logprobs: true, Stop: []string{"<|im_end|>", "<|im_start|>"}},
+		func(tk gotok.Token) error {
+			if tk.ID >= 0 {
+				engine = append(engine, tk.Logprob)
+			}
+			return nil
+		}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range min(len(engine), len(lps)) {
+		if float32(lps[i].Logprob) != engine[i] {
+			t.Errorf("token %d: served logprob %v, engine %v", i, lps[i].Logprob, engine[i])
+		}
+	}
+
+	// Streamed, the same entries arrive chunk by chunk.
+	stream := c.Chat.Completions.NewStreaming(t.Context(), params)
+	var streamed []openai.ChatCompletionTokenLogprob
+	for stream.Next() {
+		ch := stream.Current()
+		if len(ch.Choices) > 0 {
+			streamed = append(streamed, ch.Choices[0].Logprobs.Content...)
+		}
+	}
+	if err := stream.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if len(streamed) != len(lps) {
+		t.Fatalf("streamed %d entries, want %d", len(streamed), len(lps))
+	}
+	for i := range lps {
+		if streamed[i].Token != lps[i].Token || streamed[i].Logprob != lps[i].Logprob || len(streamed[i].TopLogprobs) != 3 {
+			t.Errorf("streamed entry %d: %+v, want %+v", i, streamed[i], lps[i])
+		}
+	}
+}
+
+// tokenizeChat is /tokenize of a conversation.
+func tokenizeChat(t *testing.T, ts *httptest.Server, messages string) []int32 {
+	t.Helper()
+	resp := post(t, ts, "/tokenize", `{"messages":`+messages+`}`)
+	var got tokenizeResponse
+	if err := json.Unmarshal([]byte(readBody(t, resp)), &got); err != nil {
+		t.Fatal(err)
+	}
+	return got.Tokens
+}
+
+func TestCompletionLogprobs(t *testing.T) {
+	_, ts, _ := storiesServer(t, Options{})
+	resp := post(t, ts, "/v1/completions", `{"prompt":"Once upon a time","max_tokens":6,"temperature":0,"logprobs":2}`)
+	body := readBody(t, resp)
+	if resp.StatusCode != 200 {
+		t.Fatalf("%d %s", resp.StatusCode, body)
+	}
+	var got struct {
+		Choices []struct {
+			Text     string
+			Logprobs completionLogprobs
+		}
+		Usage usage
+	}
+	if err := json.Unmarshal([]byte(body), &got); err != nil {
+		t.Fatal(err)
+	}
+	lp := got.Choices[0].Logprobs
+	n := got.Usage.CompletionTokens
+	if len(lp.Tokens) != n || len(lp.TokenLogprobs) != n || len(lp.TopLogprobs) != n || len(lp.TextOffset) != n {
+		t.Fatalf("logprobs %+v for %d tokens", lp, n)
+	}
+	if strings.Join(lp.Tokens, "") != got.Choices[0].Text {
+		t.Errorf("tokens %q do not spell %q", lp.Tokens, got.Choices[0].Text)
+	}
+	for i := range n {
+		if lp.TokenLogprobs[i] > 0 || len(lp.TopLogprobs[i]) == 0 || len(lp.TopLogprobs[i]) > 2 {
+			t.Errorf("token %d: %v %v", i, lp.TokenLogprobs[i], lp.TopLogprobs[i])
+		}
+		if best, ok := lp.TopLogprobs[i][lp.Tokens[i]]; !ok || best != lp.TokenLogprobs[i] {
+			t.Errorf("token %d: greedy %q not the likeliest in %v", i, lp.Tokens[i], lp.TopLogprobs[i])
+		}
+		if i > 0 && lp.TextOffset[i] != lp.TextOffset[i-1]+len(lp.Tokens[i-1]) {
+			t.Errorf("text offsets %v", lp.TextOffset)
+		}
+	}
+}
+
+// response_format json_schema: the reply parses and validates, through the
+// SDK, streamed and not; json_object gives an object.
+func TestResponseFormat(t *testing.T) {
+	_, ts, _ := storiesServer(t, Options{})
+	c := client(ts)
+	schema := map[string]any{
+		"type": "object",
+		"properties": map[string]any{
+			"name": map[string]any{"type": "string", "maxLength": 12},
+			"age":  map[string]any{"type": "integer"},
+			"pets": map[string]any{"type": "array", "items": map[string]any{"enum": []string{"cat", "dog"}}, "maxItems": 3},
+		},
+		"required":             []string{"name", "age", "pets"},
+		"additionalProperties": false,
+	}
+	params := openai.ChatCompletionNewParams{
+		Model:       "stories260K",
+		Messages:    []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Describe Lily as JSON.")},
+		MaxTokens:   openai.Int(300),
+		Temperature: openai.Float(0.7),
+		Seed:        openai.Int(3),
+		ResponseFormat: openai.ChatCompletionNewParamsResponseFormatUnion{OfJSONSchema: &shared.ResponseFormatJSONSchemaParam{
+			JSONSchema: shared.ResponseFormatJSONSchemaJSONSchemaParam{Name: "person", Schema: schema, Strict: openai.Bool(true)}}},
+	}
+	check := func(what, content, finish string) {
+		t.Helper()
+		if finish != "stop" {
+			t.Fatalf("%s: finish %q, content %q", what, finish, content)
+		}
+		var v map[string]any
+		if err := json.Unmarshal([]byte(content), &v); err != nil {
+			t.Fatalf("%s: %q does not parse: %v", what, content, err)
+		}
+		name, ok1 := v["name"].(string)
+		age, ok2 := v["age"].(float64)
+		pets, ok3 := v["pets"].([]any)
+		if !ok1 || !ok2 || !ok3 || len(v) != 3 || len([]rune(name)) > 12 || age != math.Trunc(age) || len(pets) > 3 {
+			t.Errorf("%s: %q does not validate", what, content)
+		}
+		for _, p := range pets {
+			if p != "cat" && p != "dog" {
+				t.Errorf("%s: pet %v", what, p)
+			}
+		}
+	}
+	got, err := c.Chat.Completions.New(t.Context(), params)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("json_schema", got.Choices[0].Message.Content, string(got.Choices[0].FinishReason))
+
+	stream := c.Chat.Completions.NewStreaming(t.Context(), params)
+	acc := openai.ChatCompletionAccumulator{}
+	for stream.Next() {
+		acc.AddChunk(stream.Current())
+	}
+	if err := stream.Err(); err != nil {
+		t.Fatal(err)
+	}
+	check("json_schema streamed", acc.Choices[0].Message.Content, string(acc.Choices[0].FinishReason))
+	if acc.Choices[0].Message.Content != got.Choices[0].Message.Content {
+		t.Errorf("streamed %q, not streamed %q", acc.Choices[0].Message.Content, got.Choices[0].Message.Content)
+	}
+
+	params.ResponseFormat = openai.ChatCompletionNewParamsResponseFormatUnion{OfJSONObject: &shared.ResponseFormatJSONObjectParam{}}
+	params.MaxTokens = openai.Int(200)
+	got, err = c.Chat.Completions.New(t.Context(), params)
+	if err != nil {
+		t.Fatal(err)
+	}
+	content := got.Choices[0].Message.Content
+	if got.Choices[0].FinishReason == "stop" {
+		var v map[string]any
+		if err := json.Unmarshal([]byte(content), &v); err != nil {
+			t.Errorf("json_object: %q does not parse: %v", content, err)
+		}
+	} else if !strings.HasPrefix(strings.TrimLeft(content, " \n\t"), "{") {
+		t.Errorf("json_object cut at the limit does not start an object: %q", content)
+	} else {
+		t.Logf("json_object reply cut at max_tokens: %q", content)
+	}
+}
