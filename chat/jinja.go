@@ -21,8 +21,11 @@ import (
 // tokenizer.chat_template), rendered by a Jinja engine (gonja) set up as
 // transformers' apply_chat_template sets up jinja2: blocks trimmed and
 // left-stripped, raise_exception and strftime_now as globals, tojson
-// writing Python's json.dumps spacing. It renders any template the engine
-// can run, not only the formats llama.cpp builds in.
+// writing Python's json.dumps spacing, the {% generation %} block, and
+// Python's signatures for the str methods templates call
+// (jinja_python.go). It renders any template the engine can run, not only
+// the formats llama.cpp builds in; testdata/conformance.json holds the
+// real templates it is checked on.
 type Jinja struct {
 	tmpl   *exec.Template
 	tokens SpecialTokens
@@ -37,7 +40,9 @@ type SpecialTokens struct {
 const jinjaName = "/chat_template.jinja"
 
 // ParseJinja compiles a chat template. Nothing it names can be loaded
-// from outside: an {% include %} of any other name fails.
+// from outside: an {% include %} of any other name fails. Template text
+// gonja cannot parse but has an exact rewrite (gonjaRewrites: Gemma 3's)
+// is rewritten first.
 func ParseJinja(src string, tokens SpecialTokens) (j *Jinja, err error) {
 	defer func() {
 		// gonja's parser is not ours to trust with every input: a template
@@ -46,6 +51,7 @@ func ParseJinja(src string, tokens SpecialTokens) (j *Jinja, err error) {
 			j, err = nil, fmt.Errorf("chat: parse template: %v", r)
 		}
 	}()
+	src = rewriteForGonja(src)
 	loader, err := loaders.NewMemoryLoader(map[string]string{jinjaName: src})
 	if err != nil {
 		return nil, fmt.Errorf("chat: parse template: %w", err)
@@ -74,8 +80,8 @@ func jinjaEnvironment() *exec.Environment {
 		Context:           globals,
 		Filters:           filters,
 		Tests:             builtins.Tests,
-		ControlStructures: builtins.ControlStructures,
-		Methods:           builtins.Methods,
+		ControlStructures: controlStructures(),
+		Methods:           methods(),
 	}
 }
 
@@ -89,9 +95,15 @@ func (j *Jinja) Render(msgs []Message, addAssistant bool) (out string, err error
 			out, err = "", fmt.Errorf("chat: render template: %v", r)
 		}
 	}()
+	// Each message is a dict in the order a client sends it (role, then
+	// content), as transformers hands the request's dicts to the template:
+	// tojson writes the keys in that order.
 	list := make([]any, len(msgs))
 	for i, m := range msgs {
-		list[i] = map[string]any{"role": m.Role, "content": m.Content}
+		list[i] = &exec.Dict{Pairs: []*exec.Pair{
+			{Key: exec.AsValue("role"), Value: exec.AsValue(m.Role)},
+			{Key: exec.AsValue("content"), Value: exec.AsValue(m.Content)},
+		}}
 	}
 	// raise_exception is bound per render, to carry its message out:
 	// gonja's error wraps it as text.

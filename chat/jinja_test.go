@@ -154,7 +154,7 @@ func TestJinjaFeatures(t *testing.T) {
 		{`{{ messages[0]['content'].strip() }}|{{ messages[0].content|trim }}`, "a b|a b"},
 		{`{% for m in messages[1:] %}{{ m.role }}{% endfor %}`, "assistant"},
 		{`{% set ns = namespace(n=0) %}{% for m in messages %}{% set ns.n = ns.n + 1 %}{% endfor %}{{ ns.n }}`, "2"},
-		{`{{ messages[-1] | tojson }}`, `{"content": "<b>", "role": "assistant"}`},
+		{`{{ messages[-1] | tojson }}`, `{"role": "assistant", "content": "<b>"}`},
 		{`{{ {"k": [1, "é"]} | tojson(indent=2) }}`, "{\n  \"k\": [\n    1,\n    \"é\"\n  ]\n}"},
 		{`{{ bos_token }}{% if add_generation_prompt %}G{% endif %}`, "<s>G"},
 		{`{{ messages | length }}{{ "x" if tools is none else "y" }}`, "2x"},
@@ -176,6 +176,114 @@ func TestJinjaFeatures(t *testing.T) {
 			t.Errorf("%s: got %q, want %q", tt.src, got, tt.want)
 		}
 	}
+}
+
+// What transformers' jinja2 (3.1.6, set up by apply_chat_template) renders
+// for the Python features chat templates use; each want was rendered with
+// it. A row with a gap is a known difference of gonja's that the chat
+// package does not close: it is logged while it stays, and fails once it
+// is gone, so the note goes too.
+func TestJinjaPython(t *testing.T) {
+	tests := []struct{ src, want, gap string }{
+		{`{{ raise_exception is defined }}|{{ nothing is defined }}|{{ messages[0].nothing is defined }}`,
+			"True|False|False", ""},
+		{`{{ '  x y  '.strip() }}|{{ '  x y  '.lstrip() }}|{{ '  x y  '.rstrip() }}|{{ 'xxaxx'.strip('x') }}`,
+			"x y|x y  |  x y|a", ""},
+		{`{{ 'a b  c'.split() }}|{{ 'a,b,,c'.split(',') }}|{{ 'a,b,c'.split(',', 1) }}`,
+			"['a', 'b', 'c']|['a', 'b', '', 'c']|['a', 'b,c']", ""},
+		{`{{ 'hello'.startswith('he') }}|{{ 'hello'.endswith('lo') }}|{{ 'hello'.startswith(('x','h')) }}`,
+			"True|True|True", ""},
+		{`{{ 'Hello World'.upper() }}|{{ 'Hello World'.lower() }}|{{ 'hello wORLD'.title() }}|{{ 'aXbXc'.replace('X', '-') }}`,
+			"HELLO WORLD|hello world|Hello World|a-b-c", ""},
+		{`{% for m in messages %}{{ m.role }}{% if not loop.last %},{% endif %}{% endfor %}|{% for m in messages %}{{ loop.index }}{{ loop.first }}{{ loop.length }}{% endfor %}`,
+			"user,assistant|1True22False2", ""},
+		{`{% set ns = namespace(found=false, n=0) %}{% for m in messages %}{% if m.role == 'assistant' %}{% set ns.found = true %}{% endif %}{% set ns.n = ns.n + 1 %}{% endfor %}{{ ns.found }} {{ ns.n }}`,
+			"True 2", ""},
+		{`{{ messages|length }}|{{ 'abc'|length }}|{{ messages[0]|length }}`,
+			"2|3|2", ""},
+		{`{% set d = {'a': 1, 'b': 'x'} %}{% for k, v in d.items() %}{{ k }}={{ v }};{% endfor %}|{{ d.get('a') }}|{{ d.get('z', 'dflt') }}|{{ d.get('z') }}`,
+			"a=1;b=x;|1|dflt|None", "gonja prints none as the empty string, jinja2 as None"},
+		{`{{ 'ell' in 'hello' }}|{{ 'z' in 'hello' }}|{{ 'z' not in 'hello' }}|{{ 'role' in messages[0] }}`,
+			"True|False|True|True", ""},
+		{`{{ 'abc'[::-1] }}|{{ messages[::-1][0].role }}|{{ 'abcdef'[1:3] }}|{{ 'abcdef'[-2:] }}`,
+			"cba|assistant|bc|ef", ""},
+		{`{{ {'b': 1, 'a': [1, 2.5, true, none, 'é"']}|tojson }}|{{ messages[1]|tojson }}|{{ [1,2]|tojson(indent=2) }}`,
+			"{\"b\": 1, \"a\": [1, 2.5, true, null, \"é\\\"\"]}|{\"role\": \"assistant\", \"content\": \"<b>\"}|[\n  1,\n  2\n]", ""},
+		{`{{ messages[0].content|trim }}|{{ 'x'|upper }}|{{ ' a '|trim|length }}`,
+			"a b|X|1", ""},
+		{`{{ none }}|{{ true }}|{{ false }}|{{ 1 == 1 }}`,
+			"None|True|False|True", "gonja prints none as the empty string, jinja2 as None"},
+		{`{{ 'a' ~ 1 ~ none }}`,
+			"a1None", "gonja prints none as the empty string, jinja2 as None"},
+		{`{{ (messages|selectattr('role', 'equalto', 'user')|list|length) }}|{{ messages|map(attribute='role')|join(',') }}`,
+			"1|user,assistant", ""},
+		{`{% if messages[0]['content'] is string %}s{% endif %}{% if messages is iterable %}i{% endif %}{% if messages[0] is mapping %}m{% endif %}{% if 3 is number %}n{% endif %}`,
+			"simn", ""},
+		{`{{ '%s-%d'|format('a', 3) }}|{{ 7 // 2 }}|{{ 7 % 3 }}|{{ 2 ** 3 }}|{{ 7 / 2 }}`,
+			"a-3|3|1|8|3.5", "gonja's ** gives a float for ints"},
+		{`{% for i in range(3) %}{{ i }}{% endfor %}|{% for m in messages if m.role == 'user' %}{{ m.role }}{% endfor %}`,
+			"012|user", ""},
+		{`{% macro f(x, y='d') %}[{{ x }}{{ y }}]{% endmacro %}{{ f(1) }}{{ f(2, y='e') }}`,
+			"[1d][2e]", ""},
+		{`{{ messages[0].content.strip().split(' ')|join('+') }}|{{ 'x,y'.split(',')[1] }}`,
+			"a+b|y", ""},
+		{`{{ ('a' if true else 'b') + 'c' }}`,
+			"ac", "gonja parses a conditional expression only as a whole {{ }} or set expression"},
+		{`{% for m in messages %}{% if loop.index0 == 0 %}{% continue %}{% endif %}{{ m.role }}{% endfor %}`,
+			"assistant", ""},
+		{`{{ 'abc'.find('c') }}|{{ 'a-b'.rsplit('-', 1) }}|{{ ' x '.isspace() }}|{{ 'ab'.count('a') }}`,
+			"2|['a', 'b']|False|1", ""},
+		{`{{ [3,1,2]|sort }}|{{ [1,2,3]|first }}|{{ [1,2,3]|last }}|{{ [1,2,3][-1] }}`,
+			"[1, 2, 3]|1|3|3", ""},
+		{`{{ 'x' * 3 }}|{{ [1] + [2] }}`,
+			"xxx|[1, 2]", ""},
+		{`{%- generation -%}G{%- endgeneration -%}`,
+			"G", ""},
+		{"a\n{% generation %}\n  G {{ 1 }}\n{% endgeneration %}\nb", // transformers' AssistantTracker
+			"a\n  G 1\nb", ""},
+		{`{{ messages[0].content | replace('a', 'A') }}|{{ 'Hello' | lower }}|{{ 'hello' | capitalize }}`,
+			" A b\n|hello|Hello", ""},
+		{`{{ {'a': 1}|items|list }}|{{ {'a': 1}.keys()|list }}|{{ {'a': 1}.values()|list }}`,
+			"[('a', 1)]|['a']|[1]", "gonja has no items filter"},
+		{`{% set x = 'a' %}{% set x = x + 'b' %}{{ x }}|{{ 1 if none else 2 }}|{{ none is none }}|{{ 1 is not none }}`,
+			"ab|2|True|True", ""},
+		{`{{ 'a\nb'.splitlines() }}|{{ 'ab'.lstrip('a') }}`,
+			"['a', 'b']|b", ""},
+		{`{{ 1.0 }}|{{ 3.14 }}|{{ 10 / 5 }}|{{ 1e3 }}`,
+			"1.0|3.14|2.0|1000.0", ""},
+		{`{{ [1, 'a', none, true] }}|{{ {'a': 'b'} }}|{{ ('x', 1) }}`,
+			"[1, 'a', None, True]|{'a': 'b'}|('x', 1)", "gonja prints none in a list as nothing, a tuple as a list"},
+		{"{{ '  a  b c '.split(none, 1) }}|{{ '  a  b c '.rsplit(none, 1) }}|{{ 'a\u3000b'.split() }}|{{ 'a,b,c'.rsplit(',', 1) }}|{{ ' x  y '.split(maxsplit=0) }}",
+			"['a', 'b c ']|['  a  b', 'c']|['a', 'b']|['a,b', 'c']|['x  y ']", ""},
+		{`{{ 'a,b'.split(',', 0) }}|{{ ''.split() }}|{{ ''.split(',') }}|{{ 'a--b--c'.rsplit('--') }}`,
+			"['a,b']|[]|['']|['a', 'b', 'c']", ""},
+		{"{{ 'aaa'.replace('a', 'b', 2) }}|{{ '\x1fx\x1f'.strip() }}|{{ ' x'.strip(none) }}|{{ '\u00a0x\u2003'.strip() }}",
+			"bba|x|x|x", ""},
+		{`{{ messages[1]|tojson }}|{{ messages|tojson }}|{{ messages[0].items()|list|length }}|{{ messages[0].get('role') }}|{{ messages[0] is mapping }}`,
+			`{"role": "assistant", "content": "<b>"}|[{"role": "user", "content": " a b\n"}, {"role": "assistant", "content": "<b>"}]|2|user|True`, ""},
+	}
+	msgs := []Message{{Role: "user", Content: " a b\n"}, {Role: "assistant", Content: "<b>"}}
+	for _, tt := range tests {
+		got, err := renderOnce(tt.src, msgs)
+		switch {
+		case tt.gap == "" && err != nil:
+			t.Errorf("%s: %v", tt.src, err)
+		case tt.gap == "" && got != tt.want:
+			t.Errorf("%s:\n got %q\nwant %q", tt.src, got, tt.want)
+		case tt.gap != "" && err == nil && got == tt.want:
+			t.Errorf("%s: renders as jinja2 now; drop the gap %q", tt.src, tt.gap)
+		case tt.gap != "":
+			t.Logf("known gap, %s: %s: got %q, %v", tt.gap, tt.src, got, err)
+		}
+	}
+}
+
+func renderOnce(src string, msgs []Message) (string, error) {
+	j, err := ParseJinja(src, SpecialTokens{BOS: "<s>", EOS: "</s>"})
+	if err != nil {
+		return "", err
+	}
+	return j.Render(msgs, true)
 }
 
 func TestJinjaErrors(t *testing.T) {
@@ -202,39 +310,66 @@ func TestStrftime(t *testing.T) {
 	}
 }
 
-// gonja (v2.9.1) does not parse a conditional expression inside
-// parentheses, which Gemma 3's template uses; the server then falls back
-// to the built-in gemma format, which writes what transformers writes
-// (the BOS token comes from the tokenizer instead of the text).
+// Gemma 3's template has a conditional expression inside parentheses,
+// which gonja cannot parse; ParseJinja rewrites that one expression
+// exactly (gonjaRewrites). The wants are jinja2's renders. The built-in
+// gemma format, used when a template fails, writes the same but the BOS
+// token, which comes from the tokenizer there.
 func TestJinjaGemma3(t *testing.T) {
 	const want = "<start_of_turn>user\nYou are brief.\n\nHi<end_of_turn>\n<start_of_turn>model\nHello!<end_of_turn>\n" +
 		"<start_of_turn>user\nWhat is 2+2?<end_of_turn>\n<start_of_turn>model\n"
-	j, err := ParseJinja(readTemplate(t, "gemma3.jinja"), SpecialTokens{BOS: "<bos>", EOS: "<eos>"})
-	if err == nil {
-		got, err := j.Render(familyChat, true)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got != "<bos>"+want {
-			t.Errorf("got %q, want %q", got, "<bos>"+want)
-		}
-		_, err = j.Render([]Message{{Role: "user", Content: "a"}, {Role: "user", Content: "b"}}, true)
-		if !errors.Is(err, ErrTemplateRaised) {
-			t.Errorf("two user turns: got %v, want the template's exception", err)
-		}
-		return
-	}
-	t.Logf("gemma3 template: %v (the built-in format is used)", err)
-	tmpl, err := Detect(readTemplate(t, "gemma3.jinja"))
+	src := readTemplate(t, "gemma3.jinja")
+	j, err := ParseJinja(src, SpecialTokens{BOS: "<bos>", EOS: "<eos>"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := tmpl.Render(familyChat, true)
+	got, err := j.Render(familyChat, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != "<bos>"+want {
+		t.Errorf("got %q, want %q", got, "<bos>"+want)
+	}
+	// Without a system prompt the first turn has no prefix.
+	got, err = j.Render(familyChat[1:3], false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w := "<bos><start_of_turn>user\nHi<end_of_turn>\n<start_of_turn>model\nHello!<end_of_turn>\n"; got != w {
+		t.Errorf("no system prompt: got %q, want %q", got, w)
+	}
+	_, err = j.Render([]Message{{Role: "user", Content: "a"}, {Role: "user", Content: "b"}}, true)
+	if !errors.Is(err, ErrTemplateRaised) {
+		t.Errorf("two user turns: got %v, want the template's exception", err)
+	}
+
+	tmpl, err := Detect(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err = tmpl.Render(familyChat, true)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got != want {
 		t.Errorf("built-in gemma: got %q, want %q", got, want)
+	}
+}
+
+// A rewrite applies to its exact text only: the same expression with
+// other operands is left for gonja, which refuses it.
+func TestRewriteForGonja(t *testing.T) {
+	for _, r := range gonjaRewrites {
+		if got := rewriteForGonja("a" + r.from + "b" + r.from); got != "a"+r.to+"b"+r.to {
+			t.Errorf("rewrite of %q: got %q", r.from, got)
+		}
+	}
+	other := `{{ '<start_of_turn>' + role + '\n' + (prefix if loop.first else "") }}`
+	if got := rewriteForGonja(other); got != other {
+		t.Errorf("rewrote %q to %q", other, got)
+	}
+	if _, err := ParseJinja(other, SpecialTokens{}); err == nil {
+		t.Error("gonja parses a parenthesised conditional now: the rewrites may go")
 	}
 }
 
