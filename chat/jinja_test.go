@@ -31,9 +31,10 @@ func readTemplate(t *testing.T, name string) string {
 }
 
 // The templates in testdata are the tokenizer_config.json chat templates
-// of each family's instruct model; the wanted strings are what
-// transformers' apply_chat_template(familyChat, add_generation_prompt)
-// returns for them, worked out by reading the templates.
+// of each family's instruct model (testdata/README.md says which are
+// checked against a real copy); the wanted strings are what transformers'
+// apply_chat_template(familyChat, add_generation_prompt) returns for them,
+// rendered with jinja2 3.1.6 set up as it sets it up.
 func TestJinjaFamilies(t *testing.T) {
 	today := time.Now().Format("02 Jan 2006")
 	tests := []struct {
