@@ -74,6 +74,8 @@ func jinjaEnvironment() *exec.Environment {
 	filters := exec.NewFilterSet(map[string]exec.FilterFunction{})
 	filters.Update(builtins.Filters)
 	filters.Replace("tojson", filterToJSON)
+	filters.Replace("items", filterItems)
+	filters.Replace("dictsort", filterDictSort)
 	globals := exec.EmptyContext().Update(builtins.GlobalFunctions).Update(builtins.GlobalVariables)
 	globals.Set("strftime_now", strftimeNow)
 	return &exec.Environment{

@@ -3,6 +3,7 @@ package chat
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -79,10 +80,156 @@ func generationParser(p *parser.Parser, args *parser.Parser) (nodes.ControlStruc
 	return &generationBlock{wrapper: wrapper}, nil
 }
 
+// dictPairs are a dict's keys and values in Python's order: a dict the
+// template wrote, or a message, keeps the order it was made in; a Go map
+// has none, so its keys come sorted.
+func dictPairs(v *exec.Value) []*exec.Pair {
+	switch d := v.Interface().(type) {
+	case *exec.Dict:
+		return d.Pairs
+	case exec.Dict:
+		return d.Pairs
+	}
+	var pairs []*exec.Pair
+	v.Iterate(func(_, _ int, key, value *exec.Value) bool {
+		pairs = append(pairs, &exec.Pair{Key: key, Value: value})
+		return true
+	}, func() {})
+	return pairs
+}
+
+// filterItems is jinja2's items filter: a dict's (key, value) pairs, for
+// {% for k, v in d|items %}; none or undefined gives none. gonja's reads
+// only Go maps, so a dict the template wrote gave no pairs.
+func filterItems(_ *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.Value {
+	if in.IsError() {
+		return in
+	}
+	if len(params.Args) > 0 || len(params.KwArgs) > 0 {
+		return exec.AsValue(errors.New("items takes no arguments"))
+	}
+	if in.IsNil() {
+		return exec.AsValue([]any{})
+	}
+	if !in.IsDict() {
+		return exec.AsValue(errors.New("items: can only get item pairs from a mapping"))
+	}
+	items := []any{}
+	for _, p := range dictPairs(in) {
+		items = append(items, []any{p.Key.Interface(), p.Value.Interface()})
+	}
+	return exec.AsValue(items)
+}
+
+// filterDictSort is jinja2's dictsort(case_sensitive=False, by='key',
+// reverse=False): the (key, value) pairs sorted, equal ones in the dict's
+// order. gonja's reads only Go maps.
+func filterDictSort(_ *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.Value {
+	if in.IsError() {
+		return in
+	}
+	if !in.IsDict() {
+		return exec.AsValue(errors.New("dictsort: can only sort a mapping"))
+	}
+	caseSensitive, by, reverse := false, "key", false
+	for i, a := range params.Args {
+		switch i {
+		case 0:
+			caseSensitive = a.IsTrue()
+		case 1:
+			by = a.String()
+		case 2:
+			reverse = a.IsTrue()
+		default:
+			return exec.AsValue(errors.New("dictsort takes at most 3 arguments"))
+		}
+	}
+	for k, v := range params.KwArgs {
+		switch k {
+		case "case_sensitive":
+			caseSensitive = v.IsTrue()
+		case "by":
+			by = v.String()
+		case "reverse":
+			reverse = v.IsTrue()
+		default:
+			return exec.AsValue(fmt.Errorf("dictsort got an unexpected keyword argument %q", k))
+		}
+	}
+	if by != "key" && by != "value" {
+		return exec.AsValue(errors.New("dictsort: by must be 'key' or 'value'"))
+	}
+	pairs := slices.Clone(dictPairs(in))
+	sortKey := func(p *exec.Pair) *exec.Value {
+		v := p.Key
+		if by == "value" {
+			v = p.Value
+		}
+		if !caseSensitive && v.IsString() {
+			return exec.AsValue(strings.ToLower(v.String()))
+		}
+		return v
+	}
+	var err error
+	less := func(a, b *exec.Value) bool {
+		switch {
+		case a.IsString() && b.IsString():
+			return a.String() < b.String()
+		case a.IsNumber() && b.IsNumber():
+			return a.Float() < b.Float()
+		}
+		err = fmt.Errorf("dictsort: cannot compare %s and %s", a, b)
+		return false
+	}
+	slices.SortStableFunc(pairs, func(p, q *exec.Pair) int {
+		a, b := sortKey(p), sortKey(q)
+		if reverse {
+			a, b = b, a
+		}
+		switch {
+		case less(a, b):
+			return -1
+		case less(b, a):
+			return 1
+		}
+		return 0
+	})
+	if err != nil {
+		return exec.AsValue(err)
+	}
+	items := make([]any, len(pairs))
+	for i, p := range pairs {
+		items[i] = []any{p.Key.Interface(), p.Value.Interface()}
+	}
+	return exec.AsValue(items)
+}
+
+// dictMethod is one of dict.items, keys and values, in the dict's order
+// (gonja's sort the keys).
+func dictMethod(name string) exec.Method[map[string]any] {
+	return func(_ map[string]any, self *exec.Value, args *exec.VarArgs) (any, error) {
+		if len(args.Args) > 0 || len(args.KwArgs) > 0 {
+			return nil, fmt.Errorf("%s takes no arguments", name)
+		}
+		out := []any{}
+		for _, p := range dictPairs(self) {
+			switch name {
+			case "items":
+				out = append(out, []any{p.Key.Interface(), p.Value.Interface()})
+			case "keys":
+				out = append(out, p.Key.Interface())
+			case "values":
+				out = append(out, p.Value.Interface())
+			}
+		}
+		return out, nil
+	}
+}
+
 // methods is gonja's set with the str methods templates call given
-// Python's signatures: gonja's strip family and split take no default
-// that works (a bare .lstrip() or .split() fails), and its replace
-// requires a count.
+// Python's signatures (gonja's strip family and split take no default
+// that works: a bare .lstrip() or .split() fails; its replace requires a
+// count), and dict.items, keys and values in the dict's order.
 func methods() exec.Methods {
 	str := map[string]exec.Method[string]{}
 	for _, name := range []string{
@@ -102,8 +249,18 @@ func methods() exec.Methods {
 	str["split"] = splitMethod(false)
 	str["rsplit"] = splitMethod(true)
 	str["replace"] = replaceMethod
+	dict := map[string]exec.Method[map[string]any]{}
+	for _, name := range []string{"get", "pop", "setdefault", "update", "copy", "clear"} {
+		if m, ok := builtins.Methods.Dict.Get(name); ok {
+			dict[name] = m
+		}
+	}
+	for _, name := range []string{"items", "keys", "values"} {
+		dict[name] = dictMethod(name)
+	}
 	m := builtins.Methods
 	m.Str = exec.NewMethodSet(str)
+	m.Dict = exec.NewMethodSet(dict)
 	return m
 }
 
