@@ -19,31 +19,6 @@ import (
 // transformers renders chat templates with, where templates of real
 // models fall into them. testdata/conformance.json holds the cases.
 
-// gonjaRewrites are exact rewrites of template text that gonja cannot
-// parse into text it can, with the same output. gonja reads `a if c else
-// b` only as a whole {{ }} or {% set %} expression, never inside
-// parentheses, so each rewrite is one real template's expression, kept
-// only where splitting it is provably the same.
-var gonjaRewrites = []struct{ from, to string }{
-	// Gemma 3 (google/gemma-3-*-it). Both operands of the last + are
-	// strings: '<start_of_turn>' + role + '\n' is a concatenation of
-	// strings, and the template sets first_user_prefix only to strings. So
-	// adding them is writing one after the other, and an error of the
-	// first part is an error in both forms.
-	{
-		from: `{{ '<start_of_turn>' + role + '\n' + (first_user_prefix if loop.first else "") }}`,
-		to:   `{{ '<start_of_turn>' + role + '\n' }}{{ first_user_prefix if loop.first else "" }}`,
-	},
-}
-
-// rewriteForGonja applies gonjaRewrites to a template's source.
-func rewriteForGonja(src string) string {
-	for _, r := range gonjaRewrites {
-		src = strings.ReplaceAll(src, r.from, r.to)
-	}
-	return src
-}
-
 // controlStructures is gonja's set plus transformers' {% generation %}
 // block (its AssistantTracker extension), which only marks the assistant's
 // text for return_assistant_tokens_mask: rendering writes its body as is.

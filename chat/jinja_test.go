@@ -266,6 +266,18 @@ func TestJinjaPython(t *testing.T) {
 			"b;a;|['b', 'a']|[1, 2]|['role', 'content']|b1;a2;", ""},
 		{`{% for k, v in {'b': 1, 'A': 3, 'a': 2}|dictsort %}{{ k }}{{ v }};{% endfor %}|{% for k, v in {'b': 1, 'A': 3, 'c': 2}|dictsort(by='value', reverse=true) %}{{ k }};{% endfor %}|{% for k, v in messages[0]|dictsort %}{{ k }};{% endfor %}|{% for k, v in {'b': 1, 'B': 3, 'a': 2}|dictsort(true) %}{{ k }};{% endfor %}`,
 			"A3;a2;b1;|A;c;b;|content;role;|B;a;b;", ""},
+		// lstrip_blocks strips white space before a tag only from a line's start.
+		{"{{ 1 }} {% if true %}x{% endif %}|a {% if true %}x{% endif %}|{% if true %}  {% endif %}|{# c #}  {% if true %}x{% endif %}",
+			"1 x|a x|  |  x", ""},
+		{"  {% if true %}x{% endif %}|{% if true %}\n  {% endif %}|{{ 1 -}}  {% if true %}x{% endif %}|{{ 1 }}  {%- if true %}x{% endif %}|{{ 1 }}\t{# c #}y",
+			"x||1x|1x|1\ty", ""},
+		{"{{ {'a': {'b': 1}}['a']['b'] }} {% if true %}x{% endif %}|{{ '}} {%' }} {% if true %}x{% endif %}|{% raw %}{{ 1 }} {% endraw %} {% if true %}x{% endif %}",
+			"1 x|}} {% x|{{ 1 }}  x", ""},
+		// transformers' tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False)
+		{"{{ {'b': 'é✓😀', 'a': [1.0, 2.5, 1e16, 0.0001, 1e-05, -0.0, none, true]}|tojson }}|{{ {'b': 1, 'a': 2}|tojson(sort_keys=true) }}|{{ {'a': [1, 2]}|tojson(separators=(',', ':')) }}",
+			"{\"b\": \"é✓😀\", \"a\": [1.0, 2.5, 1e+16, 0.0001, 1e-05, -0.0, null, true]}|{\"a\": 2, \"b\": 1}|{\"a\":[1,2]}", ""},
+		{"{{ 'é😀'|tojson(true) }}|{{ 'é'|tojson(ensure_ascii=true, indent=1) }}|{{ {'a': [1]}|tojson(indent='\\t') }}|{{ {'a': [], 'b': {}}|tojson(indent=0) }}|{{ messages[0]|tojson(indent=2, sort_keys=true) }}",
+			"\"\\u00e9\\ud83d\\ude00\"|\"\\u00e9\"|{\n\t\"a\": [\n\t\t1\n\t]\n}|{\n\"a\": [],\n\"b\": {}\n}|{\n  \"content\": \" a b\\n\",\n  \"role\": \"user\"\n}", ""},
 		{`{{ messages[1]|tojson }}|{{ messages|tojson }}|{{ messages[0].items()|list|length }}|{{ messages[0].get('role') }}|{{ messages[0] is mapping }}`,
 			`{"role": "assistant", "content": "<b>"}|[{"role": "user", "content": " a b\n"}, {"role": "assistant", "content": "<b>"}]|2|user|True`, ""},
 	}
@@ -291,6 +303,27 @@ func renderOnce(src string, msgs []Message) (string, error) {
 		return "", err
 	}
 	return j.Render(msgs, true)
+}
+
+// tojson quotes strings as json.dumps does; the wants are Python's.
+func TestJinjaToJSONString(t *testing.T) {
+	msgs := []Message{{Role: "user", Content: "q\"\\/\u2028\x7f\x01\x1f\b\f\n\r\t<>&é😀"}}
+	got, err := renderOnce(`{{ messages[0].content|tojson }}|{{ messages[0].content|tojson(ensure_ascii=true) }}`, msgs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `"q\"\\/` + "\u2028\x7f" + `\u0001\u001f\b\f\n\r\t<>&é😀"|"q\"\\/\u2028\u007f\u0001\u001f\b\f\n\r\t<>&\u00e9\ud83d\ude00"`
+	if got != want {
+		t.Errorf("got  %q\nwant %q", got, want)
+	}
+	for _, src := range []string{
+		`{{ 1|tojson(indent=[]) }}`, `{{ 1|tojson(separators=',') }}`, `{{ 1|tojson(nope=1) }}`,
+		`{{ 1|tojson(false, indent=2, ensure_ascii=true) }}`,
+	} {
+		if out, err := renderOnce(src, msgs); err == nil {
+			t.Errorf("%s: rendered %q, want an error", src, out)
+		}
+	}
 }
 
 func TestJinjaErrors(t *testing.T) {
