@@ -278,6 +278,13 @@ func TestJinjaPython(t *testing.T) {
 			"{\"b\": \"é✓😀\", \"a\": [1.0, 2.5, 1e+16, 0.0001, 1e-05, -0.0, null, true]}|{\"a\": 2, \"b\": 1}|{\"a\":[1,2]}", ""},
 		{"{{ 'é😀'|tojson(true) }}|{{ 'é'|tojson(ensure_ascii=true, indent=1) }}|{{ {'a': [1]}|tojson(indent='\\t') }}|{{ {'a': [], 'b': {}}|tojson(indent=0) }}|{{ messages[0]|tojson(indent=2, sort_keys=true) }}",
 			"\"\\u00e9\\ud83d\\ude00\"|\"\\u00e9\"|{\n\t\"a\": [\n\t\t1\n\t]\n}|{\n\"a\": [],\n\"b\": {}\n}|{\n  \"content\": \" a b\\n\",\n  \"role\": \"user\"\n}", ""},
+		{`{{ messages[0].tool_calls is defined }}|{% if messages[0].tool_calls %}y{% else %}n{% endif %}|{{ messages[0].get('x', 'd') }}|{{ 'x' in messages[0] }}|{{ messages[0] is mapping }}`,
+			"False|n|d|False|True", ""},
+		{`{{ messages|selectattr('role', 'equalto', 'user')|list|length }}|{{ messages|map(attribute='role')|join('/') }}|{{ (messages|last).role }}|{{ messages[1]|string }}`,
+			"1|user/assistant|assistant|{'role': 'assistant', 'content': '<b>'}", ""},
+		{`{{ messages[0]|string }}`, "{'role': 'user', 'content': ' a b\\n'}", "gonja writes a string in a dict without Python's escapes"},
+		{`{{ messages[0].tool_calls is none }}`, "False", "gonja takes an undefined value for none"},
+		{`{% set x = {} %}{% if x %}y{% else %}n{% endif %}`, "n", "gonja takes an empty dict for true"},
 		{`{{ messages[1]|tojson }}|{{ messages|tojson }}|{{ messages[0].items()|list|length }}|{{ messages[0].get('role') }}|{{ messages[0] is mapping }}`,
 			`{"role": "assistant", "content": "<b>"}|[{"role": "user", "content": " a b\n"}, {"role": "assistant", "content": "<b>"}]|2|user|True`, ""},
 	}
