@@ -333,6 +333,28 @@ func TestJinjaToJSONString(t *testing.T) {
 	}
 }
 
+func TestKeepInlineWhitespace(t *testing.T) {
+	for _, tt := range []struct{ in, want string }{
+		{"{{ x }} {% if %}", "{{ x }} {%+ if %}"},
+		{"{{ x }}\t{# c #}", "{{ x }}\t{#+ c #}"},
+		{"{{ {'a': {'b': 1}} }} {% if %}", "{{ {'a': {'b': 1}} }} {%+ if %}"},
+		{"{{ '}} {%' }} {% if %}", "{{ '}} {%' }} {%+ if %}"},
+		{`{{ "\"}} {%" }} {% if %}`, `{{ "\"}} {%" }} {%+ if %}`},
+		{"{% raw %} {% x %} {% endraw %} {% if %}", "{% raw %} {% x %} {% endraw %} {%+ if %}"},
+		// Left alone: at a line's start, stripped anyway, marked, no tag before.
+		{"  {% if %}", "  {% if %}"},
+		{"{{ x }}\n  {% if %}", "{{ x }}\n  {% if %}"},
+		{"{{ x -}} {% if %}|{{ x }} {%- if %}|{{ x }} {%+ if %}", "{{ x -}} {% if %}|{{ x }} {%- if %}|{{ x }} {%+ if %}"},
+		{"{{ x }} {{ y }}|{{ x }}a {% if %}", "{{ x }} {{ y }}|{{ x }}a {% if %}"},
+		// Text that does not lex is left to gonja.
+		{"{{ x", "{{ x"}, {"{{ 'x }} {% if %}", "{{ 'x }} {% if %}"}, {"{# x", "{# x"}, {"{% raw %} {% if %}", "{% raw %} {% if %}"}, {"{", "{"},
+	} {
+		if got := keepInlineWhitespace(tt.in); got != tt.want {
+			t.Errorf("%q: got %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}
+
 func TestJinjaErrors(t *testing.T) {
 	for _, src := range []string{
 		`{% for m in messages %}`,     // unclosed
