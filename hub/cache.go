@@ -136,7 +136,7 @@ func (c *cache) fileSize(repo, commit, name string) (int64, error) {
 // and size are enough.
 func (c *cache) hasBlob(repo, hash string, size int64) bool {
 	fi, err := c.root.Lstat(blobName(repo, hash))
-	return err == nil && fi.Mode().IsRegular() && (size < 0 || fi.Size() == size)
+	return err == nil && fi.Mode().IsRegular() && fi.Size() == size
 }
 
 // link makes snapshots/{commit}/{name} point at the blob: a relative

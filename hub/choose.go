@@ -15,8 +15,9 @@ import (
 const DefaultQuant = "Q4_K_M"
 
 // splitRE matches the part suffix of a multi-part GGUF file, as
-// llama.cpp's gguf-split writes it: "name-00001-of-00003.gguf".
-var splitRE = regexp.MustCompile(`^(.*)-(\d{5})-of-(\d{5})\.gguf$`)
+// llama.cpp's gguf-split writes it: "name-00001-of-00003.gguf". Like
+// isModelFile, it takes the extension in any case.
+var splitRE = regexp.MustCompile(`(?i)^(.*)-(\d{5})-of-(\d{5})\.gguf$`)
 
 // splitPart returns the stem, the part number (1-based) and the number of
 // parts of a multi-part file name, or ok false for a single file.
@@ -31,6 +32,21 @@ func splitPart(name string) (stem string, part, count int, ok bool) {
 		return "", 0, 0, false
 	}
 	return m[1], part, count, true
+}
+
+// partNames returns the names of every part, in order, of the multi-part
+// set name belongs to, or name alone for a single file.
+func partNames(name string) []string {
+	stem, _, count, ok := splitPart(name)
+	if !ok {
+		return []string{name}
+	}
+	ext := name[len(name)-len(".gguf"):] // as the set spells it
+	parts := make([]string, count)
+	for i := range parts {
+		parts[i] = fmt.Sprintf("%s-%05d-of-%05d%s", stem, i+1, count, ext)
+	}
+	return parts
 }
 
 // isModelFile says whether a repository file is a model GGUF: a .gguf that
@@ -99,15 +115,10 @@ func chooseFile(files []string, quant string, fallback bool) ([]string, error) {
 		}
 		return nil, fmt.Errorf("no GGUF file for quantization %s (have %s)", want, strings.Join(quantsOf(models), ", "))
 	}
-	stem, _, count, ok := splitPart(first)
-	if !ok {
-		return []string{first}, nil
-	}
-	parts := make([]string, count)
-	for i := range parts {
-		parts[i] = fmt.Sprintf("%s-%05d-of-%05d.gguf", stem, i+1, count)
-		if _, found := slices.BinarySearch(sorted, parts[i]); !found {
-			return nil, fmt.Errorf("multi-part model %s: part %s is missing", first, parts[i])
+	parts := partNames(first)
+	for _, p := range parts {
+		if _, found := slices.BinarySearch(sorted, p); !found {
+			return nil, fmt.Errorf("multi-part model %s: part %s is missing", first, p)
 		}
 	}
 	return parts, nil

@@ -44,6 +44,11 @@ func TestChooseFile(t *testing.T) {
 	if _, err := chooseFile(other, "", false); err == nil {
 		t.Error("no fallback: chose a file")
 	}
+	// A split set spelled .GGUF is a split set, as isModelFile takes it.
+	upper := []string{"M-Q8_0-00002-of-00002.GGUF", "M-Q8_0-00001-of-00002.GGUF"}
+	if got, err := chooseFile(upper, "Q8_0", true); err != nil || !slices.Equal(got, []string{upper[1], upper[0]}) {
+		t.Errorf("upper-case split set: %v, %v", got, err)
+	}
 	if _, err := chooseFile([]string{"config.json"}, "", true); err == nil {
 		t.Error("no GGUF: chose a file")
 	}

@@ -96,7 +96,7 @@ func OptionsFromEnv() Options {
 		if p == "" && home != "" {
 			p = filepath.Join(home, "token")
 		}
-		if b, err := os.ReadFile(p); err == nil && p != "" {
+		if b, err := os.ReadFile(p); err == nil {
 			o.Token = strings.TrimSpace(string(b))
 		}
 	}

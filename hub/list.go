@@ -71,13 +71,7 @@ func (c *cache) repoModels(repo string) []Model {
 			if !isModelFile(name) || seen[name] {
 				continue
 			}
-			parts := []string{name}
-			if stem, _, count, ok := splitPart(name); ok {
-				parts = parts[:0]
-				for i := range count {
-					parts = append(parts, fmt.Sprintf("%s-%05d-of-%05d.gguf", stem, i+1, count))
-				}
-			}
+			parts := partNames(name)
 			m := Model{Repo: repo, Quant: QuantOf(name), Commit: commit, Files: parts,
 				Path: c.path(path.Join(snapshotDir(repo, commit), name))}
 			for _, p := range parts {
@@ -122,7 +116,7 @@ func Remove(cacheDir, name string) ([]string, error) {
 			return removed, err
 		}
 		for _, f := range names {
-			if !strings.HasSuffix(strings.ToLower(f), ".gguf") || n.Quant != "" && !matchesQuant(f, n.Quant) {
+			if !removable(f, n.Quant) {
 				continue
 			}
 			entry := path.Join(snapshotDir(n.Repo, s.Name()), f)
@@ -143,6 +137,16 @@ func Remove(cacheDir, name string) ([]string, error) {
 		return nil, fmt.Errorf("remove %s: %w", n, ErrNotCached)
 	}
 	return removed, c.collect(n.Repo)
+}
+
+// removable says whether rm of quant (all GGUF files for "") takes the
+// snapshot file f: with a quantization, only model files naming it and
+// their parts, never a vision projector that happens to name it too.
+func removable(f, quant string) bool {
+	if !strings.HasSuffix(strings.ToLower(f), ".gguf") {
+		return false
+	}
+	return quant == "" || matchesQuant(f, quant) && isModelFile(partNames(f)[0])
 }
 
 // collect deletes the blobs of repo that no snapshot links to, and the

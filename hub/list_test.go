@@ -122,3 +122,33 @@ func TestRemoveEmptiesDirectories(t *testing.T) {
 		t.Errorf("blobs after rm: %v", blobs)
 	}
 }
+
+func TestRemoveQuantKeepsProjector(t *testing.T) {
+	f := newFakeHub(t)
+	f.add("org/vl", map[string][]byte{
+		"model-F16.gguf":        content(1, 300),
+		"mmproj-model-f16.gguf": content(2, 200),
+	})
+	o := f.options(t)
+	if _, err := Pull(context.Background(), "org/vl:F16", o); err != nil {
+		t.Fatal(err)
+	}
+	// The projector got into the cache some other way (huggingface-cli).
+	c, err := openCache(o.CacheDir, false)
+	must(t, err)
+	sum := sha256hex(content(2, 200))
+	must(t, c.root.WriteFile(blobName("org/vl", sum), content(2, 200), 0o644))
+	commit, err := c.readRef("org/vl", revision)
+	must(t, err)
+	must(t, c.link("org/vl", commit, "mmproj-model-f16.gguf", sum))
+	c.Close()
+
+	removed, err := Remove(o.CacheDir, "org/vl:F16")
+	if err != nil || len(removed) != 1 || filepath.Base(removed[0]) != "model-F16.gguf" {
+		t.Fatalf("rm :F16 removed %v, %v; want model-F16.gguf alone", removed, err)
+	}
+	snap := filepath.Join(o.CacheDir, "models--org--vl", "snapshots", commit)
+	if _, err := os.ReadFile(filepath.Join(snap, "mmproj-model-f16.gguf")); err != nil {
+		t.Errorf("the projector went too: %v", err)
+	}
+}

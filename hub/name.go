@@ -29,7 +29,7 @@ func ParseName(s string) (Name, error) {
 	for _, p := range []string{"https://", "hf.co/", "huggingface.co/"} {
 		s = strings.TrimPrefix(s, p)
 	}
-	repo, quant, _ := strings.Cut(s, ":")
+	repo, quant, hasQuant := strings.Cut(s, ":")
 	org, rest, ok := strings.Cut(repo, "/")
 	if !ok || strings.Contains(rest, "/") {
 		return Name{}, fmt.Errorf("model name %q: want org/repo[:QUANT]", orig)
@@ -39,10 +39,7 @@ func ParseName(s string) (Name, error) {
 			return Name{}, fmt.Errorf("model name %q: %w", orig, err)
 		}
 	}
-	if strings.Contains(s[len(repo):], "/") {
-		return Name{}, fmt.Errorf("model name %q: the quantization may not hold a '/'", orig)
-	}
-	if strings.HasPrefix(s[len(repo):], ":") {
+	if hasQuant {
 		if quant == "" || len(quant) > 64 {
 			return Name{}, fmt.Errorf("model name %q: empty or overlong quantization after ':'", orig)
 		}
