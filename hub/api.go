@@ -15,7 +15,7 @@ import (
 // repoInfo is what gotok needs of GET /api/models/{repo}/revision/{rev}?blobs=true.
 type repoInfo struct {
 	Commit string     // the commit the revision points at
-	Files  []repoFile // every file of the repository at that commit
+	Files  []repoFile // the repository's GGUF files at that commit
 }
 
 // repoFile is one sibling of the model info.
@@ -26,15 +26,9 @@ type repoFile struct {
 	BlobID string // the git blob id (sha1), the checksum of a file kept in git
 }
 
-// The JSON shapes of the Hub's model info: "sha" is the commit; with
-// ?blobs=true each sibling carries its size, its git blob id and, for an
-// LFS file, the sha256 of its content.
-type apiModelInfo struct {
-	ID       string       `json:"id"`
-	SHA      string       `json:"sha"`
-	Siblings []apiSibling `json:"siblings"`
-}
-
+// One sibling of the Hub's model info ("sha" is the commit): with
+// ?blobs=true each carries its size, its git blob id and, for an LFS file,
+// the sha256 of its content.
 type apiSibling struct {
 	RFilename string  `json:"rfilename"`
 	Size      *int64  `json:"size"`
@@ -47,9 +41,19 @@ type apiLFS struct {
 	Size   int64  `json:"size"`
 }
 
-// maxInfoBytes bounds the model info read: the largest repositories list a
-// few thousand files, far below this.
-const maxInfoBytes = 64 << 20
+// Bounds on what a model info may hold. The largest repositories list a
+// few thousand files in well under a MiB; a listing is read entry by entry
+// and only its GGUF files are kept, so that neither its bytes nor its
+// entries can make it take more memory than these allow.
+const (
+	maxInfoBytes = 16 << 20
+	maxSiblings  = 200_000
+	maxFileSize  = 1 << 40 // 1 TiB: no model file comes near, and offsets stay far from overflowing
+)
+
+// errNotJSON says the endpoint answered with something else, as a captive
+// portal's login page or a web server that is not a Hub does.
+var errNotJSON = errors.New("the endpoint did not answer with JSON (is HF_ENDPOINT right?)")
 
 // ErrNotFound is returned, wrapped, for a repository, revision or file the
 // Hub does not have; errAuth and errGated tell the other reasons it refuses.
@@ -206,9 +210,7 @@ func escapePath(p string) string {
 	return strings.Join(elems, "/")
 }
 
-// repoInfo fetches the commit and the file list of repo at rev. Every file
-// name and checksum is checked here, before anything touches the disk: a
-// listing with one unsafe name is refused whole.
+// repoInfo fetches the commit and the GGUF files of repo at rev.
 func (c *client) repoInfo(ctx context.Context, repo, rev string) (*repoInfo, error) {
 	u := fmt.Sprintf("%s/api/models/%s/revision/%s?blobs=true", c.endpoint, escapePath(repo), url.PathEscape(rev))
 	what := fmt.Sprintf("model info of %s at %s", repo, rev)
@@ -220,31 +222,105 @@ func (c *client) repoInfo(ctx context.Context, repo, rev string) (*repoInfo, err
 	if resp.StatusCode != http.StatusOK {
 		return nil, statusError(resp, what)
 	}
-	var mi apiModelInfo
-	if err := json.NewDecoder(io.LimitReader(resp.Body, maxInfoBytes)).Decode(&mi); err != nil {
-		return nil, fmt.Errorf("%s: %w", what, err)
+	if ct := resp.Header.Get("Content-Type"); strings.Contains(strings.ToLower(ct), "html") {
+		return nil, fmt.Errorf("%s: %w (Content-Type %q)", what, errNotJSON, ct)
 	}
-	if err := checkHex("commit", mi.SHA, 40); err != nil {
+	info, err := parseRepoInfo(io.LimitReader(resp.Body, maxInfoBytes))
+	if err != nil {
 		return nil, fmt.Errorf("%s: %w", what, err)
-	}
-	info := &repoInfo{Commit: mi.SHA}
-	for _, s := range mi.Siblings {
-		if err := checkFileName(s.RFilename); err != nil {
-			return nil, fmt.Errorf("%s: %w", what, err)
-		}
-		f := repoFile{Name: s.RFilename, Size: -1, BlobID: s.BlobID}
-		if s.Size != nil {
-			f.Size = *s.Size
-		}
-		if s.LFS != nil {
-			if err := checkHex("sha256 of "+s.RFilename, s.LFS.SHA256, 64); err != nil {
-				return nil, fmt.Errorf("%s: %w", what, err)
-			}
-			f.SHA256, f.Size = s.LFS.SHA256, s.LFS.Size
-		}
-		info.Files = append(info.Files, f)
 	}
 	return info, nil
+}
+
+// parseRepoInfo reads a model info, one sibling at a time, keeping the
+// GGUF files: those are all a pull may download, so an odd name elsewhere
+// in the repository (runs/12:00:00/log.txt) is skipped, while an unsafe
+// GGUF name refuses the listing whole.
+func parseRepoInfo(r io.Reader) (*repoInfo, error) {
+	dec := json.NewDecoder(r)
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return nil, errNotJSON
+	}
+	info := &repoInfo{}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, err
+		}
+		switch tok {
+		case "sha":
+			if err := dec.Decode(&info.Commit); err != nil {
+				return nil, fmt.Errorf("sha: %w", err)
+			}
+		case "siblings":
+			if info.Files, err = parseSiblings(dec); err != nil {
+				return nil, err
+			}
+		default:
+			var skip json.RawMessage // bounded by maxInfoBytes, and dropped
+			if err := dec.Decode(&skip); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if _, err := dec.Token(); err != nil { // the closing '}'
+		return nil, err
+	}
+	if err := checkHex("commit", info.Commit, 40); err != nil {
+		return nil, err
+	}
+	return info, nil
+}
+
+// parseSiblings reads the siblings array, checking each entry as it comes.
+func parseSiblings(dec *json.Decoder) ([]repoFile, error) {
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('[') {
+		return nil, fmt.Errorf("siblings: not a list (%v)", err)
+	}
+	var files []repoFile
+	for n := 0; dec.More(); n++ {
+		if n == maxSiblings {
+			return nil, fmt.Errorf("siblings: more than %d files", maxSiblings)
+		}
+		var s apiSibling
+		if err := dec.Decode(&s); err != nil {
+			return nil, fmt.Errorf("siblings: %w", err)
+		}
+		if !strings.HasSuffix(strings.ToLower(s.RFilename), ".gguf") {
+			continue
+		}
+		f, err := checkSibling(s)
+		if err != nil {
+			return nil, err
+		}
+		files = append(files, f)
+	}
+	if _, err := dec.Token(); err != nil { // the closing ']'
+		return nil, err
+	}
+	return files, nil
+}
+
+// checkSibling checks the name, size and checksum of a file that may be
+// downloaded, before any of them touches the disk.
+func checkSibling(s apiSibling) (repoFile, error) {
+	if err := checkFileName(s.RFilename); err != nil {
+		return repoFile{}, err
+	}
+	f := repoFile{Name: s.RFilename, Size: -1, BlobID: s.BlobID}
+	if s.Size != nil {
+		f.Size = *s.Size
+	}
+	if s.LFS != nil {
+		if err := checkHex("sha256 of "+s.RFilename, s.LFS.SHA256, 64); err != nil {
+			return repoFile{}, err
+		}
+		f.SHA256, f.Size = s.LFS.SHA256, s.LFS.Size
+	}
+	if f.Size > maxFileSize || f.Size < -1 || s.LFS != nil && f.Size < 0 {
+		return repoFile{}, fmt.Errorf("%q: the listed size %d is out of range (0 to 1 TiB)", s.RFilename, f.Size)
+	}
+	return f, nil
 }
 
 // fileURL is where a repository file's content is downloaded from; the Hub

@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -36,7 +37,7 @@ func TestParseNameRefusesEscapes(t *testing.T) {
 func TestHostileFileNamesRefused(t *testing.T) {
 	for _, name := range []string{
 		"../../etc/x.gguf", "/abs.gguf", "a/../../x.gguf", "a\\..\\x.gguf", "./x.gguf",
-		"a//x.gguf", "C:x.gguf", "x.gguf\x00", "Q4_K_M/../../../x-Q4_K_M.gguf",
+		"a//x.gguf", "C:x.gguf", "x\x00.gguf", "Q4_K_M/../../../x-Q4_K_M.gguf",
 	} {
 		t.Run(name, func(t *testing.T) {
 			f := newFakeHub(t)
@@ -57,19 +58,65 @@ func TestHostileFileNamesRefused(t *testing.T) {
 	}
 }
 
+// serveListing answers every request with body.
+func serveListing(t *testing.T, body string) Options {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte(body)) }))
+	t.Cleanup(srv.Close)
+	return Options{Endpoint: srv.URL, CacheDir: t.TempDir()}
+}
+
 func TestBadListingRefused(t *testing.T) {
-	for name, body := range map[string]string{
-		"commit":  `{"sha":"../../x","siblings":[]}`,
-		"sha256":  `{"sha":"` + strings.Repeat("a", 40) + `","siblings":[{"rfilename":"m-Q4_K_M.gguf","lfs":{"sha256":"../../../etc","size":4}}]}`,
-		"garbage": `<html>`,
+	sha := `"sha":"` + strings.Repeat("a", 40) + `"`
+	for name, tc := range map[string]struct{ body, want string }{
+		"commit":    {`{"sha":"../../x","siblings":[]}`, "commit"},
+		"sha256":    {`{` + sha + `,"siblings":[{"rfilename":"m-Q4_K_M.gguf","lfs":{"sha256":"../../../etc","size":4}}]}`, "sha256 of m-Q4_K_M.gguf"},
+		"html":      {"\n<!DOCTYPE html><html>", "did not answer with JSON (is HF_ENDPOINT right?)"},
+		"array":     {`[]`, "did not answer with JSON"},
+		"truncated": {`{` + sha + `,"siblings":[{"rfilename":"m-Q4_K_M.gguf"`, "unexpected EOF"},
+		// A size past 1 TiB would overflow the Range arithmetic.
+		"huge size": {`{` + sha + `,"siblings":[{"rfilename":"m-Q4_K_M.gguf","size":9223372036854775807,"lfs":{"sha256":"` + strings.Repeat("b", 64) + `","size":9223372036854775807}}]}`, "out of range"},
+		"negative":  {`{` + sha + `,"siblings":[{"rfilename":"m-Q4_K_M.gguf","size":-7,"blobId":"` + strings.Repeat("b", 40) + `"}]}`, "out of range"},
+		// Too many entries is refused before they fill the memory.
+		"entries": {`{` + sha + `,"siblings":[` + strings.Repeat(`{},`, maxSiblings) + `{}]}`, "more than 200000 files"},
 	} {
-		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte(body)) }))
-		o := Options{Endpoint: srv.URL, CacheDir: t.TempDir()}
-		if _, err := Pull(context.Background(), "org/repo", o); err == nil {
-			t.Errorf("%s: a bad listing was accepted", name)
+		o := serveListing(t, tc.body)
+		if _, err := Pull(context.Background(), "org/repo", o); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v; want an error saying %q", name, err, tc.want)
 		}
-		srv.Close()
 	}
+}
+
+// A listing of many empty entries within the byte limit is read in
+// bounded memory: decoded whole, 12 MiB of "{}," took some 200 MiB.
+func TestListingReadInBoundedMemory(t *testing.T) {
+	body := []byte(`{"sha":"` + strings.Repeat("a", 40) + `","siblings":[` + strings.Repeat(`{},`, 4<<20) + `{}]}`)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write(body) }))
+	defer srv.Close()
+	o := Options{Endpoint: srv.URL, CacheDir: t.TempDir()}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	_, err := Pull(context.Background(), "org/repo", o)
+	runtime.ReadMemStats(&after)
+	if err == nil || !strings.Contains(err.Error(), "more than 200000 files") {
+		t.Fatalf("listing of 4M empty entries: %v", err)
+	}
+	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 32<<20 {
+		t.Errorf("reading a %d MiB listing allocated %d MiB", len(body)>>20, alloc>>20)
+	}
+}
+
+// An odd name elsewhere in the repository (legal on the Hub) does not keep
+// its model from being pulled; only GGUF files must have safe names.
+func TestOddNonModelNamesSkipped(t *testing.T) {
+	f := newFakeHub(t)
+	data := content(1, 100)
+	r := f.add("org/runs", map[string][]byte{"model-Q4_K_M.gguf": data})
+	r.extra = []string{"runs/12:00:00/log.txt", "../notes.md", "a\\b.json", "x\u202e.txt", "\xff.bin"}
+	m, err := Pull(context.Background(), "org/runs", f.options(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	readModel(t, m.Path, data)
 }
 
 // plantRepo makes a cache whose model directory holds what plant puts there.
