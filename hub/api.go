@@ -62,6 +62,9 @@ var (
 	errAuth      = errors.New("the Hub refused access: the repository does not exist, or is private or gated (check the name; set HF_TOKEN to a token with access)")
 	errGated     = errors.New("a gated repository: accept its terms on the Hub and set HF_TOKEN to a token of that account")
 	errDowngrade = errors.New("https never downgrades to http")
+	// The Hub's answer to a request without a token (or with one that has
+	// no access) for a private repository as for a missing one.
+	errNotFoundOrPrivate = fmt.Errorf("%w; if it is private, set HF_TOKEN to a token with access", ErrNotFound)
 )
 
 // client talks to one Hub endpoint.
@@ -174,17 +177,21 @@ func (b *watchedBody) Close() error {
 	return err
 }
 
-// statusError turns a refusal into an error that says what to do.
+// statusError turns a refusal into an error that says what to do. What
+// the server wrote is quoted, never printed raw: it ends up on a terminal.
 func statusError(resp *http.Response, what string) error {
 	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
 	detail := strings.TrimSpace(string(msg))
 	if len(detail) > 200 {
 		detail = detail[:200] + "..."
 	}
+	status := fmt.Sprintf("%d %s", resp.StatusCode, http.StatusText(resp.StatusCode))
 	// The Hub names its reason in X-Error-Code; it answers 401, not 404,
 	// for a repository that does not exist, to not tell it from a private one.
 	var reason error
 	switch code := resp.Header.Get("X-Error-Code"); {
+	case resp.StatusCode == http.StatusUnauthorized && code == "RepoNotFound":
+		reason = errNotFoundOrPrivate
 	case code == "RepoNotFound" || code == "EntryNotFound" || code == "RevisionNotFound":
 		reason = ErrNotFound
 	case code == "GatedRepo":
@@ -194,12 +201,12 @@ func statusError(resp *http.Response, what string) error {
 	case resp.StatusCode == http.StatusNotFound:
 		reason = ErrNotFound
 	default:
-		reason = errors.New(resp.Status)
+		reason = errors.New(status)
 	}
 	if detail != "" {
-		return fmt.Errorf("%s: %w (%s: %s)", what, reason, resp.Status, detail)
+		return fmt.Errorf("%s: %w (%s: %q)", what, reason, status, detail)
 	}
-	return fmt.Errorf("%s: %w (%s)", what, reason, resp.Status)
+	return fmt.Errorf("%s: %w (%s)", what, reason, status)
 }
 
 func escapePath(p string) string {

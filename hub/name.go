@@ -3,6 +3,8 @@ package hub
 import (
 	"fmt"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 )
 
 // A Name says which model to fetch: a Hugging Face repository and, optionally,
@@ -80,14 +82,19 @@ func isWordRune(r rune) bool {
 
 // checkFileName checks a file name the Hub sent (a path inside the
 // repository) before it becomes a path inside the cache: relative, '/'
-// separated, no empty, "." or ".." elements, no backslashes, colons or
-// control characters.
+// separated, no empty, "." or ".." elements, no backslashes or
+// colons, and nothing but printable UTF-8: no control characters (C0 or
+// C1), no bidirectional overrides, which would garble the terminal the
+// name is shown on.
 func checkFileName(name string) error {
 	if name == "" || len(name) > 1024 {
 		return fmt.Errorf("unsafe file name %q: empty or too long", name)
 	}
+	if !utf8.ValidString(name) {
+		return fmt.Errorf("unsafe file name %q: not UTF-8", name)
+	}
 	for _, r := range name {
-		if r < 0x20 || r == 0x7f || r == '\\' || r == ':' {
+		if !unicode.IsPrint(r) || r == '\\' || r == ':' {
 			return fmt.Errorf("unsafe file name %q: holds %q", name, r)
 		}
 	}

@@ -2,6 +2,7 @@ package hub
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -37,7 +38,8 @@ func TestParseNameRefusesEscapes(t *testing.T) {
 func TestHostileFileNamesRefused(t *testing.T) {
 	for _, name := range []string{
 		"../../etc/x.gguf", "/abs.gguf", "a/../../x.gguf", "a\\..\\x.gguf", "./x.gguf",
-		"a//x.gguf", "C:x.gguf", "x\x00.gguf", "Q4_K_M/../../../x-Q4_K_M.gguf",
+		"a//x.gguf", "C:x.gguf", "x\x00.gguf",
+		"x\u202egguf.Q4_K_M.gguf", "x\u0085-Q4_K_M.gguf", "x\x1b[2J.gguf", "Q4_K_M/../../../x-Q4_K_M.gguf",
 	} {
 		t.Run(name, func(t *testing.T) {
 			f := newFakeHub(t)
@@ -246,6 +248,42 @@ func TestEndpointChecked(t *testing.T) {
 		o := Options{Endpoint: ep, CacheDir: t.TempDir()}
 		if _, err := Pull(context.Background(), "org/repo", o); err == nil || !strings.Contains(err.Error(), "want an http or https URL") {
 			t.Errorf("endpoint %q: %v", ep, err)
+		}
+	}
+}
+
+// Server text reaches the terminal only quoted: an escape sequence in an
+// error body does not.
+func TestServerTextQuoted(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "\x1b]0;pwned\x07\x1b[2Jbusy\u202e", http.StatusServiceUnavailable)
+	}))
+	defer srv.Close()
+	_, err := Pull(context.Background(), "org/repo", Options{Endpoint: srv.URL, CacheDir: t.TempDir()})
+	if err == nil || strings.ContainsAny(err.Error(), "\x1b\x07\u202e") || !strings.Contains(err.Error(), `busy`) {
+		t.Errorf("error with the server's text: %q", err)
+	}
+}
+
+func TestPrivateRepoHint(t *testing.T) {
+	f := newFakeHub(t)
+	_, err := Pull(context.Background(), "org/private", f.options(t))
+	if !errors.Is(err, ErrNotFound) || !strings.Contains(err.Error(), "private, set HF_TOKEN") {
+		t.Errorf("401 RepoNotFound: %v", err)
+	}
+}
+
+func TestCheckFileName(t *testing.T) {
+	// JSON decoding already turns invalid UTF-8 into U+FFFD; the check
+	// stands on its own for names from elsewhere.
+	for _, name := range []string{"\xff\xfe.gguf", "a\u200fb.gguf", "a\u00a0b.gguf", "a\tb.gguf", "a\u009bc.gguf"} {
+		if checkFileName(name) == nil {
+			t.Errorf("checkFileName(%q) passed", name)
+		}
+	}
+	for _, name := range []string{"Q4_K_M/model-Q4_K_M.gguf", "модель-Q8_0.gguf", "model (copy) #2.gguf"} {
+		if err := checkFileName(name); err != nil {
+			t.Errorf("checkFileName(%q): %v", name, err)
 		}
 	}
 }
