@@ -192,8 +192,19 @@ func (cl *client) getRange(ctx context.Context, w *os.File, h hash.Hash, have *i
 	defer resp.Body.Close()
 	switch resp.StatusCode {
 	case http.StatusPartialContent:
-		if start, ok := rangeStart(resp.Header.Get("Content-Range")); !ok || start != *have {
-			return fmt.Errorf("asked for bytes from %d on, got Content-Range %q", *have, resp.Header.Get("Content-Range"))
+		cr := resp.Header.Get("Content-Range")
+		start, total, ok := parseContentRange(cr)
+		if !ok || start != *have {
+			return fmt.Errorf("asked for bytes from %d on, got Content-Range %q", *have, cr)
+		}
+		if total != f.Size {
+			// Another file than the one listed: what was kept may be of
+			// it too. The next attempt starts from the first byte.
+			if *have, err = restart(w, h, f); err != nil {
+				return &permanentError{err}
+			}
+			report()
+			return fmt.Errorf("got Content-Range %q, but the Hub lists %d bytes; restarting from the first byte", cr, f.Size)
 		}
 	case http.StatusOK:
 		if *have > 0 { // the server ignored the Range: start over
@@ -242,16 +253,22 @@ func (cl *client) getRange(ctx context.Context, w *os.File, h hash.Hash, have *i
 	}
 }
 
-// rangeStart parses the first byte of "bytes START-END/SIZE".
-func rangeStart(cr string) (int64, bool) {
+// parseContentRange parses the first byte and the total size of
+// "bytes START-END/TOTAL"; an unknown total ("*") is not ok.
+func parseContentRange(cr string) (start, total int64, ok bool) {
 	rest, ok := strings.CutPrefix(cr, "bytes ")
 	if !ok {
-		return 0, false
+		return 0, 0, false
 	}
-	start, _, ok := strings.Cut(rest, "-")
+	first, rest, ok := strings.Cut(rest, "-")
 	if !ok {
-		return 0, false
+		return 0, 0, false
 	}
-	n, err := strconv.ParseInt(start, 10, 64)
-	return n, err == nil
+	_, size, ok := strings.Cut(rest, "/")
+	if !ok {
+		return 0, 0, false
+	}
+	start, err1 := strconv.ParseInt(first, 10, 64)
+	total, err2 := strconv.ParseInt(size, 10, 64)
+	return start, total, err1 == nil && err2 == nil
 }

@@ -31,6 +31,7 @@ type fakeHub struct {
 	drops    int      // ...this many times...
 	stalls   int      // ...or goes silent after them, this many times
 	extraLen int      // the CDN sends this many bytes more than the file has
+	badTotal int      // the CDN answers this many Range requests with another file's bytes and total
 	ranges   []string // Range headers the CDN saw ("" for none)
 	cdnAuth  []string // Authorization headers the CDN saw
 	apiCalls int
@@ -193,12 +194,26 @@ func (f *fakeHub) serveCDN(w http.ResponseWriter, r *http.Request) {
 		f.stalls--
 		cut, stall = f.dropAt, true
 	}
+	otherFile := false
+	if data != nil && f.badTotal > 0 && r.Header.Get("Range") != "" {
+		f.badTotal--
+		otherFile = true
+	}
 	if data != nil && f.extraLen > 0 {
 		data = append(append([]byte(nil), data...), make([]byte, f.extraLen)...)
 	}
 	f.mu.Unlock()
 	if data == nil {
 		http.NotFound(w, r)
+		return
+	}
+	if otherFile { // a longer file, served from the asked offset on
+		data = append(bytes.Repeat([]byte{'x'}, len(data)), make([]byte, 1000)...)
+		var start int
+		fmt.Sscanf(r.Header.Get("Range"), "bytes=%d-", &start)
+		w.Header().Set("Content-Range", fmt.Sprintf("bytes %d-%d/%d", start, len(data)-1, len(data)))
+		w.WriteHeader(http.StatusPartialContent)
+		w.Write(data[start:])
 		return
 	}
 	if stall {

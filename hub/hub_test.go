@@ -182,6 +182,24 @@ func TestResumeAfterDroppedConnection(t *testing.T) {
 	}
 }
 
+// A Content-Range whose total is not the listed size is of another file:
+// the download starts over rather than append its bytes.
+func TestResumeOtherTotalRestarts(t *testing.T) {
+	f := newFakeHub(t)
+	files := ggufRepo()
+	f.add(testRepo, files)
+	f.dropAt, f.drops, f.badTotal = 100_000, 1, 1
+	o := f.options(t)
+	path, err := Resolve(context.Background(), testRepo+":Q4_K_M", o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	readModel(t, path, files["Llama-3.2-1B-Instruct-Q4_K_M.gguf"])
+	if len(f.ranges) != 3 || f.ranges[1] != "bytes=100000-" || f.ranges[2] != "" {
+		t.Errorf("Range headers %q, want none, from 100000, then none", f.ranges)
+	}
+}
+
 func TestResumeAcrossRuns(t *testing.T) {
 	f := newFakeHub(t)
 	files := ggufRepo()
