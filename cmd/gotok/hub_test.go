@@ -149,3 +149,29 @@ gotok: m.gguf: 100.0 MiB in 10s (9.0 MiB/s)
 		t.Errorf("got\n%s\nwant\n%s", buf.String(), want)
 	}
 }
+
+// A download that resumed and then started over (the server ignored the
+// Range) shows no negative rate or count.
+func TestProgressStartingOver(t *testing.T) {
+	var buf bytes.Buffer
+	clock := time.Unix(0, 0)
+	report := lineProgress(&buf, 5*time.Second, func() time.Time { return clock })
+	mib := int64(1 << 20)
+	report(hub.Progress{File: "m.gguf", Done: 50 * mib, Total: 100 * mib})
+	report(hub.Progress{File: "m.gguf", Done: 0, Total: 100 * mib})
+	clock = clock.Add(5 * time.Second)
+	report(hub.Progress{File: "m.gguf", Done: 10 * mib, Total: 100 * mib})
+	if got := buf.String(); !strings.Contains(got, "10.0 MiB of 100.0 MiB (10%), 2.0 MiB/s, 45s left") {
+		t.Errorf("line progress:\n%s", got)
+	}
+
+	buf.Reset()
+	bar := barProgress(&buf)
+	bar(hub.Progress{File: "m.gguf", Done: 50 * mib, Total: 100 * mib})
+	bar(hub.Progress{File: "m.gguf", Done: 0, Total: 100 * mib})
+	bar(hub.Progress{File: "m.gguf", Done: 100 * mib, Total: 100 * mib})
+	// A new bar for the whole file, not the old one's half.
+	if got := buf.String(); !strings.Contains(got, "100% |") || !strings.Contains(got, "(105/105 MB") {
+		t.Errorf("bar progress:\n%q", got)
+	}
+}

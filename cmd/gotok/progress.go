@@ -24,13 +24,14 @@ func newProgress(w io.Writer) func(hub.Progress) {
 }
 
 // barProgress draws a bar per file. A resumed download's bar counts the
-// bytes still to come, so that its rate and time left are this run's.
+// bytes still to come, so that its rate and time left are this run's; one
+// that starts over (the server ignored the Range) gets a new bar.
 func barProgress(w io.Writer) func(hub.Progress) {
 	var bar *progressbar.ProgressBar
 	var file string
 	var from int64
 	return func(p hub.Progress) {
-		if bar == nil || p.File != file {
+		if bar == nil || p.File != file || p.Done < from {
 			file, from = p.File, p.Done
 			desc := path.Base(p.File)
 			if from > 0 {
@@ -66,6 +67,9 @@ func lineProgress(w io.Writer, interval time.Duration, now func() time.Time) fun
 				resumed = fmt.Sprintf(", resuming at %s", humanBytes(p.Done))
 			}
 			fmt.Fprintf(w, "gotok: pulling %s (%s%s)\n", p.File, humanBytes(p.Total), resumed)
+		}
+		if p.Done < from { // started over: the rate counts from here
+			start, from = t, p.Done
 		}
 		done := p.Done == p.Total
 		if !done && t.Sub(last) < interval {
