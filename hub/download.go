@@ -48,23 +48,23 @@ func checksum(f repoFile) (string, hash.Hash, error) {
 // checked against the Hub's checksum, and only then renamed to blobs/{hash}.
 // A download cut off leaves only the .incomplete file, which nothing reads
 // as a model; a checksum mismatch leaves nothing.
-func (cl *client) fetch(ctx context.Context, c *cache, repo, commit string, f repoFile, o *Options) (string, error) {
+func (cl *client) fetch(ctx context.Context, c *cache, commit string, f repoFile, o *Options) (string, error) {
 	sum, h, err := checksum(f)
 	if err != nil {
 		return "", err
 	}
-	if c.hasBlob(repo, sum, f.Size) {
+	if c.hasBlob(sum, f.Size) {
 		return sum, nil
 	}
-	unlock, err := c.lock(repo, sum)
+	unlock, err := c.lock(sum)
 	if err != nil {
 		return "", fmt.Errorf("%s: %w", f.Name, err)
 	}
 	defer unlock()
-	if c.hasBlob(repo, sum, f.Size) { // another process finished it while we waited
+	if c.hasBlob(sum, f.Size) { // another process finished it while we waited
 		return sum, nil
 	}
-	blob := blobName(repo, sum)
+	blob := blobName(sum)
 	part := blob + ".incomplete"
 	if err := c.root.MkdirAll(path.Dir(blob), 0o755); err != nil {
 		return "", err
@@ -87,7 +87,7 @@ func (cl *client) fetch(ctx context.Context, c *cache, repo, commit string, f re
 			return "", err
 		}
 	}
-	if err := cl.download(ctx, w, h, have, repo, commit, f, o); err != nil {
+	if err := cl.download(ctx, w, h, have, c.repo, commit, f, o); err != nil {
 		if errors.Is(err, errTooLong) { // nothing of it can be trusted
 			w.Close()
 			c.root.Remove(part)

@@ -215,7 +215,7 @@ func pull(ctx context.Context, n Name, o *Options) (Model, error) {
 	if err != nil {
 		return Model{}, fmt.Errorf("%s: %w", n.Repo, err)
 	}
-	c, err := openCache(o.CacheDir, true)
+	c, err := openRepo(o.CacheDir, n.Repo, true)
 	if err != nil {
 		return Model{}, err
 	}
@@ -223,54 +223,71 @@ func pull(ctx context.Context, n Name, o *Options) (Model, error) {
 	m := Model{Repo: n.Repo, Quant: QuantOf(files[0]), Commit: info.Commit, Files: files}
 	for _, name := range files {
 		f := byName[name]
-		sum, err := cl.fetch(ctx, c, n.Repo, info.Commit, f, o)
+		sum, err := cl.fetch(ctx, c, info.Commit, f, o)
 		if err != nil {
 			return Model{}, fmt.Errorf("pull %s: %w", n, err)
 		}
-		if err := c.link(n.Repo, info.Commit, name, sum); err != nil {
+		if err := c.link(info.Commit, name, sum); err != nil {
 			return Model{}, fmt.Errorf("pull %s: %w", n, err)
 		}
 		m.Size += f.Size
 	}
-	if err := c.writeRef(n.Repo, revision, info.Commit); err != nil {
+	if err := c.writeRef(revision, info.Commit); err != nil {
 		return Model{}, fmt.Errorf("pull %s: %w", n, err)
 	}
-	m.Path = c.path(path.Join(snapshotDir(n.Repo, info.Commit), files[0]))
+	m.Path = c.path(path.Join(snapshotDir(info.Commit), files[0]))
 	return m, nil
 }
 
-// cached finds a model in the cache, in the snapshot refs/main points at.
-// fallback lets a name without a quantization take the first model file
-// when there is none of DefaultQuant.
+// cached finds a model in the cache: in the snapshot refs/main points at,
+// else in another snapshot, as List shows them (refs/main may have moved
+// on to a commit of which only another quantization was pulled). fallback
+// lets a name without a quantization take the first model file when there
+// is none of DefaultQuant.
 func cached(n Name, o *Options, fallback bool) (Model, error) {
 	notCached := func(err error) (Model, error) {
 		return Model{}, fmt.Errorf("%s: %w (%s): %v", n, ErrNotCached, o.CacheDir, err)
 	}
-	c, err := openCache(o.CacheDir, false)
+	c, err := openRepo(o.CacheDir, n.Repo, false)
 	if err != nil {
 		return notCached(err)
 	}
 	defer c.Close()
-	commit, err := c.readRef(n.Repo, revision)
-	if err != nil {
-		return notCached(err)
+	commits := c.snapshots()
+	if len(commits) == 0 {
+		return notCached(errors.New("no snapshots"))
 	}
-	names, err := c.snapshotFiles(n.Repo, commit)
+	var first error // the reason of the snapshot refs/main points at
+	for _, commit := range commits {
+		m, err := c.snapshotModel(n, commit, fallback)
+		if err == nil {
+			return m, nil
+		}
+		if first == nil {
+			first = err
+		}
+	}
+	return notCached(first)
+}
+
+// snapshotModel finds a model in one snapshot; every part must be there.
+func (c *cache) snapshotModel(n Name, commit string, fallback bool) (Model, error) {
+	names, err := c.snapshotFiles(commit)
 	if err != nil {
-		return notCached(err)
+		return Model{}, err
 	}
 	files, err := chooseFile(names, n.Quant, fallback)
 	if err != nil {
-		return notCached(err)
+		return Model{}, err
 	}
 	m := Model{Repo: n.Repo, Quant: QuantOf(files[0]), Commit: commit, Files: files}
 	for _, f := range files {
-		size, err := c.fileSize(n.Repo, commit, f)
+		size, err := c.fileSize(commit, f)
 		if err != nil {
-			return notCached(err)
+			return Model{}, err
 		}
 		m.Size += size
 	}
-	m.Path = c.path(path.Join(snapshotDir(n.Repo, commit), files[0]))
+	m.Path = c.path(path.Join(snapshotDir(commit), files[0]))
 	return m, nil
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
 	"path"
 	"slices"
 	"strings"
@@ -14,54 +15,37 @@ import (
 // parts) and snapshot, sorted by repository and file. Entries whose files
 // are missing or link outside the cache are left out.
 func List(cacheDir string) ([]Model, error) {
-	c, err := openCache(cacheDir, false)
+	dirs, err := os.ReadDir(cacheDir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
-	if err != nil {
-		return nil, err
-	}
-	defer c.Close()
-	dirs, err := fs.ReadDir(c.root.FS(), ".")
 	if err != nil {
 		return nil, fmt.Errorf("hub cache: %w", err)
 	}
 	var models []Model
 	for _, d := range dirs {
 		repo, ok := repoOfDir(d.Name())
-		if !ok || !d.IsDir() {
+		if !ok {
 			continue
 		}
-		models = append(models, c.repoModels(repo)...)
+		// A repository directory may be a link to one on another disk.
+		c, err := openRepo(cacheDir, repo, false)
+		if err != nil {
+			continue
+		}
+		models = append(models, c.repoModels()...)
+		c.Close()
 	}
 	return models, nil
 }
 
-// repoModels lists the complete models of one repository, those of the
+// repoModels lists the complete models of the repository, those of the
 // snapshot refs/main points at first.
-func (c *cache) repoModels(repo string) []Model {
-	snaps, err := fs.ReadDir(c.root.FS(), path.Join(repoDir(repo), "snapshots"))
-	if err != nil {
-		return nil
-	}
-	main, _ := c.readRef(repo, revision)
-	slices.SortStableFunc(snaps, func(a, b fs.DirEntry) int {
-		switch {
-		case a.Name() == main:
-			return -1
-		case b.Name() == main:
-			return 1
-		}
-		return 0
-	})
+func (c *cache) repoModels() []Model {
 	var models []Model
 	seen := make(map[string]bool)
-	for _, s := range snaps {
-		commit := s.Name()
-		if checkHex("commit", commit, 40) != nil {
-			continue
-		}
-		names, err := c.snapshotFiles(repo, commit)
+	for _, commit := range c.snapshots() {
+		names, err := c.snapshotFiles(commit)
 		if err != nil {
 			continue
 		}
@@ -72,10 +56,10 @@ func (c *cache) repoModels(repo string) []Model {
 				continue
 			}
 			parts := partNames(name)
-			m := Model{Repo: repo, Quant: QuantOf(name), Commit: commit, Files: parts,
-				Path: c.path(path.Join(snapshotDir(repo, commit), name))}
+			m := Model{Repo: c.repo, Quant: QuantOf(name), Commit: commit, Files: parts,
+				Path: c.path(path.Join(snapshotDir(commit), name))}
 			for _, p := range parts {
-				size, err := c.fileSize(repo, commit, p)
+				size, err := c.fileSize(commit, p)
 				if err != nil {
 					continue files
 				}
@@ -99,19 +83,21 @@ func Remove(cacheDir, name string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	c, err := openCache(cacheDir, false)
+	c, err := openRepo(cacheDir, n.Repo, false)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("remove %s: %w", n, ErrNotCached)
+	}
 	if err != nil {
 		return nil, err
 	}
 	defer c.Close()
-	rd := repoDir(n.Repo)
-	snaps, err := fs.ReadDir(c.root.FS(), path.Join(rd, "snapshots"))
+	snaps, err := fs.ReadDir(c.root.FS(), "snapshots")
 	if err != nil {
 		return nil, fmt.Errorf("remove %s: %w (%v)", n, ErrNotCached, err)
 	}
 	var removed []string
 	for _, s := range snaps {
-		names, err := c.snapshotFiles(n.Repo, s.Name())
+		names, err := c.snapshotFiles(s.Name())
 		if err != nil {
 			return removed, err
 		}
@@ -119,14 +105,14 @@ func Remove(cacheDir, name string) ([]string, error) {
 			if !removable(f, n.Quant) {
 				continue
 			}
-			entry := path.Join(snapshotDir(n.Repo, s.Name()), f)
+			entry := path.Join(snapshotDir(s.Name()), f)
 			if err := c.root.Remove(entry); err != nil {
 				return removed, fmt.Errorf("remove %s: %w", n, err)
 			}
-			removed = append(removed, entry)
+			removed = append(removed, path.Join(repoDir(n.Repo), entry))
 			// Directories the entry leaves empty go too (Remove fails on
 			// one that is not), up to the snapshot's own.
-			for d := path.Dir(entry); d != path.Join(rd, "snapshots"); d = path.Dir(d) {
+			for d := path.Dir(entry); d != "snapshots"; d = path.Dir(d) {
 				if c.root.Remove(d) != nil {
 					break
 				}
@@ -136,7 +122,7 @@ func Remove(cacheDir, name string) ([]string, error) {
 	if len(removed) == 0 {
 		return nil, fmt.Errorf("remove %s: %w", n, ErrNotCached)
 	}
-	return removed, c.collect(n.Repo)
+	return removed, c.collect()
 }
 
 // removable says whether rm of quant (all GGUF files for "") takes the
@@ -149,40 +135,71 @@ func removable(f, quant string) bool {
 	return quant == "" || matchesQuant(f, quant) && isModelFile(partNames(f)[0])
 }
 
-// collect deletes the blobs of repo that no snapshot links to, and the
-// whole repository directory when no snapshot holds a file any more.
-func (c *cache) collect(repo string) error {
-	rd := repoDir(repo)
-	linked := make(map[string]bool)
+// collect deletes the blobs of the repository that no snapshot entry
+// links to, or is (a hard link, where the file system has no symbolic
+// links), and the whole repository directory when no snapshot holds a
+// file any more.
+func (c *cache) collect() error {
+	blobs, err := fs.ReadDir(c.root.FS(), "blobs")
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("hub cache %s: %w", c.path("blobs"), err)
+	}
+	blobInfo := make(map[string]os.FileInfo, len(blobs))
+	for _, b := range blobs {
+		if fi, err := c.root.Lstat(blobName(b.Name())); err == nil && fi.Mode().IsRegular() {
+			blobInfo[b.Name()] = fi
+		}
+	}
+	used := make(map[string]bool)
 	files := 0
-	err := fs.WalkDir(c.root.FS(), path.Join(rd, "snapshots"), func(p string, d fs.DirEntry, err error) error {
+	err = fs.WalkDir(c.root.FS(), "snapshots", func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
-		if !d.IsDir() {
-			files++
-			if b := c.blobOf(repo, p); b != "" {
-				linked[b] = true
+		if d.IsDir() {
+			return nil
+		}
+		files++
+		if b := c.blobOf(p); b != "" {
+			used[b] = true
+			return nil
+		}
+		if fi, err := c.root.Lstat(p); err == nil && fi.Mode().IsRegular() {
+			for name, bi := range blobInfo {
+				if os.SameFile(fi, bi) {
+					used[name] = true
+				}
 			}
 		}
 		return nil
 	})
-	if err != nil {
-		return fmt.Errorf("hub cache %s: %w", rd, err)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("hub cache %s: %w", c.path("snapshots"), err)
 	}
 	if files == 0 {
-		return c.root.RemoveAll(rd)
-	}
-	blobs, err := fs.ReadDir(c.root.FS(), path.Join(rd, "blobs"))
-	if err != nil {
-		return fmt.Errorf("hub cache %s: %w", rd, err)
+		return c.removeAll()
 	}
 	for _, b := range blobs {
-		if !linked[b.Name()] && !strings.HasSuffix(b.Name(), ".incomplete") {
-			if err := c.root.Remove(path.Join(rd, "blobs", b.Name())); err != nil {
+		if !used[b.Name()] && !strings.HasSuffix(b.Name(), ".incomplete") {
+			if err := c.root.Remove(blobName(b.Name())); err != nil {
 				return err
 			}
 		}
 	}
 	return nil
+}
+
+// removeAll deletes the repository's directory: what is in it, through
+// the root, and then the directory, or the link to it a user made.
+func (c *cache) removeAll() error {
+	entries, err := fs.ReadDir(c.root.FS(), ".")
+	if err != nil {
+		return fmt.Errorf("hub cache %s: %w", c.path(""), err)
+	}
+	for _, e := range entries {
+		if err := c.root.RemoveAll(e.Name()); err != nil {
+			return err
+		}
+	}
+	return c.hub.Remove(repoDir(c.repo))
 }

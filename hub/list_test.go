@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -134,13 +135,13 @@ func TestRemoveQuantKeepsProjector(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The projector got into the cache some other way (huggingface-cli).
-	c, err := openCache(o.CacheDir, false)
+	c, err := openRepo(o.CacheDir, "org/vl", false)
 	must(t, err)
 	sum := sha256hex(content(2, 200))
-	must(t, c.root.WriteFile(blobName("org/vl", sum), content(2, 200), 0o644))
-	commit, err := c.readRef("org/vl", revision)
+	must(t, c.root.WriteFile(blobName(sum), content(2, 200), 0o644))
+	commit, err := c.readRef(revision)
 	must(t, err)
-	must(t, c.link("org/vl", commit, "mmproj-model-f16.gguf", sum))
+	must(t, c.link(commit, "mmproj-model-f16.gguf", sum))
 	c.Close()
 
 	removed, err := Remove(o.CacheDir, "org/vl:F16")
@@ -150,5 +151,106 @@ func TestRemoveQuantKeepsProjector(t *testing.T) {
 	snap := filepath.Join(o.CacheDir, "models--org--vl", "snapshots", commit)
 	if _, err := os.ReadFile(filepath.Join(snap, "mmproj-model-f16.gguf")); err != nil {
 		t.Errorf("the projector went too: %v", err)
+	}
+}
+
+// A repository directory moved to another disk and linked back, as
+// huggingface_hub allows, is listed, resolved offline, pulled into and
+// removed from; what lies below it stays confined as before.
+func TestSymlinkedRepoDir(t *testing.T) {
+	f := newFakeHub(t)
+	files := ggufRepo()
+	f.add(testRepo, files)
+	o := f.options(t)
+	if _, err := Pull(context.Background(), testRepo+":Q8_0", o); err != nil {
+		t.Fatal(err)
+	}
+	rd := filepath.Join(o.CacheDir, "models--bartowski--Llama-3.2-1B-Instruct-GGUF")
+	moved := filepath.Join(t.TempDir(), "elsewhere")
+	must(t, os.Rename(rd, moved))
+	must(t, os.Symlink(moved, rd))
+
+	if models, err := List(o.CacheDir); err != nil || len(models) != 1 || models[0].Quant != "Q8_0" {
+		t.Errorf("list of a linked repository: %+v, %v", models, err)
+	}
+	off := o
+	off.Offline = true
+	p, err := Resolve(context.Background(), testRepo+":Q8_0", off)
+	if err != nil {
+		t.Fatalf("offline resolve through a linked repository: %v", err)
+	}
+	readModel(t, p, files["Llama-3.2-1B-Instruct-Q8_0.gguf"])
+	m, err := Pull(context.Background(), testRepo+":Q4_K_M", o)
+	if err != nil {
+		t.Fatalf("pull into a linked repository: %v", err)
+	}
+	readModel(t, m.Path, files["Llama-3.2-1B-Instruct-Q4_K_M.gguf"])
+	if _, err := os.Stat(filepath.Join(moved, "blobs", sha256hex(files["Llama-3.2-1B-Instruct-Q4_K_M.gguf"]))); err != nil {
+		t.Errorf("the blob is not in the linked directory: %v", err)
+	}
+	if _, err := Remove(o.CacheDir, testRepo); err != nil {
+		t.Fatalf("rm of a linked repository: %v", err)
+	}
+	if _, err := os.Lstat(rd); !os.IsNotExist(err) {
+		t.Errorf("the link is left after rm: %v", err)
+	}
+	if entries, err := os.ReadDir(moved); err != nil || len(entries) != 0 {
+		t.Errorf("the linked directory holds %v after rm (%v)", entries, err)
+	}
+}
+
+// Offline, a model List shows is found even when refs/main moved on to a
+// snapshot that lacks it.
+func TestCachedFromOlderSnapshot(t *testing.T) {
+	f := newFakeHub(t)
+	files := ggufRepo()
+	r := f.add(testRepo, files)
+	o := f.options(t)
+	if _, err := Pull(context.Background(), testRepo+":Q4_K_M", o); err != nil {
+		t.Fatal(err)
+	}
+	old := r.commit
+	f.mu.Lock()
+	r.commit = strings.Repeat("e", 40)
+	f.mu.Unlock()
+	if _, err := Pull(context.Background(), testRepo+":Q8_0", o); err != nil {
+		t.Fatal(err)
+	}
+	o.Offline = true
+	m, err := Pull(context.Background(), testRepo+":Q4_K_M", o)
+	if err != nil {
+		t.Fatalf("offline, the older snapshot's model: %v", err)
+	}
+	if m.Commit != old {
+		t.Errorf("found at commit %s, want %s", m.Commit, old)
+	}
+	readModel(t, m.Path, files["Llama-3.2-1B-Instruct-Q4_K_M.gguf"])
+	if m, err := Pull(context.Background(), testRepo+":Q8_0", o); err != nil || m.Commit != r.commit {
+		t.Errorf("the newer snapshot's model: %+v, %v", m, err)
+	}
+}
+
+// Where snapshot entries are hard links to their blobs (the fallback on
+// file systems without symbolic links), rm keeps the blobs still in use.
+func TestRemoveKeepsHardLinkedBlobs(t *testing.T) {
+	f := newFakeHub(t)
+	files := ggufRepo()
+	r := f.add(testRepo, files)
+	o := f.options(t)
+	for _, q := range []string{"Q4_K_M", "Q8_0"} {
+		if _, err := Pull(context.Background(), testRepo+":"+q, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rd := filepath.Join(o.CacheDir, "models--bartowski--Llama-3.2-1B-Instruct-GGUF")
+	entry := filepath.Join(rd, "snapshots", r.commit, "Llama-3.2-1B-Instruct-Q4_K_M.gguf")
+	blob := filepath.Join(rd, "blobs", sha256hex(files["Llama-3.2-1B-Instruct-Q4_K_M.gguf"]))
+	must(t, os.Remove(entry))
+	must(t, os.Link(blob, entry))
+	if _, err := Remove(o.CacheDir, testRepo+":Q8_0"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(blob); err != nil {
+		t.Errorf("rm deleted the blob a hard link still uses: %v", err)
 	}
 }
