@@ -22,6 +22,12 @@ type Progress struct {
 	File  string // the repository path of the file
 	Done  int64  // bytes on disk, including those of an earlier, resumed download
 	Total int64  // the file's size
+	// Waiting is set, with Done 0, when another process is downloading
+	// the file: this one waits for it to finish.
+	Waiting bool
+	// Checking is set while what an earlier download left is read back to
+	// be hashed, before the download resumes; Done counts the bytes read.
+	Checking bool
 }
 
 // checksum returns the blob name of a file and a hash that must sum to it:
@@ -56,7 +62,11 @@ func (cl *client) fetch(ctx context.Context, c *cache, commit string, f repoFile
 	if c.hasBlob(sum, f.Size) {
 		return sum, nil
 	}
-	unlock, err := c.lock(sum)
+	unlock, err := c.lock(ctx, sum, func() {
+		if o.Progress != nil {
+			o.Progress(Progress{File: f.Name, Total: f.Size, Waiting: true})
+		}
+	})
 	if err != nil {
 		return "", fmt.Errorf("%s: %w", f.Name, err)
 	}
@@ -78,7 +88,7 @@ func (cl *client) fetch(ctx context.Context, c *cache, commit string, f repoFile
 	}
 	defer w.Close()
 	// Hash what an earlier attempt left, so the sum covers the whole file.
-	have, err := io.Copy(h, w)
+	have, err := hashPartial(ctx, w, h, f, o)
 	if err != nil {
 		return "", fmt.Errorf("%s: reading the partial download: %w", f.Name, err)
 	}
@@ -109,6 +119,36 @@ func (cl *client) fetch(ctx context.Context, c *cache, commit string, f repoFile
 		return "", err
 	}
 	return sum, nil
+}
+
+// hashPartial hashes what an earlier download left in w, reporting
+// Checking progress every 256 MiB (gigabytes take a while), and returns
+// its size.
+func hashPartial(ctx context.Context, w *os.File, h hash.Hash, f repoFile, o *Options) (int64, error) {
+	fi, err := w.Stat()
+	if err != nil {
+		return 0, err
+	}
+	buf := make([]byte, 1<<20)
+	var have, next int64
+	for {
+		if have >= next && fi.Size() > 0 && o.Progress != nil {
+			o.Progress(Progress{File: f.Name, Done: have, Total: f.Size, Checking: true})
+			next += 256 << 20
+		}
+		n, err := w.Read(buf)
+		h.Write(buf[:n])
+		have += int64(n)
+		if err == io.EOF {
+			return have, nil
+		}
+		if err != nil {
+			return have, err
+		}
+		if ctx.Err() != nil {
+			return have, ctx.Err()
+		}
+	}
 }
 
 // restart empties the partial file and resets the hash of a checksum whose

@@ -220,6 +220,11 @@ func pull(ctx context.Context, n Name, o *Options) (Model, error) {
 		return Model{}, err
 	}
 	defer c.Close()
+	unlock, err := c.lockRepo(ctx, false)
+	if err != nil {
+		return Model{}, fmt.Errorf("pull %s: %w", n, err)
+	}
+	defer unlock()
 	m := Model{Repo: n.Repo, Quant: QuantOf(files[0]), Commit: info.Commit, Files: files}
 	for _, name := range files {
 		f := byName[name]

@@ -1,6 +1,7 @@
 package hub
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -91,6 +92,14 @@ func Remove(cacheDir, name string) ([]string, error) {
 		return nil, err
 	}
 	defer c.Close()
+	unlock, err := c.lockRepo(context.Background(), true)
+	if errors.Is(err, errBusy) {
+		return nil, fmt.Errorf("remove %s: a pull of %s is in progress; try again when it is done", n, n.Repo)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("remove %s: %w", n, err)
+	}
+	defer unlock()
 	snaps, err := fs.ReadDir(c.root.FS(), "snapshots")
 	if err != nil {
 		return nil, fmt.Errorf("remove %s: %w (%v)", n, ErrNotCached, err)

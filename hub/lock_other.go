@@ -4,7 +4,7 @@ package hub
 
 import "os"
 
-// lockFile does nothing where there is no flock: two processes pulling the
+// tryLock does nothing where there is no flock: two processes pulling the
 // same file at once may then spoil each other's download, which the
-// checksum catches.
-func lockFile(*os.File) error { return nil }
+// checksum catches, and rm during a pull may delete what it fetched.
+func tryLock(*os.File, bool) (bool, error) { return true, nil }

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -173,5 +174,23 @@ func TestProgressStartingOver(t *testing.T) {
 	// A new bar for the whole file, not the old one's half.
 	if got := buf.String(); !strings.Contains(got, "100% |") || !strings.Contains(got, "(105/105 MB") {
 		t.Errorf("bar progress:\n%q", got)
+	}
+}
+
+func TestProgressNotices(t *testing.T) {
+	for name, report := range map[string]func(io.Writer) func(hub.Progress){
+		"line": func(w io.Writer) func(hub.Progress) { return lineProgress(w, time.Second, time.Now) },
+		"bar":  barProgress,
+	} {
+		var buf bytes.Buffer
+		r := report(&buf)
+		r(hub.Progress{File: "m.gguf", Total: 100, Waiting: true})
+		r(hub.Progress{File: "m.gguf", Total: 100, Checking: true})
+		r(hub.Progress{File: "m.gguf", Done: 50, Total: 100, Checking: true})
+		got := buf.String()
+		want := "gotok: waiting for another download of m.gguf\ngotok: checking the partial download of m.gguf\n"
+		if got != want {
+			t.Errorf("%s: %q, want %q", name, got, want)
+		}
 	}
 }

@@ -31,6 +31,9 @@ func barProgress(w io.Writer) func(hub.Progress) {
 	var file string
 	var from int64
 	return func(p hub.Progress) {
+		if notice(w, p) {
+			return
+		}
 		if bar == nil || p.File != file || p.Done < from {
 			file, from = p.File, p.Done
 			desc := path.Base(p.File)
@@ -59,6 +62,9 @@ func lineProgress(w io.Writer, interval time.Duration, now func() time.Time) fun
 	var start, last time.Time
 	var from int64
 	return func(p hub.Progress) {
+		if notice(w, p) {
+			return
+		}
 		t := now()
 		if p.File != file {
 			file, start, last, from = p.File, t, t, p.Done
@@ -97,6 +103,23 @@ func lineProgress(w io.Writer, interval time.Duration, now func() time.Time) fun
 		fmt.Fprintf(w, "gotok: %s: %s of %s (%.0f%%), %s/s, %s left\n", path.Base(p.File), humanBytes(p.Done), humanBytes(p.Total),
 			100*float64(p.Done)/float64(max(p.Total, 1)), humanBytes(int64(rate)), eta)
 	}
+}
+
+// notice writes a line for a report that is not of bytes downloaded, and
+// says whether p was one: a wait for another process's download of the
+// file, or the start of reading back a partial download to resume it.
+func notice(w io.Writer, p hub.Progress) bool {
+	switch {
+	case p.Waiting:
+		fmt.Fprintf(w, "gotok: waiting for another download of %s\n", p.File)
+	case p.Checking:
+		if p.Done == 0 {
+			fmt.Fprintf(w, "gotok: checking the partial download of %s\n", p.File)
+		}
+	default:
+		return false
+	}
+	return true
 }
 
 // humanBytes writes a size as ls -h does, in binary units.
