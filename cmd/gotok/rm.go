@@ -15,7 +15,8 @@ func newRmCmd() *cobra.Command {
 		Long: `rm removes a model from the Hugging Face cache: with QUANT, the GGUF files of
 that quantization (every part); without, every GGUF file of the repository.
 Downloaded data no other file links to is deleted, and a repository left
-empty goes whole. Nothing outside the cache directory is touched.`,
+empty goes whole. Nothing outside the cache directory is touched. rm refuses
+while a pull of the same repository is under way.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			dir := hub.OptionsFromEnv().CacheDir
