@@ -46,7 +46,9 @@ type Options struct {
 	// HTTPClient makes the requests; nil means http.DefaultClient. Its
 	// redirect policy is wrapped: https never redirects to http.
 	HTTPClient *http.Client
-	// Progress, if set, is called as each file downloads.
+	// Progress, if set, is called as each file downloads, and when a pull
+	// waits for another process's download or reads back a partial one
+	// (Progress.Waiting, Progress.Checking).
 	Progress func(Progress)
 	// Retries is how many attempts in a row that bring no new bytes end a
 	// download; 0 means 5. RetryWait is the pause after the first failed
