@@ -214,9 +214,15 @@ func (s *Server) handleCompletion(w http.ResponseWriter, r *http.Request) error 
 		if opts.Logprobs {
 			lps = &completionLogprobs{}
 		}
+		// A token's offset counts the pieces before it, not the text
+		// emitted so far: the engine holds text back (an incomplete
+		// character, a possible stop string) and emits it with a later
+		// token.
+		offset := len(echo)
 		st, err := s.run(ctx, j, func(t gotok.Token) error {
 			if lps != nil && t.ID >= 0 {
-				lps.add(tok, t, out.Len())
+				lps.add(tok, t, offset)
+				offset += len(tok.Piece(t.ID))
 			}
 			out.WriteString(t.Text)
 			return nil
@@ -254,8 +260,8 @@ func (s *Server) handleCompletion(w http.ResponseWriter, r *http.Request) error 
 			lps := &completionLogprobs{}
 			lps.add(tok, t, offset)
 			c.Choices[0].Logprobs = lps
+			offset += len(tok.Piece(t.ID)) // as in the non-streamed offsets
 		}
-		offset += len(t.Text)
 		return ev.send(c)
 	})
 	if err != nil {

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"math"
 	"net/http/httptest"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -230,5 +232,53 @@ func TestResponseFormat(t *testing.T) {
 		t.Errorf("json_object cut at the limit does not start an object: %q", content)
 	} else {
 		t.Logf("json_object reply cut at max_tokens: %q", content)
+	}
+}
+
+// text_offset counts the pieces of the tokens before, even when the
+// engine holds text back: here "e" waits to see whether "!" follows
+// (the stop string "e!"), and goes out with the next token.
+func TestCompletionTextOffsetHeldBack(t *testing.T) {
+	_, ts, _ := storiesServer(t, Options{})
+	for _, stream := range []bool{false, true} {
+		body := `{"prompt":"Once upon","max_tokens":4,"temperature":0,"logprobs":0,"stop":["e!"],"stream":` + strconv.FormatBool(stream) + `}`
+		resp := post(t, ts, "/v1/completions", body)
+		text := readBody(t, resp)
+		if resp.StatusCode != 200 {
+			t.Fatalf("%d %s", resp.StatusCode, text)
+		}
+		var tokens []string
+		var offsets []int
+		chunks := []string{text}
+		if stream {
+			chunks = nil
+			for line := range strings.Lines(text) {
+				if d, ok := strings.CutPrefix(strings.TrimSpace(line), "data: "); ok && d != "[DONE]" {
+					chunks = append(chunks, d)
+				}
+			}
+		}
+		for _, c := range chunks {
+			var got struct {
+				Choices []struct{ Logprobs *completionLogprobs }
+			}
+			if err := json.Unmarshal([]byte(c), &got); err != nil {
+				t.Fatal(err)
+			}
+			if len(got.Choices) > 0 && got.Choices[0].Logprobs != nil {
+				tokens = append(tokens, got.Choices[0].Logprobs.Tokens...)
+				offsets = append(offsets, got.Choices[0].Logprobs.TextOffset...)
+			}
+		}
+		if len(tokens) != 4 {
+			t.Fatalf("stream %v: tokens %q", stream, tokens)
+		}
+		want := []int{0}
+		for _, tk := range tokens[:len(tokens)-1] {
+			want = append(want, want[len(want)-1]+len(tk))
+		}
+		if !slices.Equal(offsets, want) {
+			t.Errorf("stream %v: tokens %q, text_offset %v, want %v", stream, tokens, offsets, want)
+		}
 	}
 }
