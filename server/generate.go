@@ -63,6 +63,10 @@ func (s *Server) run(ctx context.Context, j job, emit func(t gotok.Token) error)
 	first := true
 	err := s.sched.run(ctx, func() {
 		s.kvUsed.Store(int64(len(j.prompt)))
+		// The cache the engine keeps for prefix reuse is free to be
+		// overwritten: vLLM counts cached prefix blocks as free, and an
+		// endpoint picker must not see an idle server as full.
+		defer s.kvUsed.Store(0)
 		st, genErr = s.model.GenerateTokens(ctx, j.prompt, j.opts, func(t gotok.Token) error {
 			if first {
 				first = false

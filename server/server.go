@@ -115,8 +115,9 @@ type Server struct {
 	metrics *metrics
 	mux     *http.ServeMux
 	created int64
-	// kvUsed is the tokens in the KV cache: the current generation's, or
-	// the last one's, which the engine keeps for prefix reuse.
+	// kvUsed is the tokens in the KV cache of the running generation; 0
+	// while none runs, though the engine keeps the last one's for prefix
+	// reuse (vLLM too counts cached prefix blocks as free).
 	kvUsed   atomic.Int64
 	draining atomic.Bool
 }
