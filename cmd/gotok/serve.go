@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -55,25 +56,18 @@ Example:
 			if port < 0 || port > 65535 {
 				return fmt.Errorf("--port %d is not a TCP port", port)
 			}
+			key, err := apiKey(cmd.Flags().Changed("api-key"), o.APIKey, apiKeyFn)
+			if err != nil {
+				return err
+			}
+			o.APIKey = key
+			o.CORSOrigins = corsOrigins(cors)
 			path, err := resolveModel(cmd.Context(), lf.model, cmd.ErrOrStderr())
 			if err != nil {
 				return err
 			}
 			if o.ModelName == "" {
 				o.ModelName = server.ModelNameFromPath(path)
-			}
-			if o.APIKey == "" {
-				o.APIKey = os.Getenv("GOTOK_API_KEY")
-			}
-			if apiKeyFn != "" {
-				data, err := os.ReadFile(apiKeyFn)
-				if err != nil {
-					return fmt.Errorf("--api-key-file: %w", err)
-				}
-				o.APIKey = strings.TrimSpace(string(data))
-			}
-			if cors != "" {
-				o.CORSOrigins = strings.Split(cors, ",")
 			}
 			if o.ChatTemplate != "" && !isBuiltinTemplate(o.ChatTemplate) {
 				data, err := os.ReadFile(o.ChatTemplate)
@@ -145,4 +139,46 @@ func isBuiltinTemplate(name string) bool {
 		}
 	}
 	return false
+}
+
+// apiKey is the key the API requires: --api-key, else --api-key-file,
+// else $GOTOK_API_KEY, else none. A key that is given but blank is an
+// error: taking it for "no key" would silently serve without auth.
+func apiKey(flagSet bool, flagKey, file string) (string, error) {
+	if flagSet {
+		if strings.TrimSpace(flagKey) == "" {
+			return "", errors.New("--api-key is empty: give a key, or leave the flag out to serve without one")
+		}
+		return flagKey, nil
+	}
+	if file != "" {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			return "", fmt.Errorf("--api-key-file: %w", err)
+		}
+		key := strings.TrimSpace(string(data))
+		if key == "" {
+			return "", fmt.Errorf("--api-key-file %s is empty: it must hold the API key", file)
+		}
+		return key, nil
+	}
+	if env, ok := os.LookupEnv("GOTOK_API_KEY"); ok {
+		key := strings.TrimSpace(env)
+		if key == "" {
+			return "", errors.New("GOTOK_API_KEY is set but blank: give a key, or unset it to serve without one")
+		}
+		return key, nil
+	}
+	return "", nil
+}
+
+// corsOrigins splits --cors: "a, b" is two origins, not "a" and " b".
+func corsOrigins(list string) []string {
+	var out []string
+	for _, origin := range strings.Split(list, ",") {
+		if origin = strings.TrimSpace(origin); origin != "" {
+			out = append(out, origin)
+		}
+	}
+	return out
 }
