@@ -59,8 +59,11 @@ type Options struct {
 	// CORSOrigins are the origins allowed to call the API from a browser
 	// ("*" for any); none by default.
 	CORSOrigins []string
-	// ChatTemplate replaces the model's chat template: a Jinja text, or the
-	// name of one of package chat's built-in formats.
+	// ChatTemplate replaces the model's chat template: the name of one of
+	// package chat's built-in formats, or a Jinja text (one with a "{%" or
+	// "{{"). Anything else (a mistyped name) and a Jinja text that does not
+	// parse make New fail: the operator's choice is never replaced by a
+	// fallback.
 	ChatTemplate string
 	// FallbackTemplate is the built-in format used when the model's
 	// template neither renders nor is recognized (default "chatml", as

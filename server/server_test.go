@@ -353,3 +353,23 @@ func TestTokenizeDetokenize(t *testing.T) {
 		t.Errorf("detokenize: %q %v", dt.Prompt, err)
 	}
 }
+
+// Options.ChatTemplate is a built-in name or a Jinja text that parses:
+// a mistyped name and a broken template stop New instead of falling back.
+func TestChatTemplateOption(t *testing.T) {
+	m := loadModel(t, storiesPath(t), 64)
+	for _, c := range []struct {
+		template string
+		ok       bool
+	}{
+		{"chatml", true},
+		{"{% for m in messages %}{{ m['content'] }}{% endfor %}", true},
+		{"chatlm", false},                         // a mistyped name, not a template
+		{"{% for m in messages %}{{ m }}", false}, // no endfor
+	} {
+		_, err := New(m, Options{ChatTemplate: c.template})
+		if (err == nil) != c.ok {
+			t.Errorf("ChatTemplate %q: err %v", c.template, err)
+		}
+	}
+}

@@ -40,7 +40,8 @@ model is loaded, 503 while loading or draining) and GET /metrics
 reads).
 
 The chat prompt is written with the model's own tokenizer.chat_template
-(Jinja); --chat-template replaces it with a built-in format or a Jinja file.
+(Jinja); --chat-template replaces it with a built-in format or a Jinja file
+(one that does not parse stops startup).
 
 The model runs one generation at a time: --parallel N requests are admitted
 at once and take turns on it, --queue more wait, the rest get 503 with
@@ -73,6 +74,10 @@ Example:
 				data, err := os.ReadFile(o.ChatTemplate)
 				if err != nil {
 					return fmt.Errorf("--chat-template is neither a built-in format nor a readable file: %w", err)
+				}
+				// Checked before the model loads; the server refuses it too.
+				if _, err := chat.ParseJinja(string(data), chat.SpecialTokens{}); err != nil {
+					return fmt.Errorf("--chat-template %s: %w", o.ChatTemplate, err)
 				}
 				o.ChatTemplate = string(data)
 			}

@@ -75,6 +75,13 @@ func TestServeBadFlags(t *testing.T) {
 	if _, _, err := cli(t, "serve", "-m", "x.gguf", "--chat-template", "/no/such/file"); err == nil {
 		t.Error("a missing template file accepted")
 	}
+	broken := filepath.Join(t.TempDir(), "broken.jinja")
+	if err := os.WriteFile(broken, []byte("{% for m in messages %}{{ m }}"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := cli(t, "serve", "-m", "x.gguf", "--chat-template", broken); err == nil || !strings.Contains(err.Error(), "parse") {
+		t.Errorf("a template that does not parse: %v", err)
+	}
 }
 
 // A blank API key, from any source, is refused rather than taken for "no
