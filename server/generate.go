@@ -91,6 +91,10 @@ func (s *Server) run(ctx context.Context, j job, emit func(t gotok.Token) error)
 		s.metrics.tokensPerSec.Observe(r)
 	}
 	if genErr != nil {
+		var encErr *encodeError
+		if errors.As(emitErr, &encErr) {
+			return st, encErr // a bug of the server's, not the client's leaving: 500
+		}
 		if emitErr != nil && errors.Is(genErr, emitErr) {
 			// The response could not be written: the client is gone.
 			return st, &apiError{Status: 499, Type: typeInvalidRequest, Message: "client stopped reading: " + emitErr.Error()}
@@ -142,13 +146,21 @@ func startSSE(w http.ResponseWriter) *sse {
 	return &sse{w: w, rc: http.NewResponseController(w)}
 }
 
+// send writes v as an event. An *encodeError is v that JSON cannot
+// write; any other error is the connection's.
 func (e *sse) send(v any) error {
 	data, err := json.Marshal(v)
 	if err != nil {
-		return err
+		return &encodeError{err}
 	}
 	return e.raw(data)
 }
+
+// encodeError is a response that could not be written as JSON.
+type encodeError struct{ err error }
+
+func (e *encodeError) Error() string { return "encode response: " + e.err.Error() }
+func (e *encodeError) Unwrap() error { return e.err }
 
 func (e *sse) raw(data []byte) error {
 	e.rc.SetWriteDeadline(time.Now().Add(writeTimeout)) // unsupported by some writers: then none

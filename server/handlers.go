@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"net/http"
 	"strings"
 	"time"
@@ -365,7 +364,7 @@ func (s *Server) handleDetokenize(w http.ResponseWriter, r *http.Request) error 
 func writeJSON(w http.ResponseWriter, v any) error {
 	data, err := json.Marshal(v)
 	if err != nil {
-		return errors.New("encode response: " + err.Error())
+		return &encodeError{err}
 	}
 	w.Header().Set("Content-Type", "application/json")
 	_, err = w.Write(append(data, '\n'))

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"math"
 	"net/http/httptest"
 	"slices"
@@ -280,5 +281,40 @@ func TestCompletionTextOffsetHeldBack(t *testing.T) {
 		if !slices.Equal(offsets, want) {
 			t.Errorf("stream %v: tokens %q, text_offset %v, want %v", stream, tokens, offsets, want)
 		}
+	}
+}
+
+// Log-probabilities JSON cannot write (-Inf, NaN) go out as vLLM's
+// -9999, in both shapes.
+func TestNonFiniteLogprobs(t *testing.T) {
+	m := loadModel(t, storiesPath(t), 64)
+	tok := m.Tokenizer()
+	inf, nan := float32(math.Inf(-1)), float32(math.NaN())
+	tk := gotok.Token{ID: 5, Logprob: inf, Top: []gotok.TokenLogprob{{ID: 6, Text: tok.Piece(6), Logprob: nan}}}
+	c := &completionLogprobs{}
+	c.add(tok, tk, 0)
+	for _, v := range []any{chatLogprob(tok, tk), c} {
+		data, err := json.Marshal(v)
+		if err != nil {
+			t.Fatalf("%T: %v", v, err)
+		}
+		if strings.Count(string(data), "-9999") != 2 {
+			t.Errorf("%s: want -9999 twice", data)
+		}
+	}
+}
+
+// A stream event JSON cannot write is the server's error (500), not the
+// client's leaving (499).
+func TestStreamEncodeError(t *testing.T) {
+	s, _, _ := storiesServer(t, Options{})
+	ev := startSSE(httptest.NewRecorder())
+	prompt := s.model.Encode("Once", gotok.GenerateOptions{})
+	_, err := s.run(context.Background(), job{prompt: prompt, opts: gotok.GenerateOptions{MaxTokens: 2}}, func(gotok.Token) error {
+		return ev.send(math.Inf(1))
+	})
+	var e *apiError
+	if errors.As(err, &e) || err == nil || !strings.Contains(err.Error(), "encode response") {
+		t.Errorf("run: %v (%#v), want an encode error (500)", err, e)
 	}
 }
