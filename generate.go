@@ -140,7 +140,7 @@ func (m *Model) Encode(prompt string, o GenerateOptions) []int32 {
 // produced. Cancelling ctx stops it cleanly: the stats so far are returned
 // with the context's error.
 func (m *Model) Generate(ctx context.Context, prompt string, o GenerateOptions, emit func(text string) error) (Stats, error) {
-	return m.GenerateTokens(ctx, m.promptTokens(prompt, o), o, func(t Token) error {
+	return m.GenerateTokens(ctx, m.PromptTokens(prompt, o), o, func(t Token) error {
 		if t.Text == "" {
 			return nil
 		}
@@ -148,9 +148,11 @@ func (m *Model) Generate(ctx context.Context, prompt string, o GenerateOptions, 
 	})
 }
 
-// promptTokens encodes the prompt; an empty one becomes BOS alone, so the
-// model has a position 0 to start from, as in llama.cpp.
-func (m *Model) promptTokens(prompt string, o GenerateOptions) []int32 {
+// PromptTokens encodes a prompt as Generate and Stream do: an empty one
+// becomes BOS alone, so the model has a position 0 to start from, as in
+// llama.cpp. With no BOS token an empty prompt stays empty, which
+// GenerateTokens refuses.
+func (m *Model) PromptTokens(prompt string, o GenerateOptions) []int32 {
 	tokens := m.Encode(prompt, o)
 	if len(tokens) == 0 && m.tok.BOS() >= 0 {
 		tokens = []int32{m.tok.BOS()}
@@ -375,7 +377,7 @@ func (m *Model) Stream(ctx context.Context, prompt string, o GenerateOptions) *S
 	go func() {
 		defer close(s.done)
 		defer close(tokens)
-		s.stats, s.err = m.GenerateTokens(ctx, m.promptTokens(prompt, o), o, func(t Token) error {
+		s.stats, s.err = m.GenerateTokens(ctx, m.PromptTokens(prompt, o), o, func(t Token) error {
 			select {
 			case tokens <- t:
 				return nil

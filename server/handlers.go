@@ -52,7 +52,10 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	opts.Stop = append(append([]string(nil), opts.Stop...), stops...)
-	prompt := s.encode(text, opts)
+	prompt, err := s.encode("messages", text, opts)
+	if err != nil {
+		return err
+	}
 	if err := s.checkContext("messages", len(prompt), maxTokens); err != nil {
 		return err
 	}
@@ -127,13 +130,14 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// encode tokenizes a prompt as the engine would; an empty one is BOS.
-func (s *Server) encode(text string, o gotok.GenerateOptions) []int32 {
-	tokens := s.model.Encode(text, o)
-	if len(tokens) == 0 && s.model.Tokenizer().BOS() >= 0 {
-		tokens = []int32{s.model.Tokenizer().BOS()}
+// encode tokenizes a prompt as the engine does (an empty one is BOS
+// alone), refusing one that comes out empty: the model has no BOS.
+func (s *Server) encode(param, text string, o gotok.GenerateOptions) ([]int32, error) {
+	tokens := s.model.PromptTokens(text, o)
+	if len(tokens) == 0 {
+		return nil, invalid(param, "the %s is empty, and this model has no BOS token to start from", param)
 	}
-	return tokens
+	return tokens, nil
 }
 
 // promptIDs checks token ids from a request against the vocabulary.
@@ -186,7 +190,9 @@ func (s *Server) handleCompletion(w http.ResponseWriter, r *http.Request) error 
 			echo = s.model.Tokenizer().Decode(prompt)
 		}
 	} else {
-		prompt = s.encode(req.Prompt.text, opts)
+		if prompt, err = s.encode("prompt", req.Prompt.text, opts); err != nil {
+			return err
+		}
 		echo = req.Prompt.text
 	}
 	if !req.Echo {
