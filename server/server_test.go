@@ -373,3 +373,28 @@ func TestChatTemplateOption(t *testing.T) {
 		}
 	}
 }
+
+// An empty prompt on a model with no BOS token is the client's 400, not a
+// 500 from the engine.
+func TestEmptyPromptNoBOS(t *testing.T) {
+	w, err := synth.Generate(synth.Options{Shape: synth.Presets["tiny"], Type: quant.Q8_0, EmbedType: quant.Q8_0, Seed: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Set("tokenizer.ggml.bos_token_id", int32(-1)) // none
+	path := filepath.Join(t.TempDir(), "nobos.gguf")
+	if err := w.WriteFile(path); err != nil {
+		t.Fatal(err)
+	}
+	m := loadModel(t, path, 0)
+	if m.Tokenizer().BOS() >= 0 {
+		t.Fatal("the model has a BOS token: the test proves nothing")
+	}
+	_, ts, _ := testServer(t, m, Options{ModelName: "tiny"})
+	for _, stream := range []string{"false", "true"} {
+		resp := post(t, ts, "/v1/completions", `{"prompt":"","max_tokens":2,"stream":`+stream+`}`)
+		if body := readBody(t, resp); resp.StatusCode != 400 || !strings.Contains(body, `"param":"prompt"`) {
+			t.Errorf("stream %s: %d %s, want 400 on prompt", stream, resp.StatusCode, body)
+		}
+	}
+}
