@@ -48,7 +48,7 @@ func generateOptions(s *samplingRequest, lp logprobRequest, maxTokens int) (goto
 	if s.TopP != nil {
 		p.TopP = float32(*s.TopP)
 	}
-	if s.TopK != nil {
+	if s.TopK != nil && *s.TopK > 0 { // -1 and 0: off
 		p.TopK = *s.TopK
 	}
 	if s.MinP != nil {
