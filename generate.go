@@ -29,6 +29,12 @@ type GenerateOptions struct {
 	// IgnoreEOS keeps generating past end-of-generation tokens (not with a
 	// Constraint: there an end-of-generation token always ends it).
 	IgnoreEOS bool
+	// PenalizeCompletionOnly keeps the prompt out of the sampler's penalty
+	// history: the repeat, presence and frequency penalties look at the
+	// generated tokens only (the last Sample.PenaltyLastN of them), as
+	// OpenAI's and vLLM's presence and frequency penalties do. Off, the
+	// prompt's tokens count too, as in llama.cpp.
+	PenalizeCompletionOnly bool
 
 	// Logprobs reports each generated token's log-probability in
 	// Token.Logprob. TopLogprobs (0 to MaxTopLogprobs) also lists that many
@@ -187,8 +193,10 @@ func (m *Model) GenerateTokens(ctx context.Context, prompt []int32, o GenerateOp
 	if err != nil {
 		return st, fmt.Errorf("generate: %w", err)
 	}
-	for _, t := range prompt {
-		s.Accept(t)
+	if !o.PenalizeCompletionOnly {
+		for _, t := range prompt {
+			s.Accept(t)
+		}
 	}
 	out := newStopper(o.Stop)
 	dec := m.tok.NewStreamDecoder()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -143,5 +144,49 @@ func TestGenerateAfterCloseIsAnError(t *testing.T) {
 	}
 	if err := m.Close(); err != nil {
 		t.Errorf("second Close: %v", err)
+	}
+}
+
+// PenalizeCompletionOnly: the penalties see the generated tokens only.
+// With a huge presence penalty, the first token is then the plain greedy
+// one even though the prompt holds it, and no generated token repeats;
+// with the prompt in the history, the first token must differ.
+func TestPenalizeCompletionOnly(t *testing.T) {
+	m := loadStories(t)
+	ctx := context.Background()
+	tokens := func(prompt string, o GenerateOptions) []int32 {
+		t.Helper()
+		var ids []int32
+		if _, err := m.GenerateTokens(ctx, m.PromptTokens(prompt, o), o, func(tk Token) error {
+			if tk.ID >= 0 {
+				ids = append(ids, tk.ID)
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return ids
+	}
+	const prompt = "Once upon a time, there was a girl. Once upon a time"
+	plain := tokens(prompt, GenerateOptions{MaxTokens: 1})
+	promptIDs := m.PromptTokens(prompt, GenerateOptions{})
+	if !slices.Contains(promptIDs, plain[0]) {
+		t.Fatalf("the greedy first token %d is not in the prompt: the test proves nothing", plain[0])
+	}
+	penalty := sample.Params{PresencePenalty: 100, PenaltyLastN: 64}
+	withPrompt := tokens(prompt, GenerateOptions{MaxTokens: 1, Sample: penalty})
+	if withPrompt[0] == plain[0] {
+		t.Errorf("with the prompt penalized the first token is still %d", plain[0])
+	}
+	only := tokens(prompt, GenerateOptions{MaxTokens: 20, Sample: penalty, PenalizeCompletionOnly: true})
+	if only[0] != plain[0] {
+		t.Errorf("completion only: first token %d, want the unpenalized %d", only[0], plain[0])
+	}
+	seen := map[int32]bool{}
+	for _, id := range only {
+		if seen[id] {
+			t.Errorf("token %d repeats under a presence penalty of 100: %v", id, only)
+		}
+		seen[id] = true
 	}
 }
