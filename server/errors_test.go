@@ -35,6 +35,8 @@ func TestErrorPaths(t *testing.T) {
 		{"temperature", "POST", "/v1/chat/completions", chat(`,"temperature":7`), 400, "temperature", ""},
 		{"temperature string", "POST", "/v1/chat/completions", chat(`,"temperature":"hot"`), 400, "", ""},
 		{"top_p", "POST", "/v1/chat/completions", chat(`,"top_p":1.5`), 400, "top_p", ""},
+		{"repetition_penalty 0", "POST", "/v1/completions", `{"prompt":"x","repetition_penalty":0}`, 400, "repetition_penalty", ""},
+		{"min_tokens", "POST", "/v1/completions", `{"prompt":"x","min_tokens":3}`, 400, "min_tokens", "unsupported_parameter"},
 		{"top_p 0", "POST", "/v1/completions", `{"prompt":"x","top_p":0}`, 400, "top_p", ""},
 		{"top_k", "POST", "/v1/chat/completions", chat(`,"top_k":-2`), 400, "top_k", ""},
 		{"min_p", "POST", "/v1/chat/completions", chat(`,"min_p":-0.1`), 400, "min_p", ""},

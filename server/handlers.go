@@ -43,7 +43,7 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) error {
 		lp.top = *req.TopLogprobs
 	}
 	maxTokens := req.maxTokens()
-	opts, err := generateOptions(&req.samplingRequest, lp, maxTokens)
+	opts, err := generateOptions(&req.samplingRequest, lp, maxTokens, s.model.ContextLen())
 	if err != nil {
 		return err
 	}
@@ -173,7 +173,7 @@ func (s *Server) handleCompletion(w http.ResponseWriter, r *http.Request) error 
 	if req.MaxTokens == nil && req.MaxCompletionTokens == nil {
 		maxTokens = 16 // OpenAI's default for completions
 	}
-	opts, err := generateOptions(&req.samplingRequest, lp, maxTokens)
+	opts, err := generateOptions(&req.samplingRequest, lp, maxTokens, s.model.ContextLen())
 	if err != nil {
 		return err
 	}

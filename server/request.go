@@ -31,6 +31,11 @@ type samplingRequest struct {
 	N                   *int            `json:"n"`
 	ResponseFormat      *responseFormat `json:"response_format"`
 	LogitBias           map[string]any  `json:"logit_bias"`
+
+	// vLLM's extensions.
+	RepetitionPenalty *float64 `json:"repetition_penalty"`
+	IgnoreEOS         bool     `json:"ignore_eos"`
+	MinTokens         *int     `json:"min_tokens"`
 }
 
 type streamOptions struct {
@@ -275,6 +280,13 @@ func (s *samplingRequest) check() error {
 		if p.v != nil && !(*p.v >= p.min && *p.v <= p.max) { // NaN fails too
 			return invalid(p.name, "%s is %v: want %v to %v", p.name, *p.v, p.min, p.max)
 		}
+	}
+	if r := s.RepetitionPenalty; r != nil && !(*r > 0 && *r <= math.MaxFloat32) {
+		return invalid("repetition_penalty", "repetition_penalty is %v: want a finite number above 0 (1: off)", *r)
+	}
+	if s.MinTokens != nil && *s.MinTokens != 0 {
+		// The engine cannot hold back end-of-generation yet.
+		return notSupported("min_tokens", "min_tokens")
 	}
 	// top_p 0 would keep no token: vLLM refuses it, where gotok's sampler
 	// would take it for "off".
