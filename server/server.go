@@ -145,18 +145,18 @@ func New(m *gotok.Model, o Options) (*Server, error) {
 	}
 	s.metrics = newMetrics(o.ModelName, s.sched, &s.kvUsed, m.ContextLen, o.Parallel)
 	s.mux = http.NewServeMux()
-	s.route("/v1/chat/completions", http.MethodPost, true, s.handleChat)
-	s.route("/v1/completions", http.MethodPost, true, s.handleCompletion)
-	s.route("/v1/models", http.MethodGet, true, s.handleModels)
-	s.route("/tokenize", http.MethodPost, true, s.handleTokenize)
-	s.route("/detokenize", http.MethodPost, true, s.handleDetokenize)
-	s.route("/health", http.MethodGet, false, s.handleHealth)
+	s.route("/v1/chat/completions", http.MethodPost, apiRoute, s.handleChat)
+	s.route("/v1/completions", http.MethodPost, apiRoute, s.handleCompletion)
+	s.route("/v1/models", http.MethodGet, apiRoute, s.handleModels)
+	s.route("/tokenize", http.MethodPost, apiRoute, s.handleTokenize)
+	s.route("/detokenize", http.MethodPost, apiRoute, s.handleDetokenize)
+	s.route("/health", http.MethodGet, 0, s.handleHealth)
 	metricsHandler := promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{})
-	s.route("/metrics", http.MethodGet, false, func(w http.ResponseWriter, r *http.Request) error {
+	s.route("/metrics", http.MethodGet, 0, func(w http.ResponseWriter, r *http.Request) error {
 		metricsHandler.ServeHTTP(w, r)
 		return nil
 	})
-	s.route("/", "", false, func(w http.ResponseWriter, r *http.Request) error {
+	s.route("/", "", 0, func(w http.ResponseWriter, r *http.Request) error {
 		return &apiError{Status: http.StatusNotFound, Type: typeNotFound, Message: fmt.Sprintf("no endpoint %s %s", r.Method, r.URL.Path)}
 	})
 	return s, nil
@@ -169,10 +169,23 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.Serve
 // in OpenAI's shape.
 type handlerFunc func(w http.ResponseWriter, r *http.Request) error
 
+// routeFlags say what route checks before an endpoint's handler.
+type routeFlags int
+
+const (
+	// requireKey: the API key, when the server has one.
+	requireKey routeFlags = 1 << iota
+	// refuseDraining: 503 once draining, so that clients go elsewhere
+	// (/health reports draining itself; /metrics is scraped to the end).
+	refuseDraining
+
+	apiRoute = requireKey | refuseDraining // the OpenAI API and tokenize
+)
+
 // route registers an endpoint behind what every request gets: the method
-// check, CORS, the API key, the body limit, panic recovery, the log line
-// and the metrics.
-func (s *Server) route(path, method string, auth bool, h handlerFunc) {
+// check, CORS, the flags' checks, the body limit, panic recovery, the log
+// line and the metrics.
+func (s *Server) route(path, method string, flags routeFlags, h handlerFunc) {
 	endpoint := path
 	if path == "/" {
 		endpoint = "other"
@@ -205,10 +218,10 @@ func (s *Server) route(path, method string, auth bool, h handlerFunc) {
 		case method != "" && r.Method != method:
 			rec.Header().Set("Allow", method)
 			err = &apiError{Status: http.StatusMethodNotAllowed, Type: typeInvalidRequest, Message: fmt.Sprintf("%s takes %s, not %s", path, method, r.Method)}
-		case auth && s.draining.Load():
+		case flags&refuseDraining != 0 && s.draining.Load():
 			rec.Header().Set("Connection", "close")
 			err = &apiError{Status: http.StatusServiceUnavailable, Type: typeUnavailable, Message: "server is shutting down"}
-		case auth && !s.authorized(r):
+		case flags&requireKey != 0 && !s.authorized(r):
 			err = withCode(&apiError{Status: http.StatusUnauthorized, Type: typeAuthentication, Message: "missing or wrong API key: send Authorization: Bearer KEY"}, "invalid_api_key")
 		default:
 			if err = s.readBody(rec, r); err == nil {
