@@ -86,10 +86,7 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) error {
 		if err != nil {
 			return err
 		}
-		choice := chatChoice{Message: assistantMessage{Role: "assistant", Content: out.String()}, FinishReason: finishReason(st.StopReason)}
-		if lps != nil {
-			choice.Logprobs = lps
-		}
+		choice := chatChoice{Message: assistantMessage{Role: "assistant", Content: out.String()}, Logprobs: lps, FinishReason: finishReason(st.StopReason)}
 		return writeJSON(w, chatCompletion{
 			ID: id, Object: "chat.completion", Created: created, Model: s.o.ModelName,
 			Choices: []chatChoice{choice}, Usage: usageOf(st),
@@ -236,10 +233,7 @@ func (s *Server) handleCompletion(w http.ResponseWriter, r *http.Request) error 
 			return err
 		}
 		reason := finishReason(st.StopReason)
-		choice := textChoice{Text: out.String(), FinishReason: &reason}
-		if lps != nil {
-			choice.Logprobs = lps
-		}
+		choice := textChoice{Text: out.String(), Logprobs: lps, FinishReason: &reason}
 		return writeJSON(w, textCompletion{
 			ID: id, Object: "text_completion", Created: created, Model: s.o.ModelName,
 			Choices: []textChoice{choice}, Usage: usageOf(st),

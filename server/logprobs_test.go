@@ -318,3 +318,20 @@ func TestStreamEncodeError(t *testing.T) {
 		t.Errorf("run: %v (%#v), want an encode error (500)", err, e)
 	}
 }
+
+// Without logprobs asked for, every choice has "logprobs": null.
+func TestLogprobsNull(t *testing.T) {
+	_, ts, _ := storiesServer(t, Options{})
+	for _, c := range []struct{ path, body string }{
+		{"/v1/completions", `{"prompt":"Once","max_tokens":2}`},
+		{"/v1/completions", `{"prompt":"Once","max_tokens":2,"stream":true}`},
+		{"/v1/chat/completions", `{"messages":[{"role":"user","content":"Hi"}],"max_tokens":2}`},
+		{"/v1/chat/completions", `{"messages":[{"role":"user","content":"Hi"}],"max_tokens":2,"stream":true}`},
+	} {
+		resp := post(t, ts, c.path, c.body)
+		body := readBody(t, resp)
+		if resp.StatusCode != 200 || !strings.Contains(body, `"logprobs":null`) || strings.Contains(body, `"logprobs":{`) {
+			t.Errorf("%s %s: %d %s", c.path, c.body, resp.StatusCode, body)
+		}
+	}
+}
