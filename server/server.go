@@ -55,6 +55,7 @@ type Options struct {
 	RequestTimeout time.Duration
 	// DrainTimeout bounds how long Serve lets running requests finish
 	// after its context ends (default 30 s); then they are cancelled.
+	// (Run takes its own, which also bounds a load.)
 	DrainTimeout time.Duration
 	// CORSOrigins are the origins allowed to call the API from a browser
 	// ("*" for any); none by default.
@@ -389,17 +390,32 @@ func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) error {
 
 // Serve serves on ln until ctx ends, then drains (see Run).
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
-	return Run(ctx, ln, s.o.Logger, func() (*Server, error) { return s, nil })
+	return Run(ctx, ln, s.o.Logger, s.o.DrainTimeout, func(context.Context) (*Server, error) { return s, nil })
 }
+
+// ErrLoadAbandoned is Run's error when ctx ended while the model loaded
+// and the load did not return within the drain timeout.
+var ErrLoadAbandoned = errors.New("server: the model load did not stop within the drain timeout; abandoned")
 
 // Run serves on ln while load prepares the Server: until it returns,
 // /health and every endpoint answer 503 (the model is loading), so that a
 // readiness probe waits. When ctx ends it drains: new requests are
-// refused, /health reports 503, running requests finish for up to the
-// Server's DrainTimeout, what is left is cancelled, and Run returns.
-func Run(ctx context.Context, ln net.Listener, log *slog.Logger, load func() (*Server, error)) error {
+// refused, /health reports 503, running requests finish for up to drain
+// (0: 30 s), what is left is cancelled, and Run returns.
+//
+// If ctx ends while load runs, load's context is cancelled and Run waits
+// for it up to drain. A load that returns in time ends Run with no error
+// (or its own, unless it is the context's). One that does not is left
+// running and Run returns ErrLoadAbandoned: the load must then release
+// what it made itself (it sees its context ended), and Run never serves
+// its Server. gotok.Load cannot be cancelled, so gotok serve exits with
+// the load still running.
+func Run(ctx context.Context, ln net.Listener, log *slog.Logger, drain time.Duration, load func(context.Context) (*Server, error)) error {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
+	}
+	if drain <= 0 {
+		drain = 30 * time.Second
 	}
 	var current atomic.Pointer[Server]
 	baseCtx, cancelAll := context.WithCancel(context.Background())
@@ -420,33 +436,51 @@ func Run(ctx context.Context, ln net.Listener, log *slog.Logger, load func() (*S
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
+	loadCtx, cancelLoad := context.WithCancel(context.Background())
+	defer cancelLoad()
 	loaded := make(chan error, 1)
 	go func() {
-		s, err := load()
+		s, err := load(loadCtx)
 		if err == nil {
+			if loadCtx.Err() != nil {
+				s.draining.Store(true) // loaded during the shutdown: serve nothing new
+			}
 			current.Store(s)
 			log.Info("ready", "addr", ln.Addr().String())
 		}
 		loaded <- err
 	}()
-	// Return only once load has: its caller owns what it made.
-	loadDone := false
-	defer func() {
-		if !loadDone {
-			<-loaded
+	// stopLoad cancels a load still running and waits for it up to drain.
+	stopLoad := func() error {
+		cancelLoad()
+		t := time.NewTimer(drain)
+		defer t.Stop()
+		select {
+		case err := <-loaded:
+			if errors.Is(err, context.Canceled) {
+				return nil
+			}
+			return err
+		case <-t.C:
+			return ErrLoadAbandoned
 		}
-	}()
+	}
 	select { // wait for the model
 	case err := <-errc:
-		return err
+		return errors.Join(err, stopLoad())
 	case err := <-loaded:
-		loadDone = true
 		if err != nil {
 			hs.Close()
 			<-errc
 			return err
 		}
 	case <-ctx.Done():
+		log.Info("stopping while the model loads", "timeout", drain)
+		if err := stopLoad(); err != nil {
+			hs.Close()
+			<-errc
+			return err
+		}
 	}
 	if ctx.Err() == nil {
 		select { // serve
@@ -455,9 +489,7 @@ func Run(ctx context.Context, ln net.Listener, log *slog.Logger, load func() (*S
 		case <-ctx.Done():
 		}
 	}
-	drain := 30 * time.Second
 	if s := current.Load(); s != nil {
-		drain = s.o.DrainTimeout
 		s.draining.Store(true)
 		log.Info("draining", "running", s.sched.running.Load(), "waiting", s.sched.waiting(), "timeout", drain)
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -102,17 +103,26 @@ Example:
 			log.Info("listening", "addr", ln.Addr().String(), "model", path)
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			var model *gotok.Model
-			err = server.Run(ctx, ln, log, func() (*server.Server, error) {
+			var model *gotok.Model // the load's, once Run has waited for it
+			err = server.Run(ctx, ln, log, o.DrainTimeout, func(ctx context.Context) (*server.Server, error) {
 				start := time.Now()
+				// gotok.Load cannot be cancelled: a SIGTERM during it ends
+				// Run after --drain-timeout, and the process with it.
 				m, err := gotok.Load(path, gotok.Options{Device: lf.device, ContextLen: lf.ctx, Threads: lf.threads, Logger: log})
 				if err != nil {
 					return nil, err
+				}
+				if ctx.Err() != nil { // stopped while loading: Run may be gone
+					m.Close()
+					return nil, ctx.Err()
 				}
 				model = m
 				log.Info("model loaded", "path", path, "ctx", m.ContextLen(), "took", time.Since(start).Round(time.Millisecond))
 				return server.New(m, o)
 			})
+			if errors.Is(err, server.ErrLoadAbandoned) {
+				return err // the load still runs and owns its model
+			}
 			if model != nil {
 				model.Close()
 			}
