@@ -59,6 +59,76 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) error {
 	if err := s.checkContext("messages", len(prompt), maxTokens); err != nil {
 		return err
 	}
+	j := job{start: start, prompt: prompt, opts: opts}
+	tok := s.model.Tokenizer()
+	return s.generate(w, r, j, req.Stream, "chatcmpl-", func(id string, created int64) *reply {
+		chunk := func(d chatDelta, finish *string) chatChunk {
+			return chatChunk{ID: id, Object: "chat.completion.chunk", Created: created, Model: s.o.ModelName,
+				Choices: []chatChunkChoice{{Delta: d, FinishReason: finish}}}
+		}
+		var out strings.Builder
+		var lps *chatLogprobs
+		if opts.Logprobs {
+			lps = &chatLogprobs{Content: []tokenLogprob{}}
+		}
+		return &reply{
+			collect: func(t gotok.Token) {
+				out.WriteString(t.Text)
+				if lps != nil && t.ID >= 0 {
+					lps.Content = append(lps.Content, chatLogprob(tok, t))
+				}
+			},
+			whole: func(st gotok.Stats) any {
+				return chatCompletion{
+					ID: id, Object: "chat.completion", Created: created, Model: s.o.ModelName,
+					Choices: []chatChoice{{Message: assistantMessage{Role: "assistant", Content: out.String()}, Logprobs: lps, FinishReason: finishReason(st.StopReason)}},
+					Usage:   usageOf(st),
+				}
+			},
+			head: chunk(chatDelta{Role: "assistant"}, nil),
+			event: func(t gotok.Token) (any, bool) {
+				// With logprobs every token has its chunk, even one whose
+				// text is still incomplete; without, only text goes out.
+				if t.Text == "" && (!opts.Logprobs || t.ID < 0) {
+					return nil, false
+				}
+				c := chunk(chatDelta{Content: t.Text}, nil)
+				if opts.Logprobs && t.ID >= 0 {
+					c.Choices[0].Logprobs = &chatLogprobs{Content: []tokenLogprob{chatLogprob(tok, t)}}
+				}
+				return c, true
+			},
+			finish: func(reason string) any { return chunk(chatDelta{}, &reason) },
+			usage: func(u *usage) any {
+				if req.StreamOptions == nil || !req.StreamOptions.IncludeUsage {
+					return nil
+				}
+				return chatChunk{ID: id, Object: "chat.completion.chunk", Created: created, Model: s.o.ModelName,
+					Choices: []chatChunkChoice{}, Usage: u}
+			},
+		}
+	})
+}
+
+// reply is what an endpoint makes of a generation: a whole response
+// (collect each token, then whole), or a stream of events (head first
+// when not nil, one per token that event accepts, finish, usage when not
+// nil).
+type reply struct {
+	collect func(t gotok.Token)
+	whole   func(st gotok.Stats) any
+
+	head   any
+	event  func(t gotok.Token) (any, bool)
+	finish func(reason string) any
+	usage  func(u *usage) any
+}
+
+// generate runs j for a request, admitted by the scheduler, and answers
+// with the reply newReply builds for the response's id and creation time:
+// whole, or streamed as server-sent events ending with [DONE] (an error
+// once the stream has begun goes out as an error event).
+func (s *Server) generate(w http.ResponseWriter, r *http.Request, j job, stream bool, idPrefix string, newReply func(id string, created int64) *reply) error {
 	ctx, cancel := s.requestContext(r)
 	defer cancel()
 	release, err := s.admit(ctx, w)
@@ -66,62 +136,39 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	defer release()
-	j := job{start: start, prompt: prompt, opts: opts}
-	id, created := newID("chatcmpl-"), time.Now().Unix()
-	infoOf(ctx).stream, infoOf(ctx).id = req.Stream, id
-	tok := s.model.Tokenizer()
-	if !req.Stream {
-		var out strings.Builder
-		var lps *chatLogprobs
-		if opts.Logprobs {
-			lps = &chatLogprobs{Content: []tokenLogprob{}}
-		}
+	id, created := newID(idPrefix), time.Now().Unix()
+	infoOf(ctx).stream, infoOf(ctx).id = stream, id
+	rp := newReply(id, created)
+	if !stream {
 		st, err := s.run(ctx, j, func(t gotok.Token) error {
-			out.WriteString(t.Text)
-			if lps != nil && t.ID >= 0 {
-				lps.Content = append(lps.Content, chatLogprob(tok, t))
-			}
+			rp.collect(t)
 			return nil
 		})
 		if err != nil {
 			return err
 		}
-		choice := chatChoice{Message: assistantMessage{Role: "assistant", Content: out.String()}, Logprobs: lps, FinishReason: finishReason(st.StopReason)}
-		return writeJSON(w, chatCompletion{
-			ID: id, Object: "chat.completion", Created: created, Model: s.o.ModelName,
-			Choices: []chatChoice{choice}, Usage: usageOf(st),
-		})
+		return writeJSON(w, rp.whole(st))
 	}
 	ev := startSSE(w)
-	chunk := func(d chatDelta, finish *string) chatChunk {
-		return chatChunk{ID: id, Object: "chat.completion.chunk", Created: created, Model: s.o.ModelName,
-			Choices: []chatChunkChoice{{Delta: d, FinishReason: finish}}}
-	}
-	if err := ev.send(chunk(chatDelta{Role: "assistant"}, nil)); err != nil {
-		return nil // the client left
+	if rp.head != nil {
+		if err := ev.send(rp.head); err != nil {
+			return nil // the client left
+		}
 	}
 	st, err := s.run(ctx, j, func(t gotok.Token) error {
-		// With logprobs every token has its chunk, even one whose text is
-		// still incomplete; without, only text goes out.
-		if t.Text == "" && (!opts.Logprobs || t.ID < 0) {
-			return nil
+		if e, ok := rp.event(t); ok {
+			return ev.send(e)
 		}
-		c := chunk(chatDelta{Content: t.Text}, nil)
-		if opts.Logprobs && t.ID >= 0 {
-			c.Choices[0].Logprobs = &chatLogprobs{Content: []tokenLogprob{chatLogprob(tok, t)}}
-		}
-		return ev.send(c)
+		return nil
 	})
 	if err != nil {
 		infoOf(ctx).err = err
 		ev.fail(err)
 		return nil
 	}
-	reason := finishReason(st.StopReason)
-	ev.send(chunk(chatDelta{}, &reason))
-	if req.StreamOptions != nil && req.StreamOptions.IncludeUsage {
-		ev.send(chatChunk{ID: id, Object: "chat.completion.chunk", Created: created, Model: s.o.ModelName,
-			Choices: []chatChunkChoice{}, Usage: usageOf(st)})
+	ev.send(rp.finish(finishReason(st.StopReason)))
+	if u := rp.usage(usageOf(st)); u != nil {
+		ev.send(u)
 	}
 	ev.done()
 	return nil
@@ -198,18 +245,13 @@ func (s *Server) handleCompletion(w http.ResponseWriter, r *http.Request) error 
 	if err := s.checkContext("prompt", len(prompt), maxTokens); err != nil {
 		return err
 	}
-	ctx, cancel := s.requestContext(r)
-	defer cancel()
-	release, err := s.admit(ctx, w)
-	if err != nil {
-		return err
-	}
-	defer release()
 	j := job{start: start, prompt: prompt, opts: opts}
-	id, created := newID("cmpl-"), time.Now().Unix()
-	infoOf(ctx).stream, infoOf(ctx).id = req.Stream, id
 	tok := s.model.Tokenizer()
-	if !req.Stream {
+	return s.generate(w, r, j, req.Stream, "cmpl-", func(id string, created int64) *reply {
+		chunk := func(text string, finish *string) textCompletion {
+			return textCompletion{ID: id, Object: "text_completion", Created: created, Model: s.o.ModelName,
+				Choices: []textChoice{{Text: text, FinishReason: finish}}}
+		}
 		var out strings.Builder
 		out.WriteString(echo)
 		var lps *completionLogprobs
@@ -221,61 +263,48 @@ func (s *Server) handleCompletion(w http.ResponseWriter, r *http.Request) error 
 		// character, a possible stop string) and emits it with a later
 		// token.
 		offset := len(echo)
-		st, err := s.run(ctx, j, func(t gotok.Token) error {
-			if lps != nil && t.ID >= 0 {
-				lps.add(tok, t, offset)
-				offset += len(tok.Piece(t.ID))
-			}
-			out.WriteString(t.Text)
-			return nil
-		})
-		if err != nil {
-			return err
+		rp := &reply{
+			collect: func(t gotok.Token) {
+				if lps != nil && t.ID >= 0 {
+					lps.add(tok, t, offset)
+					offset += len(tok.Piece(t.ID))
+				}
+				out.WriteString(t.Text)
+			},
+			whole: func(st gotok.Stats) any {
+				reason := finishReason(st.StopReason)
+				return textCompletion{
+					ID: id, Object: "text_completion", Created: created, Model: s.o.ModelName,
+					Choices: []textChoice{{Text: out.String(), Logprobs: lps, FinishReason: &reason}}, Usage: usageOf(st),
+				}
+			},
+			event: func(t gotok.Token) (any, bool) {
+				if t.Text == "" && (!opts.Logprobs || t.ID < 0) {
+					return nil, false
+				}
+				c := chunk(t.Text, nil)
+				if opts.Logprobs && t.ID >= 0 {
+					lps := &completionLogprobs{}
+					lps.add(tok, t, offset)
+					c.Choices[0].Logprobs = lps
+					offset += len(tok.Piece(t.ID))
+				}
+				return c, true
+			},
+			finish: func(reason string) any { return chunk("", &reason) },
+			usage: func(u *usage) any {
+				if req.StreamOptions == nil || !req.StreamOptions.IncludeUsage {
+					return nil
+				}
+				return textCompletion{ID: id, Object: "text_completion", Created: created, Model: s.o.ModelName,
+					Choices: []textChoice{}, Usage: u}
+			},
 		}
-		reason := finishReason(st.StopReason)
-		choice := textChoice{Text: out.String(), Logprobs: lps, FinishReason: &reason}
-		return writeJSON(w, textCompletion{
-			ID: id, Object: "text_completion", Created: created, Model: s.o.ModelName,
-			Choices: []textChoice{choice}, Usage: usageOf(st),
-		})
-	}
-	ev := startSSE(w)
-	chunk := func(text string, finish *string) textCompletion {
-		return textCompletion{ID: id, Object: "text_completion", Created: created, Model: s.o.ModelName,
-			Choices: []textChoice{{Text: text, FinishReason: finish}}}
-	}
-	if echo != "" {
-		if err := ev.send(chunk(echo, nil)); err != nil {
-			return nil
+		if echo != "" {
+			rp.head = chunk(echo, nil)
 		}
-	}
-	offset := len(echo)
-	st, err := s.run(ctx, j, func(t gotok.Token) error {
-		if t.Text == "" && (!opts.Logprobs || t.ID < 0) {
-			return nil
-		}
-		c := chunk(t.Text, nil)
-		if opts.Logprobs && t.ID >= 0 {
-			lps := &completionLogprobs{}
-			lps.add(tok, t, offset)
-			c.Choices[0].Logprobs = lps
-			offset += len(tok.Piece(t.ID)) // as in the non-streamed offsets
-		}
-		return ev.send(c)
+		return rp
 	})
-	if err != nil {
-		infoOf(ctx).err = err
-		ev.fail(err)
-		return nil
-	}
-	reason := finishReason(st.StopReason)
-	ev.send(chunk("", &reason))
-	if req.StreamOptions != nil && req.StreamOptions.IncludeUsage {
-		ev.send(textCompletion{ID: id, Object: "text_completion", Created: created, Model: s.o.ModelName,
-			Choices: []textChoice{}, Usage: usageOf(st)})
-	}
-	ev.done()
-	return nil
 }
 
 func (s *Server) handleModels(w http.ResponseWriter, r *http.Request) error {
