@@ -69,7 +69,6 @@ func TestErrorPaths(t *testing.T) {
 		{"prompt bad id", "POST", "/v1/completions", `{"prompt":[1,99999]}`, 400, "prompt", ""},
 		{"prompt negative id", "POST", "/v1/completions", `{"prompt":[-1]}`, 400, "prompt", ""},
 		{"suffix", "POST", "/v1/completions", `{"prompt":"a","suffix":"b"}`, 400, "suffix", "unsupported_parameter"},
-		{"echo with logprobs", "POST", "/v1/completions", `{"prompt":"a","echo":true,"logprobs":1}`, 400, "echo", "unsupported_parameter"},
 		{"completion logprobs range", "POST", "/v1/completions", `{"prompt":"a","logprobs":6}`, 400, "logprobs", ""},
 		{"best_of", "POST", "/v1/completions", `{"prompt":"a","best_of":3}`, 400, "best_of", ""},
 		{"completion context", "POST", "/v1/completions", `{"prompt":"a","max_tokens":600}`, 400, "prompt", "context_length_exceeded"},

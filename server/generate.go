@@ -54,8 +54,10 @@ func requestEnded(err error) error {
 
 // run generates j on the engine, passing each token to emit (its text may
 // be empty: part of a character, or held back by a stop string), and
-// records the metrics.
-func (s *Server) run(ctx context.Context, j job, emit func(t gotok.Token) error) (gotok.Stats, error) {
+// records the metrics. With a prompt callback it first scores the prompt
+// (Model.PromptLogprobs, j.opts.TopLogprobs alternatives) in the same turn
+// on the engine and passes it the result.
+func (s *Server) run(ctx context.Context, j job, prompt func(scored []gotok.Token) error, emit func(t gotok.Token) error) (gotok.Stats, error) {
 	info := infoOf(ctx)
 	info.promptTokens = len(j.prompt)
 	var st gotok.Stats
@@ -67,6 +69,17 @@ func (s *Server) run(ctx context.Context, j job, emit func(t gotok.Token) error)
 		// overwritten: vLLM counts cached prefix blocks as free, and an
 		// endpoint picker must not see an idle server as full.
 		defer s.kvUsed.Store(0)
+		if prompt != nil {
+			scored, err := s.model.PromptLogprobs(ctx, j.prompt, j.opts.TopLogprobs)
+			if err != nil {
+				genErr = err
+				return
+			}
+			if emitErr = prompt(scored); emitErr != nil {
+				genErr = emitErr
+				return
+			}
+		}
 		st, genErr = s.model.GenerateTokens(ctx, j.prompt, j.opts, func(t gotok.Token) error {
 			if first {
 				first = false

@@ -113,8 +113,11 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) error {
 // reply is what an endpoint makes of a generation: a whole response
 // (collect each token, then whole), or a stream of events (head first
 // when not nil, one per token that event accepts, finish, usage when not
-// nil).
+// nil). With prompt set, the prompt is scored first, in the engine's
+// turn: prompt collects its log-probabilities, and in a stream returns
+// the event that carries them (after head).
 type reply struct {
+	prompt  func(scored []gotok.Token) any
 	collect func(t gotok.Token)
 	whole   func(st gotok.Stats) any
 
@@ -139,8 +142,12 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, j job, stream 
 	id, created := newID(idPrefix), time.Now().Unix()
 	infoOf(ctx).stream, infoOf(ctx).id = stream, id
 	rp := newReply(id, created)
+	var prompt func([]gotok.Token) error
 	if !stream {
-		st, err := s.run(ctx, j, func(t gotok.Token) error {
+		if rp.prompt != nil {
+			prompt = func(scored []gotok.Token) error { rp.prompt(scored); return nil }
+		}
+		st, err := s.run(ctx, j, prompt, func(t gotok.Token) error {
 			rp.collect(t)
 			return nil
 		})
@@ -155,7 +162,10 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, j job, stream 
 			return nil // the client left
 		}
 	}
-	st, err := s.run(ctx, j, func(t gotok.Token) error {
+	if rp.prompt != nil {
+		prompt = func(scored []gotok.Token) error { return ev.send(rp.prompt(scored)) }
+	}
+	st, err := s.run(ctx, j, prompt, func(t gotok.Token) error {
 		if e, ok := rp.event(t); ok {
 			return ev.send(e)
 		}
@@ -208,9 +218,6 @@ func (s *Server) handleCompletion(w http.ResponseWriter, r *http.Request) error 
 	}
 	var lp logprobRequest
 	if req.Logprobs != nil {
-		if req.Echo {
-			return notSupported("echo", "echo with logprobs (log-probabilities of the prompt's tokens)")
-		}
 		lp = logprobRequest{want: true, top: *req.Logprobs}
 	}
 	maxTokens := req.maxTokens()
@@ -300,7 +307,19 @@ func (s *Server) handleCompletion(w http.ResponseWriter, r *http.Request) error 
 					Choices: []textChoice{}, Usage: u}
 			},
 		}
-		if echo != "" {
+		if req.Echo && opts.Logprobs {
+			// The echo's entries come first: the prompt's tokens, scored.
+			rp.prompt = func(scored []gotok.Token) any {
+				if !req.Stream {
+					lps.addPrompt(tok, prompt[0], scored)
+					return nil
+				}
+				c := chunk(echo, nil)
+				c.Choices[0].Logprobs = &completionLogprobs{}
+				c.Choices[0].Logprobs.addPrompt(tok, prompt[0], scored)
+				return c
+			}
+		} else if echo != "" {
 			rp.head = chunk(echo, nil)
 		}
 		return rp

@@ -47,18 +47,36 @@ func byteList(s string) []int {
 }
 
 // completionLogprobs is a text completion choice's "logprobs", in the
-// older completions shape: parallel lists, one entry per token.
+// older completions shape: parallel lists, one entry per token. An echoed
+// prompt's first token has null log-probabilities: nothing predicts it.
 type completionLogprobs struct {
 	Tokens        []string             `json:"tokens"`
-	TokenLogprobs []float32            `json:"token_logprobs"`
+	TokenLogprobs []*float32           `json:"token_logprobs"`
 	TopLogprobs   []map[string]float32 `json:"top_logprobs"`
 	TextOffset    []int                `json:"text_offset"`
+}
+
+// addPrompt appends the entries of an echoed prompt: its first token
+// (null log-probabilities), then scored, Model.PromptLogprobs of the rest.
+// Offsets count the pieces from 0; it returns the offset after them.
+func (c *completionLogprobs) addPrompt(tok *tokenizer.Tokenizer, first int32, scored []gotok.Token) int {
+	c.Tokens = append(c.Tokens, tok.Piece(first))
+	c.TokenLogprobs = append(c.TokenLogprobs, nil)
+	c.TopLogprobs = append(c.TopLogprobs, nil)
+	c.TextOffset = append(c.TextOffset, 0)
+	offset := len(tok.Piece(first))
+	for _, t := range scored {
+		c.add(tok, t, offset)
+		offset += len(tok.Piece(t.ID))
+	}
+	return offset
 }
 
 // add appends t, whose piece starts at byte offset of the choice's text.
 func (c *completionLogprobs) add(tok *tokenizer.Tokenizer, t gotok.Token, offset int) {
 	c.Tokens = append(c.Tokens, tok.Piece(t.ID))
-	c.TokenLogprobs = append(c.TokenLogprobs, finite(t.Logprob))
+	lp := finite(t.Logprob)
+	c.TokenLogprobs = append(c.TokenLogprobs, &lp)
 	top := make(map[string]float32, len(t.Top))
 	for _, alt := range t.Top {
 		if _, dup := top[alt.Text]; !dup { // two ids may share a piece: keep the likelier

@@ -141,10 +141,10 @@ func TestCompletionLogprobs(t *testing.T) {
 		t.Errorf("tokens %q do not spell %q", lp.Tokens, got.Choices[0].Text)
 	}
 	for i := range n {
-		if lp.TokenLogprobs[i] > 0 || len(lp.TopLogprobs[i]) == 0 || len(lp.TopLogprobs[i]) > 2 {
-			t.Errorf("token %d: %v %v", i, lp.TokenLogprobs[i], lp.TopLogprobs[i])
+		if *lp.TokenLogprobs[i] > 0 || len(lp.TopLogprobs[i]) == 0 || len(lp.TopLogprobs[i]) > 2 {
+			t.Errorf("token %d: %v %v", i, *lp.TokenLogprobs[i], lp.TopLogprobs[i])
 		}
-		if best, ok := lp.TopLogprobs[i][lp.Tokens[i]]; !ok || best != lp.TokenLogprobs[i] {
+		if best, ok := lp.TopLogprobs[i][lp.Tokens[i]]; !ok || best != *lp.TokenLogprobs[i] {
 			t.Errorf("token %d: greedy %q not the likeliest in %v", i, lp.Tokens[i], lp.TopLogprobs[i])
 		}
 		if i > 0 && lp.TextOffset[i] != lp.TextOffset[i-1]+len(lp.Tokens[i-1]) {
@@ -310,7 +310,7 @@ func TestStreamEncodeError(t *testing.T) {
 	s, _, _ := storiesServer(t, Options{})
 	ev := startSSE(httptest.NewRecorder())
 	prompt := s.model.Encode("Once", gotok.GenerateOptions{})
-	_, err := s.run(context.Background(), job{prompt: prompt, opts: gotok.GenerateOptions{MaxTokens: 2}}, func(gotok.Token) error {
+	_, err := s.run(context.Background(), job{prompt: prompt, opts: gotok.GenerateOptions{MaxTokens: 2}}, nil, func(gotok.Token) error {
 		return ev.send(math.Inf(1))
 	})
 	var e *apiError
@@ -332,6 +332,87 @@ func TestLogprobsNull(t *testing.T) {
 		body := readBody(t, resp)
 		if resp.StatusCode != 200 || !strings.Contains(body, `"logprobs":null`) || strings.Contains(body, `"logprobs":{`) {
 			t.Errorf("%s %s: %d %s", c.path, c.body, resp.StatusCode, body)
+		}
+	}
+}
+
+// echo with logprobs: the prompt's entries come first, the first token's
+// null, the others Model.PromptLogprobs's numbers, then the generated
+// tokens'; streamed, the echo chunk carries the prompt's.
+func TestEchoLogprobs(t *testing.T) {
+	_, ts, _ := storiesServer(t, Options{})
+	m2 := loadModel(t, storiesPath(t), 512)
+	prompt := m2.PromptTokens("Once upon a time", gotok.GenerateOptions{})
+	scored, err := m2.PromptLogprobs(context.Background(), prompt, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok := m2.Tokenizer()
+	for _, stream := range []bool{false, true} {
+		resp := post(t, ts, "/v1/completions", `{"prompt":"Once upon a time","max_tokens":3,"temperature":0,"echo":true,"logprobs":2,"stream":`+strconv.FormatBool(stream)+`}`)
+		body := readBody(t, resp)
+		if resp.StatusCode != 200 {
+			t.Fatalf("%d %s", resp.StatusCode, body)
+		}
+		chunks := []string{body}
+		if stream {
+			chunks = nil
+			for line := range strings.Lines(body) {
+				if d, ok := strings.CutPrefix(strings.TrimSpace(line), "data: "); ok && d != "[DONE]" {
+					chunks = append(chunks, d)
+				}
+			}
+		}
+		var lp completionLogprobs
+		text := ""
+		for _, c := range chunks {
+			var got struct {
+				Choices []struct {
+					Text     string
+					Logprobs *completionLogprobs
+				}
+			}
+			if err := json.Unmarshal([]byte(c), &got); err != nil {
+				t.Fatal(err)
+			}
+			if len(got.Choices) == 0 {
+				continue
+			}
+			text += got.Choices[0].Text
+			if l := got.Choices[0].Logprobs; l != nil {
+				lp.Tokens = append(lp.Tokens, l.Tokens...)
+				lp.TokenLogprobs = append(lp.TokenLogprobs, l.TokenLogprobs...)
+				lp.TopLogprobs = append(lp.TopLogprobs, l.TopLogprobs...)
+				lp.TextOffset = append(lp.TextOffset, l.TextOffset...)
+			}
+		}
+		if !strings.HasPrefix(text, "Once upon a time") {
+			t.Errorf("stream %v: text %q does not echo the prompt", stream, text)
+		}
+		if n := len(prompt) + 3; len(lp.Tokens) != n || len(lp.TokenLogprobs) != n || len(lp.TopLogprobs) != n || len(lp.TextOffset) != n {
+			t.Fatalf("stream %v: %d entries, want %d: %+v", stream, len(lp.Tokens), n, lp)
+		}
+		if lp.Tokens[0] != tok.Piece(prompt[0]) || lp.TokenLogprobs[0] != nil || lp.TopLogprobs[0] != nil || lp.TextOffset[0] != 0 {
+			t.Errorf("stream %v: first entry %q %v %v %d, want the first token with nulls", stream, lp.Tokens[0], lp.TokenLogprobs[0], lp.TopLogprobs[0], lp.TextOffset[0])
+		}
+		offset := len(tok.Piece(prompt[0]))
+		for i, sc := range scored {
+			e := i + 1
+			if lp.Tokens[e] != sc.Text || lp.TokenLogprobs[e] == nil || *lp.TokenLogprobs[e] != sc.Logprob || lp.TextOffset[e] != offset {
+				t.Errorf("stream %v: entry %d: %q %v at %d, want %q %v at %d", stream, e, lp.Tokens[e], lp.TokenLogprobs[e], lp.TextOffset[e], sc.Text, sc.Logprob, offset)
+			}
+			if len(lp.TopLogprobs[e]) != len(sc.Top) {
+				t.Errorf("stream %v: entry %d: top %v, want %v", stream, e, lp.TopLogprobs[e], sc.Top)
+			}
+			for _, alt := range sc.Top {
+				if got, ok := lp.TopLogprobs[e][alt.Text]; !ok || got != alt.Logprob {
+					t.Errorf("stream %v: entry %d: top %v lacks %q %v", stream, e, lp.TopLogprobs[e], alt.Text, alt.Logprob)
+				}
+			}
+			offset += len(sc.Text)
+		}
+		if g := len(prompt); lp.TextOffset[g] != len("Once upon a time") || lp.TokenLogprobs[g] == nil {
+			t.Errorf("stream %v: first generated entry at %d (%v), want at the echo's end", stream, lp.TextOffset[g], lp.TokenLogprobs[g])
 		}
 	}
 }
