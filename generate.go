@@ -29,6 +29,10 @@ type GenerateOptions struct {
 	// IgnoreEOS keeps generating past end-of-generation tokens (not with a
 	// Constraint: there an end-of-generation token always ends it).
 	IgnoreEOS bool
+	// MinTokens keeps end-of-generation tokens from being sampled until
+	// this many tokens are generated (vLLM's min_tokens; stop strings
+	// still apply). It samples on the host, as Logprobs does.
+	MinTokens int
 	// PenalizeCompletionOnly keeps the prompt out of the sampler's penalty
 	// history: the repeat, presence and frequency penalties look at the
 	// generated tokens only (the last Sample.PenaltyLastN of them), as
@@ -65,7 +69,7 @@ const MaxTopLogprobs = 20
 // host: for log-probabilities or a constraint. Otherwise the backend
 // samples (on the GPU, on the device) and returns only the token.
 func (o *GenerateOptions) hostSampled() bool {
-	return o.Constraint != nil || o.Logprobs || o.TopLogprobs > 0
+	return o.Constraint != nil || o.Logprobs || o.TopLogprobs > 0 || o.MinTokens > 0
 }
 
 // Stop reasons reported in Stats.
@@ -185,6 +189,9 @@ func (m *Model) GenerateTokens(ctx context.Context, prompt []int32, o GenerateOp
 	}
 	if o.MaxTokens < 0 {
 		return st, fmt.Errorf("generate: negative max tokens %d", o.MaxTokens)
+	}
+	if o.MinTokens < 0 {
+		return st, fmt.Errorf("generate: negative min tokens %d", o.MinTokens)
 	}
 	if o.TopLogprobs < 0 || o.TopLogprobs > MaxTopLogprobs {
 		return st, fmt.Errorf("generate: top logprobs %d, want 0 to %d", o.TopLogprobs, MaxTopLogprobs)

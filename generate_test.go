@@ -190,3 +190,50 @@ func TestPenalizeCompletionOnly(t *testing.T) {
 		seen[id] = true
 	}
 }
+
+// MinTokens: end-of-generation cannot be picked before that many tokens,
+// even when it is the likeliest; afterwards it can.
+func TestMinTokensHoldsEOG(t *testing.T) {
+	m := loadStories(t)
+	eos := m.Tokenizer().EOS()
+	if eos < 0 {
+		t.Fatal("stories260K has no EOS")
+	}
+	s, err := sample.New(sample.Params{}) // greedy
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := m.newHostSampler(GenerateOptions{MinTokens: 2}, s)
+	logits := make([]float32, m.Tokenizer().VocabSize())
+	logits[eos], logits[7] = 10, 5
+	var got []int32
+	for range 3 {
+		h.logits = logits
+		tok, err := h.pick()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, tok)
+	}
+	if want := []int32{7, 7, eos}; !slices.Equal(got, want) {
+		t.Errorf("picks %v, want %v", got, want)
+	}
+
+	// Through GenerateTokens (on the host): stories260K never ends a story,
+	// so the text is the greedy one.
+	var plain, held strings.Builder
+	for _, c := range []struct {
+		o   GenerateOptions
+		out *strings.Builder
+	}{{GenerateOptions{MaxTokens: 8}, &plain}, {GenerateOptions{MaxTokens: 8, MinTokens: 4}, &held}} {
+		if _, err := m.Generate(context.Background(), "Once upon a time", c.o, func(s string) error { c.out.WriteString(s); return nil }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if plain.String() != held.String() {
+		t.Errorf("min tokens changed the greedy text: %q, want %q", held.String(), plain.String())
+	}
+	if _, err := m.Generate(context.Background(), "x", GenerateOptions{MinTokens: -1}, func(string) error { return nil }); err == nil {
+		t.Error("negative MinTokens accepted")
+	}
+}
