@@ -30,6 +30,9 @@ func generateOptions(s *samplingRequest, lp logprobRequest, maxTokens, ctxLen in
 		TopLogprobs:  lp.top,
 		IgnoreEOS:    s.IgnoreEOS,
 	}
+	if s.MinTokens != nil {
+		o.MinTokens = *s.MinTokens
+	}
 	if rf := s.ResponseFormat; rf != nil {
 		switch rf.Type {
 		case "json_object":

@@ -284,9 +284,8 @@ func (s *samplingRequest) check() error {
 	if r := s.RepetitionPenalty; r != nil && !(*r > 0 && *r <= math.MaxFloat32) {
 		return invalid("repetition_penalty", "repetition_penalty is %v: want a finite number above 0 (1: off)", *r)
 	}
-	if s.MinTokens != nil && *s.MinTokens != 0 {
-		// The engine cannot hold back end-of-generation yet.
-		return notSupported("min_tokens", "min_tokens")
+	if m := s.MinTokens; m != nil && (*m < 0 || s.maxTokens() > 0 && *m > s.maxTokens()) {
+		return invalid("min_tokens", "min_tokens is %d: want 0 to max_tokens (%d)", *m, s.maxTokens())
 	}
 	// top_p 0 would keep no token: vLLM refuses it, where gotok's sampler
 	// would take it for "off".

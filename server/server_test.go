@@ -451,16 +451,17 @@ func TestPenalties(t *testing.T) {
 	if repetition != want || repetition == greedy {
 		t.Errorf("repetition_penalty 1.5: %q, engine %q, greedy %q", repetition, want, greedy)
 	}
-	if got := complete(`,"top_k":-1,"min_tokens":0`); got != greedy {
-		t.Errorf("top_k -1: %q, want the greedy %q", got, greedy)
+	// stories260K never ends a story: min_tokens changes nothing here.
+	if got := complete(`,"top_k":-1,"min_tokens":8`); got != greedy {
+		t.Errorf("top_k -1, min_tokens 8: %q, want the greedy %q", got, greedy)
 	}
 }
 
-// ignore_eos reaches the engine (stories260K never ends a story on its
-// own, so the engine's IgnoreEOS cannot be seen over HTTP with it), and
-// so do the penalties' settings.
+// ignore_eos and min_tokens reach the engine (stories260K never ends a
+// story on its own, so their effect cannot be seen over HTTP with it; the
+// engine's tests show it), and so do the penalties' settings.
 func TestVLLMExtensionOptions(t *testing.T) {
-	req, err := decodeCompletionRequest(strings.NewReader(`{"prompt":"x","ignore_eos":true,"repetition_penalty":1.3,"top_k":-1}`))
+	req, err := decodeCompletionRequest(strings.NewReader(`{"prompt":"x","ignore_eos":true,"repetition_penalty":1.3,"top_k":-1,"min_tokens":3}`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -468,7 +469,7 @@ func TestVLLMExtensionOptions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !o.IgnoreEOS || o.Sample.RepeatPenalty != 1.3 || o.Sample.PenaltyLastN != 512 || o.PenalizeCompletionOnly || o.Sample.TopK != 0 {
+	if !o.IgnoreEOS || o.MinTokens != 3 || o.Sample.RepeatPenalty != 1.3 || o.Sample.PenaltyLastN != 512 || o.PenalizeCompletionOnly || o.Sample.TopK != 0 {
 		t.Errorf("options %+v", o)
 	}
 	req, err = decodeCompletionRequest(strings.NewReader(`{"prompt":"x","frequency_penalty":0.5}`))
