@@ -189,7 +189,7 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, j job, stream 
 func (s *Server) encode(param, text string, o gotok.GenerateOptions) ([]int32, error) {
 	tokens := s.model.PromptTokens(text, o)
 	if len(tokens) == 0 {
-		return nil, invalid(param, "the %s is empty, and this model has no BOS token to start from", param)
+		return nil, invalid(param, "the prompt is empty, and this model has no BOS token to start from")
 	}
 	return tokens, nil
 }
