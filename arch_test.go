@@ -136,7 +136,7 @@ func checkNearTie(t *testing.T, m *Model, g archGolden, got, want string) {
 		t.Errorf("%s %q: differs from llama.cpp after %d bytes: %s\n got %q\nwant %q", g.Model, g.Prompt,
 			commonPrefixString(got, want), fmt.Sprintf(format, args...), got, want)
 	}
-	prompt := m.promptTokens(g.Prompt, GenerateOptions{})
+	prompt := m.PromptTokens(g.Prompt, GenerateOptions{})
 	b := m.Backend()
 	n := len(prompt)
 	if n > 1 {

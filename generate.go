@@ -29,6 +29,16 @@ type GenerateOptions struct {
 	// IgnoreEOS keeps generating past end-of-generation tokens (not with a
 	// Constraint: there an end-of-generation token always ends it).
 	IgnoreEOS bool
+	// MinTokens keeps end-of-generation tokens from being sampled until
+	// this many tokens are generated (vLLM's min_tokens; stop strings
+	// still apply). It samples on the host, as Logprobs does.
+	MinTokens int
+	// PenalizeCompletionOnly keeps the prompt out of the sampler's penalty
+	// history: the repeat, presence and frequency penalties look at the
+	// generated tokens only (the last Sample.PenaltyLastN of them), as
+	// OpenAI's and vLLM's presence and frequency penalties do. Off, the
+	// prompt's tokens count too, as in llama.cpp.
+	PenalizeCompletionOnly bool
 
 	// Logprobs reports each generated token's log-probability in
 	// Token.Logprob. TopLogprobs (0 to MaxTopLogprobs) also lists that many
@@ -59,7 +69,7 @@ const MaxTopLogprobs = 20
 // host: for log-probabilities or a constraint. Otherwise the backend
 // samples (on the GPU, on the device) and returns only the token.
 func (o *GenerateOptions) hostSampled() bool {
-	return o.Constraint != nil || o.Logprobs || o.TopLogprobs > 0
+	return o.Constraint != nil || o.Logprobs || o.TopLogprobs > 0 || o.MinTokens > 0
 }
 
 // Stop reasons reported in Stats.
@@ -140,7 +150,7 @@ func (m *Model) Encode(prompt string, o GenerateOptions) []int32 {
 // produced. Cancelling ctx stops it cleanly: the stats so far are returned
 // with the context's error.
 func (m *Model) Generate(ctx context.Context, prompt string, o GenerateOptions, emit func(text string) error) (Stats, error) {
-	return m.GenerateTokens(ctx, m.promptTokens(prompt, o), o, func(t Token) error {
+	return m.GenerateTokens(ctx, m.PromptTokens(prompt, o), o, func(t Token) error {
 		if t.Text == "" {
 			return nil
 		}
@@ -148,9 +158,11 @@ func (m *Model) Generate(ctx context.Context, prompt string, o GenerateOptions, 
 	})
 }
 
-// promptTokens encodes the prompt; an empty one becomes BOS alone, so the
-// model has a position 0 to start from, as in llama.cpp.
-func (m *Model) promptTokens(prompt string, o GenerateOptions) []int32 {
+// PromptTokens encodes a prompt as Generate and Stream do: an empty one
+// becomes BOS alone, so the model has a position 0 to start from, as in
+// llama.cpp. With no BOS token an empty prompt stays empty, which
+// GenerateTokens refuses.
+func (m *Model) PromptTokens(prompt string, o GenerateOptions) []int32 {
 	tokens := m.Encode(prompt, o)
 	if len(tokens) == 0 && m.tok.BOS() >= 0 {
 		tokens = []int32{m.tok.BOS()}
@@ -178,6 +190,9 @@ func (m *Model) GenerateTokens(ctx context.Context, prompt []int32, o GenerateOp
 	if o.MaxTokens < 0 {
 		return st, fmt.Errorf("generate: negative max tokens %d", o.MaxTokens)
 	}
+	if o.MinTokens < 0 {
+		return st, fmt.Errorf("generate: negative min tokens %d", o.MinTokens)
+	}
 	if o.TopLogprobs < 0 || o.TopLogprobs > MaxTopLogprobs {
 		return st, fmt.Errorf("generate: top logprobs %d, want 0 to %d", o.TopLogprobs, MaxTopLogprobs)
 	}
@@ -185,8 +200,10 @@ func (m *Model) GenerateTokens(ctx context.Context, prompt []int32, o GenerateOp
 	if err != nil {
 		return st, fmt.Errorf("generate: %w", err)
 	}
-	for _, t := range prompt {
-		s.Accept(t)
+	if !o.PenalizeCompletionOnly {
+		for _, t := range prompt {
+			s.Accept(t)
+		}
 	}
 	out := newStopper(o.Stop)
 	dec := m.tok.NewStreamDecoder()
@@ -375,7 +392,7 @@ func (m *Model) Stream(ctx context.Context, prompt string, o GenerateOptions) *S
 	go func() {
 		defer close(s.done)
 		defer close(tokens)
-		s.stats, s.err = m.GenerateTokens(ctx, m.promptTokens(prompt, o), o, func(t Token) error {
+		s.stats, s.err = m.GenerateTokens(ctx, m.PromptTokens(prompt, o), o, func(t Token) error {
 			select {
 			case tokens <- t:
 				return nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -143,5 +144,96 @@ func TestGenerateAfterCloseIsAnError(t *testing.T) {
 	}
 	if err := m.Close(); err != nil {
 		t.Errorf("second Close: %v", err)
+	}
+}
+
+// PenalizeCompletionOnly: the penalties see the generated tokens only.
+// With a huge presence penalty, the first token is then the plain greedy
+// one even though the prompt holds it, and no generated token repeats;
+// with the prompt in the history, the first token must differ.
+func TestPenalizeCompletionOnly(t *testing.T) {
+	m := loadStories(t)
+	ctx := context.Background()
+	tokens := func(prompt string, o GenerateOptions) []int32 {
+		t.Helper()
+		var ids []int32
+		if _, err := m.GenerateTokens(ctx, m.PromptTokens(prompt, o), o, func(tk Token) error {
+			if tk.ID >= 0 {
+				ids = append(ids, tk.ID)
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return ids
+	}
+	const prompt = "Once upon a time, there was a girl. Once upon a time"
+	plain := tokens(prompt, GenerateOptions{MaxTokens: 1})
+	promptIDs := m.PromptTokens(prompt, GenerateOptions{})
+	if !slices.Contains(promptIDs, plain[0]) {
+		t.Fatalf("the greedy first token %d is not in the prompt: the test proves nothing", plain[0])
+	}
+	penalty := sample.Params{PresencePenalty: 100, PenaltyLastN: 64}
+	withPrompt := tokens(prompt, GenerateOptions{MaxTokens: 1, Sample: penalty})
+	if withPrompt[0] == plain[0] {
+		t.Errorf("with the prompt penalized the first token is still %d", plain[0])
+	}
+	only := tokens(prompt, GenerateOptions{MaxTokens: 20, Sample: penalty, PenalizeCompletionOnly: true})
+	if only[0] != plain[0] {
+		t.Errorf("completion only: first token %d, want the unpenalized %d", only[0], plain[0])
+	}
+	seen := map[int32]bool{}
+	for _, id := range only {
+		if seen[id] {
+			t.Errorf("token %d repeats under a presence penalty of 100: %v", id, only)
+		}
+		seen[id] = true
+	}
+}
+
+// MinTokens: end-of-generation cannot be picked before that many tokens,
+// even when it is the likeliest; afterwards it can.
+func TestMinTokensHoldsEOG(t *testing.T) {
+	m := loadStories(t)
+	eos := m.Tokenizer().EOS()
+	if eos < 0 {
+		t.Fatal("stories260K has no EOS")
+	}
+	s, err := sample.New(sample.Params{}) // greedy
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := m.newHostSampler(GenerateOptions{MinTokens: 2}, s)
+	logits := make([]float32, m.Tokenizer().VocabSize())
+	logits[eos], logits[7] = 10, 5
+	var got []int32
+	for range 3 {
+		h.logits = logits
+		tok, err := h.pick()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, tok)
+	}
+	if want := []int32{7, 7, eos}; !slices.Equal(got, want) {
+		t.Errorf("picks %v, want %v", got, want)
+	}
+
+	// Through GenerateTokens (on the host): stories260K never ends a story,
+	// so the text is the greedy one.
+	var plain, held strings.Builder
+	for _, c := range []struct {
+		o   GenerateOptions
+		out *strings.Builder
+	}{{GenerateOptions{MaxTokens: 8}, &plain}, {GenerateOptions{MaxTokens: 8, MinTokens: 4}, &held}} {
+		if _, err := m.Generate(context.Background(), "Once upon a time", c.o, func(s string) error { c.out.WriteString(s); return nil }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if plain.String() != held.String() {
+		t.Errorf("min tokens changed the greedy text: %q, want %q", held.String(), plain.String())
+	}
+	if _, err := m.Generate(context.Background(), "x", GenerateOptions{MinTokens: -1}, func(string) error { return nil }); err == nil {
+		t.Error("negative MinTokens accepted")
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 
 	"gotok/constrain"
 	"gotok/sample"
@@ -21,12 +22,23 @@ type hostSampler struct {
 	report bool                  // fill Token.Logprob
 	top    int                   // and this many Token.Top
 
+	minTokens int     // end-of-generation is masked for this many picks
+	picked    int     // tokens picked so far
+	eog       []int32 // the end-of-generation tokens, with minTokens
+
 	logits []float32 // the current step's raw logits
 	masked []float32 // their masked copy
 }
 
 func (m *Model) newHostSampler(o GenerateOptions, s *sample.Sampler) *hostSampler {
-	h := &hostSampler{m: m, s: s, report: o.Logprobs || o.TopLogprobs > 0, top: o.TopLogprobs}
+	h := &hostSampler{m: m, s: s, report: o.Logprobs || o.TopLogprobs > 0, top: o.TopLogprobs, minTokens: o.MinTokens}
+	if o.MinTokens > 0 {
+		for id := range int32(m.tok.VocabSize()) {
+			if m.tok.IsEOG(id) {
+				h.eog = append(h.eog, id)
+			}
+		}
+	}
 	if o.Constraint != nil {
 		if m.vocab == nil {
 			m.vocab = constrain.NewVocab(m.tok)
@@ -64,15 +76,27 @@ func (h *hostSampler) next(ctx context.Context, tok int32, pos int) (int32, erro
 	return h.pick()
 }
 
-// pick samples from the current logits, masked by the constraint, and
-// advances the constraint. A negative token (no logit to pick from) is
-// returned without an error for the caller to report.
+// pick samples from the current logits, masked by the constraint and,
+// before MinTokens, with end-of-generation ruled out, and advances the
+// constraint. A negative token (no logit to pick from) is returned without
+// an error for the caller to report.
 func (h *hostSampler) pick() (int32, error) {
 	l := h.logits
-	if h.c != nil {
+	holdEOG := h.picked < h.minTokens
+	h.picked++
+	if h.c != nil || holdEOG {
 		h.masked = append(h.masked[:0], l...)
-		if err := h.c.Mask(h.masked); err != nil {
-			return -1, fmt.Errorf("generate: %w", err)
+		if h.c != nil {
+			if err := h.c.Mask(h.masked); err != nil {
+				return -1, fmt.Errorf("generate: %w", err)
+			}
+		}
+		if holdEOG {
+			for _, id := range h.eog {
+				if int(id) < len(h.masked) {
+					h.masked[id] = float32(math.Inf(-1))
+				}
+			}
 		}
 		l = h.masked
 	}

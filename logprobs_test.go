@@ -41,7 +41,7 @@ func loadStoriesCtx(t *testing.T, ctxLen int) *Model {
 func generateTokens(t *testing.T, m *Model, prompt string, o GenerateOptions) ([]Token, Stats) {
 	t.Helper()
 	var toks []Token
-	st, err := m.GenerateTokens(context.Background(), m.promptTokens(prompt, o), o, func(tk Token) error {
+	st, err := m.GenerateTokens(context.Background(), m.PromptTokens(prompt, o), o, func(tk Token) error {
 		toks = append(toks, tk)
 		return nil
 	})
@@ -105,7 +105,7 @@ func TestLogprobsMatchBackendLogits(t *testing.T) {
 	// Recompute each step's logits directly.
 	be := m.Backend()
 	ctx := context.Background()
-	p := m.promptTokens(prompt, o)
+	p := m.PromptTokens(prompt, o)
 	if _, err := be.Prefill(ctx, p[:len(p)-1], 0, nil); err != nil {
 		t.Fatal(err)
 	}

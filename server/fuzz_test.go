@@ -46,7 +46,7 @@ func FuzzDecodeChatRequest(f *testing.F) {
 			t.Fatalf("accepted n %d", *req.N)
 		}
 		// What is accepted maps onto engine options or a clear refusal.
-		if _, err := generateOptions(&req.samplingRequest, logprobRequest{want: req.Logprobs != nil && *req.Logprobs}, req.maxTokens()); err != nil {
+		if _, err := generateOptions(&req.samplingRequest, logprobRequest{want: req.Logprobs != nil && *req.Logprobs}, req.maxTokens(), 512); err != nil {
 			if _, ok := err.(*apiError); !ok {
 				t.Fatalf("options error %T %v is not an *apiError", err, err)
 			}

@@ -54,8 +54,10 @@ func requestEnded(err error) error {
 
 // run generates j on the engine, passing each token to emit (its text may
 // be empty: part of a character, or held back by a stop string), and
-// records the metrics.
-func (s *Server) run(ctx context.Context, j job, emit func(t gotok.Token) error) (gotok.Stats, error) {
+// records the metrics. With a prompt callback it first scores the prompt
+// (Model.PromptLogprobs, j.opts.TopLogprobs alternatives) in the same turn
+// on the engine and passes it the result.
+func (s *Server) run(ctx context.Context, j job, prompt func(scored []gotok.Token) error, emit func(t gotok.Token) error) (gotok.Stats, error) {
 	info := infoOf(ctx)
 	info.promptTokens = len(j.prompt)
 	var st gotok.Stats
@@ -63,6 +65,21 @@ func (s *Server) run(ctx context.Context, j job, emit func(t gotok.Token) error)
 	first := true
 	err := s.sched.run(ctx, func() {
 		s.kvUsed.Store(int64(len(j.prompt)))
+		// The cache the engine keeps for prefix reuse is free to be
+		// overwritten: vLLM counts cached prefix blocks as free, and an
+		// endpoint picker must not see an idle server as full.
+		defer s.kvUsed.Store(0)
+		if prompt != nil {
+			scored, err := s.model.PromptLogprobs(ctx, j.prompt, j.opts.TopLogprobs)
+			if err != nil {
+				genErr = err
+				return
+			}
+			if emitErr = prompt(scored); emitErr != nil {
+				genErr = emitErr
+				return
+			}
+		}
 		st, genErr = s.model.GenerateTokens(ctx, j.prompt, j.opts, func(t gotok.Token) error {
 			if first {
 				first = false
@@ -87,6 +104,10 @@ func (s *Server) run(ctx context.Context, j job, emit func(t gotok.Token) error)
 		s.metrics.tokensPerSec.Observe(r)
 	}
 	if genErr != nil {
+		var encErr *encodeError
+		if errors.As(emitErr, &encErr) {
+			return st, encErr // a bug of the server's, not the client's leaving: 500
+		}
 		if emitErr != nil && errors.Is(genErr, emitErr) {
 			// The response could not be written: the client is gone.
 			return st, &apiError{Status: 499, Type: typeInvalidRequest, Message: "client stopped reading: " + emitErr.Error()}
@@ -138,13 +159,21 @@ func startSSE(w http.ResponseWriter) *sse {
 	return &sse{w: w, rc: http.NewResponseController(w)}
 }
 
+// send writes v as an event. An *encodeError is v that JSON cannot
+// write; any other error is the connection's.
 func (e *sse) send(v any) error {
 	data, err := json.Marshal(v)
 	if err != nil {
-		return err
+		return &encodeError{err}
 	}
 	return e.raw(data)
 }
+
+// encodeError is a response that could not be written as JSON.
+type encodeError struct{ err error }
+
+func (e *encodeError) Error() string { return "encode response: " + e.err.Error() }
+func (e *encodeError) Unwrap() error { return e.err }
 
 func (e *sse) raw(data []byte) error {
 	e.rc.SetWriteDeadline(time.Now().Add(writeTimeout)) // unsupported by some writers: then none

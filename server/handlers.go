@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"net/http"
 	"strings"
 	"time"
@@ -44,7 +43,7 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) error {
 		lp.top = *req.TopLogprobs
 	}
 	maxTokens := req.maxTokens()
-	opts, err := generateOptions(&req.samplingRequest, lp, maxTokens)
+	opts, err := generateOptions(&req.samplingRequest, lp, maxTokens, s.model.ContextLen())
 	if err != nil {
 		return err
 	}
@@ -53,10 +52,86 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	opts.Stop = append(append([]string(nil), opts.Stop...), stops...)
-	prompt := s.encode(text, opts)
+	prompt, err := s.encode("messages", text, opts)
+	if err != nil {
+		return err
+	}
 	if err := s.checkContext("messages", len(prompt), maxTokens); err != nil {
 		return err
 	}
+	j := job{start: start, prompt: prompt, opts: opts}
+	tok := s.model.Tokenizer()
+	return s.generate(w, r, j, req.Stream, "chatcmpl-", func(id string, created int64) *reply {
+		chunk := func(d chatDelta, finish *string) chatChunk {
+			return chatChunk{ID: id, Object: "chat.completion.chunk", Created: created, Model: s.o.ModelName,
+				Choices: []chatChunkChoice{{Delta: d, FinishReason: finish}}}
+		}
+		var out strings.Builder
+		var lps *chatLogprobs
+		if opts.Logprobs {
+			lps = &chatLogprobs{Content: []tokenLogprob{}}
+		}
+		return &reply{
+			collect: func(t gotok.Token) {
+				out.WriteString(t.Text)
+				if lps != nil && t.ID >= 0 {
+					lps.Content = append(lps.Content, chatLogprob(tok, t))
+				}
+			},
+			whole: func(st gotok.Stats) any {
+				return chatCompletion{
+					ID: id, Object: "chat.completion", Created: created, Model: s.o.ModelName,
+					Choices: []chatChoice{{Message: assistantMessage{Role: "assistant", Content: out.String()}, Logprobs: lps, FinishReason: finishReason(st.StopReason)}},
+					Usage:   usageOf(st),
+				}
+			},
+			head: chunk(chatDelta{Role: "assistant"}, nil),
+			event: func(t gotok.Token) (any, bool) {
+				// With logprobs every token has its chunk, even one whose
+				// text is still incomplete; without, only text goes out.
+				if t.Text == "" && (!opts.Logprobs || t.ID < 0) {
+					return nil, false
+				}
+				c := chunk(chatDelta{Content: t.Text}, nil)
+				if opts.Logprobs && t.ID >= 0 {
+					c.Choices[0].Logprobs = &chatLogprobs{Content: []tokenLogprob{chatLogprob(tok, t)}}
+				}
+				return c, true
+			},
+			finish: func(reason string) any { return chunk(chatDelta{}, &reason) },
+			usage: func(u *usage) any {
+				if req.StreamOptions == nil || !req.StreamOptions.IncludeUsage {
+					return nil
+				}
+				return chatChunk{ID: id, Object: "chat.completion.chunk", Created: created, Model: s.o.ModelName,
+					Choices: []chatChunkChoice{}, Usage: u}
+			},
+		}
+	})
+}
+
+// reply is what an endpoint makes of a generation: a whole response
+// (collect each token, then whole), or a stream of events (head first
+// when not nil, one per token that event accepts, finish, usage when not
+// nil). With prompt set, the prompt is scored first, in the engine's
+// turn: prompt collects its log-probabilities, and in a stream returns
+// the event that carries them (after head).
+type reply struct {
+	prompt  func(scored []gotok.Token) any
+	collect func(t gotok.Token)
+	whole   func(st gotok.Stats) any
+
+	head   any
+	event  func(t gotok.Token) (any, bool)
+	finish func(reason string) any
+	usage  func(u *usage) any
+}
+
+// generate runs j for a request, admitted by the scheduler, and answers
+// with the reply newReply builds for the response's id and creation time:
+// whole, or streamed as server-sent events ending with [DONE] (an error
+// once the stream has begun goes out as an error event).
+func (s *Server) generate(w http.ResponseWriter, r *http.Request, j job, stream bool, idPrefix string, newReply func(id string, created int64) *reply) error {
 	ctx, cancel := s.requestContext(r)
 	defer cancel()
 	release, err := s.admit(ctx, w)
@@ -64,77 +139,59 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	defer release()
-	j := job{start: start, prompt: prompt, opts: opts}
-	id, created := newID("chatcmpl-"), time.Now().Unix()
-	infoOf(ctx).stream, infoOf(ctx).id = req.Stream, id
-	tok := s.model.Tokenizer()
-	if !req.Stream {
-		var out strings.Builder
-		var lps *chatLogprobs
-		if opts.Logprobs {
-			lps = &chatLogprobs{Content: []tokenLogprob{}}
+	id, created := newID(idPrefix), time.Now().Unix()
+	infoOf(ctx).stream, infoOf(ctx).id = stream, id
+	rp := newReply(id, created)
+	var prompt func([]gotok.Token) error
+	if !stream {
+		if rp.prompt != nil {
+			prompt = func(scored []gotok.Token) error { rp.prompt(scored); return nil }
 		}
-		st, err := s.run(ctx, j, func(t gotok.Token) error {
-			out.WriteString(t.Text)
-			if lps != nil && t.ID >= 0 {
-				lps.Content = append(lps.Content, chatLogprob(tok, t))
-			}
+		st, err := s.run(ctx, j, prompt, func(t gotok.Token) error {
+			rp.collect(t)
 			return nil
 		})
 		if err != nil {
 			return err
 		}
-		choice := chatChoice{Message: assistantMessage{Role: "assistant", Content: out.String()}, FinishReason: finishReason(st.StopReason)}
-		if lps != nil {
-			choice.Logprobs = lps
-		}
-		return writeJSON(w, chatCompletion{
-			ID: id, Object: "chat.completion", Created: created, Model: s.o.ModelName,
-			Choices: []chatChoice{choice}, Usage: usageOf(st),
-		})
+		return writeJSON(w, rp.whole(st))
 	}
 	ev := startSSE(w)
-	chunk := func(d chatDelta, finish *string) chatChunk {
-		return chatChunk{ID: id, Object: "chat.completion.chunk", Created: created, Model: s.o.ModelName,
-			Choices: []chatChunkChoice{{Delta: d, FinishReason: finish}}}
-	}
-	if err := ev.send(chunk(chatDelta{Role: "assistant"}, nil)); err != nil {
-		return nil // the client left
-	}
-	st, err := s.run(ctx, j, func(t gotok.Token) error {
-		// With logprobs every token has its chunk, even one whose text is
-		// still incomplete; without, only text goes out.
-		if t.Text == "" && (!opts.Logprobs || t.ID < 0) {
-			return nil
+	if rp.head != nil {
+		if err := ev.send(rp.head); err != nil {
+			return nil // the client left
 		}
-		c := chunk(chatDelta{Content: t.Text}, nil)
-		if opts.Logprobs && t.ID >= 0 {
-			c.Choices[0].Logprobs = &chatLogprobs{Content: []tokenLogprob{chatLogprob(tok, t)}}
+	}
+	if rp.prompt != nil {
+		prompt = func(scored []gotok.Token) error { return ev.send(rp.prompt(scored)) }
+	}
+	st, err := s.run(ctx, j, prompt, func(t gotok.Token) error {
+		if e, ok := rp.event(t); ok {
+			return ev.send(e)
 		}
-		return ev.send(c)
+		return nil
 	})
 	if err != nil {
 		infoOf(ctx).err = err
 		ev.fail(err)
 		return nil
 	}
-	reason := finishReason(st.StopReason)
-	ev.send(chunk(chatDelta{}, &reason))
-	if req.StreamOptions != nil && req.StreamOptions.IncludeUsage {
-		ev.send(chatChunk{ID: id, Object: "chat.completion.chunk", Created: created, Model: s.o.ModelName,
-			Choices: []chatChunkChoice{}, Usage: usageOf(st)})
+	ev.send(rp.finish(finishReason(st.StopReason)))
+	if u := rp.usage(usageOf(st)); u != nil {
+		ev.send(u)
 	}
 	ev.done()
 	return nil
 }
 
-// encode tokenizes a prompt as the engine would; an empty one is BOS.
-func (s *Server) encode(text string, o gotok.GenerateOptions) []int32 {
-	tokens := s.model.Encode(text, o)
-	if len(tokens) == 0 && s.model.Tokenizer().BOS() >= 0 {
-		tokens = []int32{s.model.Tokenizer().BOS()}
+// encode tokenizes a prompt as the engine does (an empty one is BOS
+// alone), refusing one that comes out empty: the model has no BOS.
+func (s *Server) encode(param, text string, o gotok.GenerateOptions) ([]int32, error) {
+	tokens := s.model.PromptTokens(text, o)
+	if len(tokens) == 0 {
+		return nil, invalid(param, "the prompt is empty, and this model has no BOS token to start from")
 	}
-	return tokens
+	return tokens, nil
 }
 
 // promptIDs checks token ids from a request against the vocabulary.
@@ -161,16 +218,13 @@ func (s *Server) handleCompletion(w http.ResponseWriter, r *http.Request) error 
 	}
 	var lp logprobRequest
 	if req.Logprobs != nil {
-		if req.Echo {
-			return notSupported("echo", "echo with logprobs (log-probabilities of the prompt's tokens)")
-		}
 		lp = logprobRequest{want: true, top: *req.Logprobs}
 	}
 	maxTokens := req.maxTokens()
 	if req.MaxTokens == nil && req.MaxCompletionTokens == nil {
 		maxTokens = 16 // OpenAI's default for completions
 	}
-	opts, err := generateOptions(&req.samplingRequest, lp, maxTokens)
+	opts, err := generateOptions(&req.samplingRequest, lp, maxTokens, s.model.ContextLen())
 	if err != nil {
 		return err
 	}
@@ -187,7 +241,9 @@ func (s *Server) handleCompletion(w http.ResponseWriter, r *http.Request) error 
 			echo = s.model.Tokenizer().Decode(prompt)
 		}
 	} else {
-		prompt = s.encode(req.Prompt.text, opts)
+		if prompt, err = s.encode("prompt", req.Prompt.text, opts); err != nil {
+			return err
+		}
 		echo = req.Prompt.text
 	}
 	if !req.Echo {
@@ -196,81 +252,78 @@ func (s *Server) handleCompletion(w http.ResponseWriter, r *http.Request) error 
 	if err := s.checkContext("prompt", len(prompt), maxTokens); err != nil {
 		return err
 	}
-	ctx, cancel := s.requestContext(r)
-	defer cancel()
-	release, err := s.admit(ctx, w)
-	if err != nil {
-		return err
-	}
-	defer release()
 	j := job{start: start, prompt: prompt, opts: opts}
-	id, created := newID("cmpl-"), time.Now().Unix()
-	infoOf(ctx).stream, infoOf(ctx).id = req.Stream, id
 	tok := s.model.Tokenizer()
-	if !req.Stream {
+	return s.generate(w, r, j, req.Stream, "cmpl-", func(id string, created int64) *reply {
+		chunk := func(text string, finish *string) textCompletion {
+			return textCompletion{ID: id, Object: "text_completion", Created: created, Model: s.o.ModelName,
+				Choices: []textChoice{{Text: text, FinishReason: finish}}}
+		}
 		var out strings.Builder
 		out.WriteString(echo)
 		var lps *completionLogprobs
 		if opts.Logprobs {
 			lps = &completionLogprobs{}
 		}
-		st, err := s.run(ctx, j, func(t gotok.Token) error {
-			if lps != nil && t.ID >= 0 {
-				lps.add(tok, t, out.Len())
+		// A token's offset counts the pieces before it, not the text
+		// emitted so far: the engine holds text back (an incomplete
+		// character, a possible stop string) and emits it with a later
+		// token.
+		offset := len(echo)
+		rp := &reply{
+			collect: func(t gotok.Token) {
+				if lps != nil && t.ID >= 0 {
+					lps.add(tok, t, offset)
+					offset += len(tok.Piece(t.ID))
+				}
+				out.WriteString(t.Text)
+			},
+			whole: func(st gotok.Stats) any {
+				reason := finishReason(st.StopReason)
+				return textCompletion{
+					ID: id, Object: "text_completion", Created: created, Model: s.o.ModelName,
+					Choices: []textChoice{{Text: out.String(), Logprobs: lps, FinishReason: &reason}}, Usage: usageOf(st),
+				}
+			},
+			event: func(t gotok.Token) (any, bool) {
+				if t.Text == "" && (!opts.Logprobs || t.ID < 0) {
+					return nil, false
+				}
+				c := chunk(t.Text, nil)
+				if opts.Logprobs && t.ID >= 0 {
+					lps := &completionLogprobs{}
+					lps.add(tok, t, offset)
+					c.Choices[0].Logprobs = lps
+					offset += len(tok.Piece(t.ID))
+				}
+				return c, true
+			},
+			finish: func(reason string) any { return chunk("", &reason) },
+			usage: func(u *usage) any {
+				if req.StreamOptions == nil || !req.StreamOptions.IncludeUsage {
+					return nil
+				}
+				return textCompletion{ID: id, Object: "text_completion", Created: created, Model: s.o.ModelName,
+					Choices: []textChoice{}, Usage: u}
+			},
+		}
+		if req.Echo && opts.Logprobs {
+			// The echo's entries come first: the prompt's tokens, scored.
+			rp.prompt = func(scored []gotok.Token) any {
+				if !req.Stream {
+					lps.addPrompt(tok, prompt[0], scored)
+					return nil
+				}
+				c := chunk(echo, nil)
+				c.Choices[0].Logprobs = &completionLogprobs{}
+				c.Choices[0].Logprobs.addPrompt(tok, prompt[0], scored)
+				return c
 			}
-			out.WriteString(t.Text)
-			return nil
-		})
-		if err != nil {
-			return err
+		} else if echo != "" {
+			rp.head = chunk(echo, nil)
 		}
-		reason := finishReason(st.StopReason)
-		choice := textChoice{Text: out.String(), FinishReason: &reason}
-		if lps != nil {
-			choice.Logprobs = lps
-		}
-		return writeJSON(w, textCompletion{
-			ID: id, Object: "text_completion", Created: created, Model: s.o.ModelName,
-			Choices: []textChoice{choice}, Usage: usageOf(st),
-		})
-	}
-	ev := startSSE(w)
-	chunk := func(text string, finish *string) textCompletion {
-		return textCompletion{ID: id, Object: "text_completion", Created: created, Model: s.o.ModelName,
-			Choices: []textChoice{{Text: text, FinishReason: finish}}}
-	}
-	if echo != "" {
-		if err := ev.send(chunk(echo, nil)); err != nil {
-			return nil
-		}
-	}
-	offset := len(echo)
-	st, err := s.run(ctx, j, func(t gotok.Token) error {
-		if t.Text == "" && (!opts.Logprobs || t.ID < 0) {
-			return nil
-		}
-		c := chunk(t.Text, nil)
-		if opts.Logprobs && t.ID >= 0 {
-			lps := &completionLogprobs{}
-			lps.add(tok, t, offset)
-			c.Choices[0].Logprobs = lps
-		}
-		offset += len(t.Text)
-		return ev.send(c)
+		return rp
 	})
-	if err != nil {
-		infoOf(ctx).err = err
-		ev.fail(err)
-		return nil
-	}
-	reason := finishReason(st.StopReason)
-	ev.send(chunk("", &reason))
-	if req.StreamOptions != nil && req.StreamOptions.IncludeUsage {
-		ev.send(textCompletion{ID: id, Object: "text_completion", Created: created, Model: s.o.ModelName,
-			Choices: []textChoice{}, Usage: usageOf(st)})
-	}
-	ev.done()
-	return nil
 }
 
 func (s *Server) handleModels(w http.ResponseWriter, r *http.Request) error {
@@ -359,7 +412,7 @@ func (s *Server) handleDetokenize(w http.ResponseWriter, r *http.Request) error 
 func writeJSON(w http.ResponseWriter, v any) error {
 	data, err := json.Marshal(v)
 	if err != nil {
-		return errors.New("encode response: " + err.Error())
+		return &encodeError{err}
 	}
 	w.Header().Set("Content-Type", "application/json")
 	_, err = w.Write(append(data, '\n'))

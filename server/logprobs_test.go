@@ -3,8 +3,11 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"math"
 	"net/http/httptest"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -138,10 +141,10 @@ func TestCompletionLogprobs(t *testing.T) {
 		t.Errorf("tokens %q do not spell %q", lp.Tokens, got.Choices[0].Text)
 	}
 	for i := range n {
-		if lp.TokenLogprobs[i] > 0 || len(lp.TopLogprobs[i]) == 0 || len(lp.TopLogprobs[i]) > 2 {
-			t.Errorf("token %d: %v %v", i, lp.TokenLogprobs[i], lp.TopLogprobs[i])
+		if *lp.TokenLogprobs[i] > 0 || len(lp.TopLogprobs[i]) == 0 || len(lp.TopLogprobs[i]) > 2 {
+			t.Errorf("token %d: %v %v", i, *lp.TokenLogprobs[i], lp.TopLogprobs[i])
 		}
-		if best, ok := lp.TopLogprobs[i][lp.Tokens[i]]; !ok || best != lp.TokenLogprobs[i] {
+		if best, ok := lp.TopLogprobs[i][lp.Tokens[i]]; !ok || best != *lp.TokenLogprobs[i] {
 			t.Errorf("token %d: greedy %q not the likeliest in %v", i, lp.Tokens[i], lp.TopLogprobs[i])
 		}
 		if i > 0 && lp.TextOffset[i] != lp.TextOffset[i-1]+len(lp.Tokens[i-1]) {
@@ -230,5 +233,186 @@ func TestResponseFormat(t *testing.T) {
 		t.Errorf("json_object cut at the limit does not start an object: %q", content)
 	} else {
 		t.Logf("json_object reply cut at max_tokens: %q", content)
+	}
+}
+
+// text_offset counts the pieces of the tokens before, even when the
+// engine holds text back: here "e" waits to see whether "!" follows
+// (the stop string "e!"), and goes out with the next token.
+func TestCompletionTextOffsetHeldBack(t *testing.T) {
+	_, ts, _ := storiesServer(t, Options{})
+	for _, stream := range []bool{false, true} {
+		body := `{"prompt":"Once upon","max_tokens":4,"temperature":0,"logprobs":0,"stop":["e!"],"stream":` + strconv.FormatBool(stream) + `}`
+		resp := post(t, ts, "/v1/completions", body)
+		text := readBody(t, resp)
+		if resp.StatusCode != 200 {
+			t.Fatalf("%d %s", resp.StatusCode, text)
+		}
+		var tokens []string
+		var offsets []int
+		chunks := []string{text}
+		if stream {
+			chunks = nil
+			for line := range strings.Lines(text) {
+				if d, ok := strings.CutPrefix(strings.TrimSpace(line), "data: "); ok && d != "[DONE]" {
+					chunks = append(chunks, d)
+				}
+			}
+		}
+		for _, c := range chunks {
+			var got struct {
+				Choices []struct{ Logprobs *completionLogprobs }
+			}
+			if err := json.Unmarshal([]byte(c), &got); err != nil {
+				t.Fatal(err)
+			}
+			if len(got.Choices) > 0 && got.Choices[0].Logprobs != nil {
+				tokens = append(tokens, got.Choices[0].Logprobs.Tokens...)
+				offsets = append(offsets, got.Choices[0].Logprobs.TextOffset...)
+			}
+		}
+		if len(tokens) != 4 {
+			t.Fatalf("stream %v: tokens %q", stream, tokens)
+		}
+		want := []int{0}
+		for _, tk := range tokens[:len(tokens)-1] {
+			want = append(want, want[len(want)-1]+len(tk))
+		}
+		if !slices.Equal(offsets, want) {
+			t.Errorf("stream %v: tokens %q, text_offset %v, want %v", stream, tokens, offsets, want)
+		}
+	}
+}
+
+// Log-probabilities JSON cannot write (-Inf, NaN) go out as vLLM's
+// -9999, in both shapes.
+func TestNonFiniteLogprobs(t *testing.T) {
+	m := loadModel(t, storiesPath(t), 64)
+	tok := m.Tokenizer()
+	inf, nan := float32(math.Inf(-1)), float32(math.NaN())
+	tk := gotok.Token{ID: 5, Logprob: inf, Top: []gotok.TokenLogprob{{ID: 6, Text: tok.Piece(6), Logprob: nan}}}
+	c := &completionLogprobs{}
+	c.add(tok, tk, 0)
+	for _, v := range []any{chatLogprob(tok, tk), c} {
+		data, err := json.Marshal(v)
+		if err != nil {
+			t.Fatalf("%T: %v", v, err)
+		}
+		if strings.Count(string(data), "-9999") != 2 {
+			t.Errorf("%s: want -9999 twice", data)
+		}
+	}
+}
+
+// A stream event JSON cannot write is the server's error (500), not the
+// client's leaving (499).
+func TestStreamEncodeError(t *testing.T) {
+	s, _, _ := storiesServer(t, Options{})
+	ev := startSSE(httptest.NewRecorder())
+	prompt := s.model.Encode("Once", gotok.GenerateOptions{})
+	_, err := s.run(context.Background(), job{prompt: prompt, opts: gotok.GenerateOptions{MaxTokens: 2}}, nil, func(gotok.Token) error {
+		return ev.send(math.Inf(1))
+	})
+	var e *apiError
+	if errors.As(err, &e) || err == nil || !strings.Contains(err.Error(), "encode response") {
+		t.Errorf("run: %v (%#v), want an encode error (500)", err, e)
+	}
+}
+
+// Without logprobs asked for, every choice has "logprobs": null.
+func TestLogprobsNull(t *testing.T) {
+	_, ts, _ := storiesServer(t, Options{})
+	for _, c := range []struct{ path, body string }{
+		{"/v1/completions", `{"prompt":"Once","max_tokens":2}`},
+		{"/v1/completions", `{"prompt":"Once","max_tokens":2,"stream":true}`},
+		{"/v1/chat/completions", `{"messages":[{"role":"user","content":"Hi"}],"max_tokens":2}`},
+		{"/v1/chat/completions", `{"messages":[{"role":"user","content":"Hi"}],"max_tokens":2,"stream":true}`},
+	} {
+		resp := post(t, ts, c.path, c.body)
+		body := readBody(t, resp)
+		if resp.StatusCode != 200 || !strings.Contains(body, `"logprobs":null`) || strings.Contains(body, `"logprobs":{`) {
+			t.Errorf("%s %s: %d %s", c.path, c.body, resp.StatusCode, body)
+		}
+	}
+}
+
+// echo with logprobs: the prompt's entries come first, the first token's
+// null, the others Model.PromptLogprobs's numbers, then the generated
+// tokens'; streamed, the echo chunk carries the prompt's.
+func TestEchoLogprobs(t *testing.T) {
+	_, ts, _ := storiesServer(t, Options{})
+	m2 := loadModel(t, storiesPath(t), 512)
+	prompt := m2.PromptTokens("Once upon a time", gotok.GenerateOptions{})
+	scored, err := m2.PromptLogprobs(context.Background(), prompt, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok := m2.Tokenizer()
+	for _, stream := range []bool{false, true} {
+		resp := post(t, ts, "/v1/completions", `{"prompt":"Once upon a time","max_tokens":3,"temperature":0,"echo":true,"logprobs":2,"stream":`+strconv.FormatBool(stream)+`}`)
+		body := readBody(t, resp)
+		if resp.StatusCode != 200 {
+			t.Fatalf("%d %s", resp.StatusCode, body)
+		}
+		chunks := []string{body}
+		if stream {
+			chunks = nil
+			for line := range strings.Lines(body) {
+				if d, ok := strings.CutPrefix(strings.TrimSpace(line), "data: "); ok && d != "[DONE]" {
+					chunks = append(chunks, d)
+				}
+			}
+		}
+		var lp completionLogprobs
+		text := ""
+		for _, c := range chunks {
+			var got struct {
+				Choices []struct {
+					Text     string
+					Logprobs *completionLogprobs
+				}
+			}
+			if err := json.Unmarshal([]byte(c), &got); err != nil {
+				t.Fatal(err)
+			}
+			if len(got.Choices) == 0 {
+				continue
+			}
+			text += got.Choices[0].Text
+			if l := got.Choices[0].Logprobs; l != nil {
+				lp.Tokens = append(lp.Tokens, l.Tokens...)
+				lp.TokenLogprobs = append(lp.TokenLogprobs, l.TokenLogprobs...)
+				lp.TopLogprobs = append(lp.TopLogprobs, l.TopLogprobs...)
+				lp.TextOffset = append(lp.TextOffset, l.TextOffset...)
+			}
+		}
+		if !strings.HasPrefix(text, "Once upon a time") {
+			t.Errorf("stream %v: text %q does not echo the prompt", stream, text)
+		}
+		if n := len(prompt) + 3; len(lp.Tokens) != n || len(lp.TokenLogprobs) != n || len(lp.TopLogprobs) != n || len(lp.TextOffset) != n {
+			t.Fatalf("stream %v: %d entries, want %d: %+v", stream, len(lp.Tokens), n, lp)
+		}
+		if lp.Tokens[0] != tok.Piece(prompt[0]) || lp.TokenLogprobs[0] != nil || lp.TopLogprobs[0] != nil || lp.TextOffset[0] != 0 {
+			t.Errorf("stream %v: first entry %q %v %v %d, want the first token with nulls", stream, lp.Tokens[0], lp.TokenLogprobs[0], lp.TopLogprobs[0], lp.TextOffset[0])
+		}
+		offset := len(tok.Piece(prompt[0]))
+		for i, sc := range scored {
+			e := i + 1
+			if lp.Tokens[e] != sc.Text || lp.TokenLogprobs[e] == nil || *lp.TokenLogprobs[e] != sc.Logprob || lp.TextOffset[e] != offset {
+				t.Errorf("stream %v: entry %d: %q %v at %d, want %q %v at %d", stream, e, lp.Tokens[e], lp.TokenLogprobs[e], lp.TextOffset[e], sc.Text, sc.Logprob, offset)
+			}
+			if len(lp.TopLogprobs[e]) != len(sc.Top) {
+				t.Errorf("stream %v: entry %d: top %v, want %v", stream, e, lp.TopLogprobs[e], sc.Top)
+			}
+			for _, alt := range sc.Top {
+				if got, ok := lp.TopLogprobs[e][alt.Text]; !ok || got != alt.Logprob {
+					t.Errorf("stream %v: entry %d: top %v lacks %q %v", stream, e, lp.TopLogprobs[e], alt.Text, alt.Logprob)
+				}
+			}
+			offset += len(sc.Text)
+		}
+		if g := len(prompt); lp.TextOffset[g] != len("Once upon a time") || lp.TokenLogprobs[g] == nil {
+			t.Errorf("stream %v: first generated entry at %d (%v), want at the echo's end", stream, lp.TextOffset[g], lp.TokenLogprobs[g])
+		}
 	}
 }

@@ -19,14 +19,19 @@ type logprobRequest struct {
 
 // generateOptions maps a request onto the engine's GenerateOptions: the
 // one place request parameters become engine options (sampling,
-// log-probabilities, the JSON constraint of response_format).
-func generateOptions(s *samplingRequest, lp logprobRequest, maxTokens int) (gotok.GenerateOptions, error) {
+// log-probabilities, the JSON constraint of response_format). ctxLen is
+// the model's context, the penalties' window.
+func generateOptions(s *samplingRequest, lp logprobRequest, maxTokens, ctxLen int) (gotok.GenerateOptions, error) {
 	o := gotok.GenerateOptions{
 		MaxTokens:    maxTokens,
 		Stop:         s.Stop,
 		ParseSpecial: true, // chat prompts carry the template's markers
 		Logprobs:     lp.want,
 		TopLogprobs:  lp.top,
+		IgnoreEOS:    s.IgnoreEOS,
+	}
+	if s.MinTokens != nil {
+		o.MinTokens = *s.MinTokens
 	}
 	if rf := s.ResponseFormat; rf != nil {
 		switch rf.Type {
@@ -41,14 +46,14 @@ func generateOptions(s *samplingRequest, lp logprobRequest, maxTokens int) (goto
 		}
 	}
 	// OpenAI's defaults: temperature 1, top_p 1 (off), no top-k or min-p.
-	p := sample.Params{Temperature: 1}
+	p := sample.Params{Temperature: 1, RepeatPenalty: 1}
 	if s.Temperature != nil {
 		p.Temperature = float32(*s.Temperature)
 	}
 	if s.TopP != nil {
 		p.TopP = float32(*s.TopP)
 	}
-	if s.TopK != nil {
+	if s.TopK != nil && *s.TopK > 0 { // -1 and 0: off
 		p.TopK = *s.TopK
 	}
 	if s.MinP != nil {
@@ -60,8 +65,16 @@ func generateOptions(s *samplingRequest, lp logprobRequest, maxTokens int) (goto
 	if s.FrequencyPenalty != nil {
 		p.FrequencyPenalty = float32(*s.FrequencyPenalty)
 	}
-	if p.PresencePenalty != 0 || p.FrequencyPenalty != 0 {
-		p.PenaltyLastN = 64 // llama.cpp's window
+	if s.RepetitionPenalty != nil {
+		p.RepeatPenalty = float32(*s.RepetitionPenalty)
+	}
+	// vLLM's penalties: presence and frequency over the whole completion,
+	// repetition over the prompt and the completion. The sampler keeps one
+	// history for all three, so when both kinds are asked for, repetition
+	// too sees the completion only.
+	if p.PresencePenalty != 0 || p.FrequencyPenalty != 0 || p.RepeatPenalty != 1 {
+		p.PenaltyLastN = ctxLen // the prompt and completion fit in it
+		o.PenalizeCompletionOnly = p.PresencePenalty != 0 || p.FrequencyPenalty != 0
 	}
 	// Without a seed each request draws its own, as OpenAI's API does;
 	// with one, the same request gives the same answer.

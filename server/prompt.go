@@ -33,6 +33,10 @@ func newPrompter(src, override, fallback string, tok *tokenizer.Tokenizer, log *
 			log.Info("chat template", "used", "built-in", "format", t.Name(), "source", "option")
 			return p, nil
 		}
+		if !isJinja(override) {
+			return nil, fmt.Errorf("chat template %q is neither a built-in format (%s) nor a Jinja template (no {%% or {{)",
+				head(override, 40), strings.Join(chat.Names(), ", "))
+		}
 		src = override
 	}
 	if tok.AddBOS() && tok.BOS() >= 0 {
@@ -41,9 +45,14 @@ func newPrompter(src, override, fallback string, tok *tokenizer.Tokenizer, log *
 	if src != "" {
 		tokens := chat.SpecialTokens{BOS: tok.Token(tok.BOS()), EOS: tok.Token(tok.EOS())}
 		j, err := chat.ParseJinja(src, tokens)
-		if err != nil {
+		switch {
+		case err != nil && override != "":
+			// The operator chose this template: a fallback would serve
+			// prompts in a format nobody asked for.
+			return nil, fmt.Errorf("chat template: %w", err)
+		case err != nil:
 			log.Warn("chat template does not parse as Jinja; using a built-in format", "err", err)
-		} else {
+		default:
 			p.jinja = j
 		}
 		if t, err := chat.Detect(src); err == nil {
@@ -94,4 +103,17 @@ func (p *prompter) render(msgs []chat.Message) (string, []string, error) {
 		return "", nil, invalid("messages", "%v", err)
 	}
 	return out, p.builtin.Stop(), nil
+}
+
+// isJinja reports whether a template text has a Jinja tag or expression:
+// a value without one is a mistyped built-in name, not a template.
+func isJinja(s string) bool {
+	return strings.Contains(s, "{%") || strings.Contains(s, "{{")
+}
+
+func head(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
 }

@@ -31,6 +31,11 @@ type samplingRequest struct {
 	N                   *int            `json:"n"`
 	ResponseFormat      *responseFormat `json:"response_format"`
 	LogitBias           map[string]any  `json:"logit_bias"`
+
+	// vLLM's extensions.
+	RepetitionPenalty *float64 `json:"repetition_penalty"`
+	IgnoreEOS         bool     `json:"ignore_eos"`
+	MinTokens         *int     `json:"min_tokens"`
 }
 
 type streamOptions struct {
@@ -256,7 +261,7 @@ func (s *samplingRequest) check() error {
 	}{
 		{"max_tokens", s.MaxTokens, 1, math.MaxInt32},
 		{"max_completion_tokens", s.MaxCompletionTokens, 1, math.MaxInt32},
-		{"top_k", s.TopK, 0, math.MaxInt32},
+		{"top_k", s.TopK, -1, math.MaxInt32}, // -1 and 0: off (vLLM's -1)
 	} {
 		if p.v != nil && (*p.v < p.min || *p.v > p.max) {
 			return invalid(p.name, "%s is %d: want %d to %d", p.name, *p.v, p.min, p.max)
@@ -268,7 +273,6 @@ func (s *samplingRequest) check() error {
 		min, max float64
 	}{
 		{"temperature", s.Temperature, 0, 2},
-		{"top_p", s.TopP, 0, 1},
 		{"min_p", s.MinP, 0, 1},
 		{"presence_penalty", s.PresencePenalty, -2, 2},
 		{"frequency_penalty", s.FrequencyPenalty, -2, 2},
@@ -276,6 +280,17 @@ func (s *samplingRequest) check() error {
 		if p.v != nil && !(*p.v >= p.min && *p.v <= p.max) { // NaN fails too
 			return invalid(p.name, "%s is %v: want %v to %v", p.name, *p.v, p.min, p.max)
 		}
+	}
+	if r := s.RepetitionPenalty; r != nil && !(*r > 0 && *r <= math.MaxFloat32) {
+		return invalid("repetition_penalty", "repetition_penalty is %v: want a finite number above 0 (1: off)", *r)
+	}
+	if m := s.MinTokens; m != nil && (*m < 0 || s.maxTokens() > 0 && *m > s.maxTokens()) {
+		return invalid("min_tokens", "min_tokens is %d: want 0 to max_tokens (%d)", *m, s.maxTokens())
+	}
+	// top_p 0 would keep no token: vLLM refuses it, where gotok's sampler
+	// would take it for "off".
+	if s.TopP != nil && !(*s.TopP > 0 && *s.TopP <= 1) {
+		return invalid("top_p", "top_p must be in (0, 1], got %v", *s.TopP)
 	}
 	if len(s.Stop) > 4 {
 		return invalid("stop", "stop has %d strings: at most 4", len(s.Stop))

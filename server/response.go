@@ -23,7 +23,7 @@ type chatCompletion struct {
 type chatChoice struct {
 	Index        int              `json:"index"`
 	Message      assistantMessage `json:"message"`
-	Logprobs     any              `json:"logprobs"`
+	Logprobs     *chatLogprobs    `json:"logprobs"` // nil: null
 	FinishReason string           `json:"finish_reason"`
 }
 
@@ -42,10 +42,10 @@ type chatChunk struct {
 }
 
 type chatChunkChoice struct {
-	Index        int       `json:"index"`
-	Delta        chatDelta `json:"delta"`
-	Logprobs     any       `json:"logprobs"`
-	FinishReason *string   `json:"finish_reason"`
+	Index        int           `json:"index"`
+	Delta        chatDelta     `json:"delta"`
+	Logprobs     *chatLogprobs `json:"logprobs"` // nil: null
+	FinishReason *string       `json:"finish_reason"`
 }
 
 type chatDelta struct {
@@ -63,10 +63,10 @@ type textCompletion struct {
 }
 
 type textChoice struct {
-	Index        int     `json:"index"`
-	Text         string  `json:"text"`
-	Logprobs     any     `json:"logprobs"`
-	FinishReason *string `json:"finish_reason"`
+	Index        int                 `json:"index"`
+	Text         string              `json:"text"`
+	Logprobs     *completionLogprobs `json:"logprobs"` // nil: null
+	FinishReason *string             `json:"finish_reason"`
 }
 
 type modelList struct {

@@ -55,12 +55,16 @@ type Options struct {
 	RequestTimeout time.Duration
 	// DrainTimeout bounds how long Serve lets running requests finish
 	// after its context ends (default 30 s); then they are cancelled.
+	// (Run takes its own, which also bounds a load.)
 	DrainTimeout time.Duration
 	// CORSOrigins are the origins allowed to call the API from a browser
 	// ("*" for any); none by default.
 	CORSOrigins []string
-	// ChatTemplate replaces the model's chat template: a Jinja text, or the
-	// name of one of package chat's built-in formats.
+	// ChatTemplate replaces the model's chat template: the name of one of
+	// package chat's built-in formats, or a Jinja text (one with a "{%" or
+	// "{{"). Anything else (a mistyped name) and a Jinja text that does not
+	// parse make New fail: the operator's choice is never replaced by a
+	// fallback.
 	ChatTemplate string
 	// FallbackTemplate is the built-in format used when the model's
 	// template neither renders nor is recognized (default "chatml", as
@@ -115,8 +119,9 @@ type Server struct {
 	metrics *metrics
 	mux     *http.ServeMux
 	created int64
-	// kvUsed is the tokens in the KV cache: the current generation's, or
-	// the last one's, which the engine keeps for prefix reuse.
+	// kvUsed is the tokens in the KV cache of the running generation; 0
+	// while none runs, though the engine keeps the last one's for prefix
+	// reuse (vLLM too counts cached prefix blocks as free).
 	kvUsed   atomic.Int64
 	draining atomic.Bool
 }
@@ -141,18 +146,18 @@ func New(m *gotok.Model, o Options) (*Server, error) {
 	}
 	s.metrics = newMetrics(o.ModelName, s.sched, &s.kvUsed, m.ContextLen, o.Parallel)
 	s.mux = http.NewServeMux()
-	s.route("/v1/chat/completions", http.MethodPost, true, s.handleChat)
-	s.route("/v1/completions", http.MethodPost, true, s.handleCompletion)
-	s.route("/v1/models", http.MethodGet, true, s.handleModels)
-	s.route("/tokenize", http.MethodPost, true, s.handleTokenize)
-	s.route("/detokenize", http.MethodPost, true, s.handleDetokenize)
-	s.route("/health", http.MethodGet, false, s.handleHealth)
+	s.route("/v1/chat/completions", http.MethodPost, apiRoute, s.handleChat)
+	s.route("/v1/completions", http.MethodPost, apiRoute, s.handleCompletion)
+	s.route("/v1/models", http.MethodGet, apiRoute, s.handleModels)
+	s.route("/tokenize", http.MethodPost, apiRoute, s.handleTokenize)
+	s.route("/detokenize", http.MethodPost, apiRoute, s.handleDetokenize)
+	s.route("/health", http.MethodGet, 0, s.handleHealth)
 	metricsHandler := promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{})
-	s.route("/metrics", http.MethodGet, false, func(w http.ResponseWriter, r *http.Request) error {
+	s.route("/metrics", http.MethodGet, 0, func(w http.ResponseWriter, r *http.Request) error {
 		metricsHandler.ServeHTTP(w, r)
 		return nil
 	})
-	s.route("/", "", false, func(w http.ResponseWriter, r *http.Request) error {
+	s.route("/", "", 0, func(w http.ResponseWriter, r *http.Request) error {
 		return &apiError{Status: http.StatusNotFound, Type: typeNotFound, Message: fmt.Sprintf("no endpoint %s %s", r.Method, r.URL.Path)}
 	})
 	return s, nil
@@ -165,10 +170,23 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.Serve
 // in OpenAI's shape.
 type handlerFunc func(w http.ResponseWriter, r *http.Request) error
 
+// routeFlags say what route checks before an endpoint's handler.
+type routeFlags int
+
+const (
+	// requireKey: the API key, when the server has one.
+	requireKey routeFlags = 1 << iota
+	// refuseDraining: 503 once draining, so that clients go elsewhere
+	// (/health reports draining itself; /metrics is scraped to the end).
+	refuseDraining
+
+	apiRoute = requireKey | refuseDraining // the OpenAI API and tokenize
+)
+
 // route registers an endpoint behind what every request gets: the method
-// check, CORS, the API key, the body limit, panic recovery, the log line
-// and the metrics.
-func (s *Server) route(path, method string, auth bool, h handlerFunc) {
+// check, CORS, the flags' checks, the body limit, panic recovery, the log
+// line and the metrics.
+func (s *Server) route(path, method string, flags routeFlags, h handlerFunc) {
 	endpoint := path
 	if path == "/" {
 		endpoint = "other"
@@ -201,10 +219,10 @@ func (s *Server) route(path, method string, auth bool, h handlerFunc) {
 		case method != "" && r.Method != method:
 			rec.Header().Set("Allow", method)
 			err = &apiError{Status: http.StatusMethodNotAllowed, Type: typeInvalidRequest, Message: fmt.Sprintf("%s takes %s, not %s", path, method, r.Method)}
-		case auth && s.draining.Load():
+		case flags&refuseDraining != 0 && s.draining.Load():
 			rec.Header().Set("Connection", "close")
 			err = &apiError{Status: http.StatusServiceUnavailable, Type: typeUnavailable, Message: "server is shutting down"}
-		case auth && !s.authorized(r):
+		case flags&requireKey != 0 && !s.authorized(r):
 			err = withCode(&apiError{Status: http.StatusUnauthorized, Type: typeAuthentication, Message: "missing or wrong API key: send Authorization: Bearer KEY"}, "invalid_api_key")
 		default:
 			if err = s.readBody(rec, r); err == nil {
@@ -372,17 +390,32 @@ func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) error {
 
 // Serve serves on ln until ctx ends, then drains (see Run).
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
-	return Run(ctx, ln, s.o.Logger, func() (*Server, error) { return s, nil })
+	return Run(ctx, ln, s.o.Logger, s.o.DrainTimeout, func(context.Context) (*Server, error) { return s, nil })
 }
+
+// ErrLoadAbandoned is Run's error when ctx ended while the model loaded
+// and the load did not return within the drain timeout.
+var ErrLoadAbandoned = errors.New("server: the model load did not stop within the drain timeout; abandoned")
 
 // Run serves on ln while load prepares the Server: until it returns,
 // /health and every endpoint answer 503 (the model is loading), so that a
 // readiness probe waits. When ctx ends it drains: new requests are
-// refused, /health reports 503, running requests finish for up to the
-// Server's DrainTimeout, what is left is cancelled, and Run returns.
-func Run(ctx context.Context, ln net.Listener, log *slog.Logger, load func() (*Server, error)) error {
+// refused, /health reports 503, running requests finish for up to drain
+// (0: 30 s), what is left is cancelled, and Run returns.
+//
+// If ctx ends while load runs, load's context is cancelled and Run waits
+// for it up to drain. A load that returns in time ends Run with no error
+// (or its own, unless it is the context's). One that does not is left
+// running and Run returns ErrLoadAbandoned: the load must then release
+// what it made itself (it sees its context ended), and Run never serves
+// its Server. gotok.Load cannot be cancelled, so gotok serve exits with
+// the load still running.
+func Run(ctx context.Context, ln net.Listener, log *slog.Logger, drain time.Duration, load func(context.Context) (*Server, error)) error {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
+	}
+	if drain <= 0 {
+		drain = 30 * time.Second
 	}
 	var current atomic.Pointer[Server]
 	baseCtx, cancelAll := context.WithCancel(context.Background())
@@ -403,33 +436,51 @@ func Run(ctx context.Context, ln net.Listener, log *slog.Logger, load func() (*S
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
+	loadCtx, cancelLoad := context.WithCancel(context.Background())
+	defer cancelLoad()
 	loaded := make(chan error, 1)
 	go func() {
-		s, err := load()
+		s, err := load(loadCtx)
 		if err == nil {
+			if loadCtx.Err() != nil {
+				s.draining.Store(true) // loaded during the shutdown: serve nothing new
+			}
 			current.Store(s)
 			log.Info("ready", "addr", ln.Addr().String())
 		}
 		loaded <- err
 	}()
-	// Return only once load has: its caller owns what it made.
-	loadDone := false
-	defer func() {
-		if !loadDone {
-			<-loaded
+	// stopLoad cancels a load still running and waits for it up to drain.
+	stopLoad := func() error {
+		cancelLoad()
+		t := time.NewTimer(drain)
+		defer t.Stop()
+		select {
+		case err := <-loaded:
+			if errors.Is(err, context.Canceled) {
+				return nil
+			}
+			return err
+		case <-t.C:
+			return ErrLoadAbandoned
 		}
-	}()
+	}
 	select { // wait for the model
 	case err := <-errc:
-		return err
+		return errors.Join(err, stopLoad())
 	case err := <-loaded:
-		loadDone = true
 		if err != nil {
 			hs.Close()
 			<-errc
 			return err
 		}
 	case <-ctx.Done():
+		log.Info("stopping while the model loads", "timeout", drain)
+		if err := stopLoad(); err != nil {
+			hs.Close()
+			<-errc
+			return err
+		}
 	}
 	if ctx.Err() == nil {
 		select { // serve
@@ -438,9 +489,7 @@ func Run(ctx context.Context, ln net.Listener, log *slog.Logger, load func() (*S
 		case <-ctx.Done():
 		}
 	}
-	drain := 30 * time.Second
 	if s := current.Load(); s != nil {
-		drain = s.o.DrainTimeout
 		s.draining.Store(true)
 		log.Info("draining", "running", s.sched.running.Load(), "waiting", s.sched.waiting(), "timeout", drain)
 	}

@@ -21,6 +21,7 @@ import (
 	"gotok"
 	"gotok/model/synth"
 	"gotok/quant"
+	"gotok/sample"
 )
 
 // storiesPath finds ../shared/models/stories260K.gguf beside the checkout
@@ -351,5 +352,131 @@ func TestTokenizeDetokenize(t *testing.T) {
 	var dt struct{ Prompt string }
 	if err := json.Unmarshal([]byte(readBody(t, resp)), &dt); err != nil || dt.Prompt != "Once upon a time" {
 		t.Errorf("detokenize: %q %v", dt.Prompt, err)
+	}
+}
+
+// Options.ChatTemplate is a built-in name or a Jinja text that parses:
+// a mistyped name and a broken template stop New instead of falling back.
+func TestChatTemplateOption(t *testing.T) {
+	m := loadModel(t, storiesPath(t), 64)
+	for _, c := range []struct {
+		template string
+		ok       bool
+	}{
+		{"chatml", true},
+		{"{% for m in messages %}{{ m['content'] }}{% endfor %}", true},
+		{"chatlm", false},                         // a mistyped name, not a template
+		{"{% for m in messages %}{{ m }}", false}, // no endfor
+	} {
+		_, err := New(m, Options{ChatTemplate: c.template})
+		if (err == nil) != c.ok {
+			t.Errorf("ChatTemplate %q: err %v", c.template, err)
+		}
+	}
+}
+
+// An empty prompt on a model with no BOS token is the client's 400, not a
+// 500 from the engine.
+func TestEmptyPromptNoBOS(t *testing.T) {
+	w, err := synth.Generate(synth.Options{Shape: synth.Presets["tiny"], Type: quant.Q8_0, EmbedType: quant.Q8_0, Seed: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Set("tokenizer.ggml.bos_token_id", int32(-1)) // none
+	path := filepath.Join(t.TempDir(), "nobos.gguf")
+	if err := w.WriteFile(path); err != nil {
+		t.Fatal(err)
+	}
+	m := loadModel(t, path, 0)
+	if m.Tokenizer().BOS() >= 0 {
+		t.Fatal("the model has a BOS token: the test proves nothing")
+	}
+	_, ts, _ := testServer(t, m, Options{ModelName: "tiny"})
+	for _, stream := range []string{"false", "true"} {
+		resp := post(t, ts, "/v1/completions", `{"prompt":"","max_tokens":2,"stream":`+stream+`}`)
+		if body := readBody(t, resp); resp.StatusCode != 400 || !strings.Contains(body, `"param":"prompt"`) {
+			t.Errorf("stream %s: %d %s, want 400 on prompt", stream, resp.StatusCode, body)
+		}
+	}
+}
+
+// The penalties as vLLM applies them: presence and frequency over the
+// whole completion only (the first token is the unpenalized one even when
+// the prompt holds it), repetition_penalty over prompt and completion;
+// the server's answer is the engine's with those options.
+func TestPenalties(t *testing.T) {
+	_, ts, _ := storiesServer(t, Options{})
+	m2 := loadModel(t, storiesPath(t), 512)
+	const prompt = "Once upon a time, there was a girl. Once upon a time"
+	engine := func(o gotok.GenerateOptions) string {
+		t.Helper()
+		var b strings.Builder
+		if _, err := m2.Generate(context.Background(), prompt, o, func(s string) error { b.WriteString(s); return nil }); err != nil {
+			t.Fatal(err)
+		}
+		return b.String()
+	}
+	complete := func(extra string) string {
+		t.Helper()
+		resp := post(t, ts, "/v1/completions", `{"prompt":"`+prompt+`","max_tokens":24,"temperature":0`+extra+`}`)
+		data := readBody(t, resp)
+		if resp.StatusCode != 200 {
+			t.Fatalf("%s: %d %s", extra, resp.StatusCode, data)
+		}
+		var got textCompletion
+		if err := json.Unmarshal([]byte(data), &got); err != nil {
+			t.Fatal(err)
+		}
+		return got.Choices[0].Text
+	}
+	greedy := engine(gotok.GenerateOptions{MaxTokens: 24, ParseSpecial: true})
+	presence := complete(`,"presence_penalty":2,"frequency_penalty":2`)
+	want := engine(gotok.GenerateOptions{MaxTokens: 24, ParseSpecial: true, PenalizeCompletionOnly: true,
+		Sample: sample.Params{PresencePenalty: 2, FrequencyPenalty: 2, RepeatPenalty: 1, PenaltyLastN: 512}})
+	if presence != want {
+		t.Errorf("presence/frequency penalties: %q, engine over the completion %q", presence, want)
+	}
+	// The greedy first token, ",", is in the prompt: penalized there, it
+	// would not come first.
+	if !strings.HasPrefix(greedy, ",") || !strings.HasPrefix(presence, ",") {
+		t.Errorf("presence penalty changed the first token: %q, greedy %q", presence, greedy)
+	}
+	if presence == greedy {
+		t.Error("the penalties changed nothing: the test proves nothing")
+	}
+
+	repetition := complete(`,"repetition_penalty":1.5`)
+	want = engine(gotok.GenerateOptions{MaxTokens: 24, ParseSpecial: true,
+		Sample: sample.Params{RepeatPenalty: 1.5, PenaltyLastN: 512}})
+	if repetition != want || repetition == greedy {
+		t.Errorf("repetition_penalty 1.5: %q, engine %q, greedy %q", repetition, want, greedy)
+	}
+	// stories260K never ends a story: min_tokens changes nothing here.
+	if got := complete(`,"top_k":-1,"min_tokens":8`); got != greedy {
+		t.Errorf("top_k -1, min_tokens 8: %q, want the greedy %q", got, greedy)
+	}
+}
+
+// ignore_eos and min_tokens reach the engine (stories260K never ends a
+// story on its own, so their effect cannot be seen over HTTP with it; the
+// engine's tests show it), and so do the penalties' settings.
+func TestVLLMExtensionOptions(t *testing.T) {
+	req, err := decodeCompletionRequest(strings.NewReader(`{"prompt":"x","ignore_eos":true,"repetition_penalty":1.3,"top_k":-1,"min_tokens":3}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, err := generateOptions(&req.samplingRequest, logprobRequest{}, 8, 512)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !o.IgnoreEOS || o.MinTokens != 3 || o.Sample.RepeatPenalty != 1.3 || o.Sample.PenaltyLastN != 512 || o.PenalizeCompletionOnly || o.Sample.TopK != 0 {
+		t.Errorf("options %+v", o)
+	}
+	req, err = decodeCompletionRequest(strings.NewReader(`{"prompt":"x","frequency_penalty":0.5}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o, _ = generateOptions(&req.samplingRequest, logprobRequest{}, 8, 512); !o.PenalizeCompletionOnly || o.Sample.PenaltyLastN != 512 {
+		t.Errorf("frequency_penalty: options %+v", o)
 	}
 }

@@ -229,9 +229,12 @@ func TestMetrics(t *testing.T) {
 			t.Errorf("/metrics lacks %s", want)
 		}
 	}
-	// The KV cache holds the last conversation: prompt and reply.
-	if strings.Contains(body, `vllm:kv_cache_usage_perc{model_name="stories260K"} 0`+"\n") {
-		t.Error("KV-cache use is 0 after a generation")
+	// Idle, the cache kept for prefix reuse counts as free, as in vLLM:
+	// an endpoint picker must not see an idle server as full.
+	for _, name := range []string{"vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc", "gotok_kv_cache_usage_ratio"} {
+		if v := scrape(t, ts, name); v != "0" {
+			t.Errorf("%s is %s while idle, want 0", name, v)
+		}
 	}
 }
 
@@ -250,7 +253,7 @@ func TestRunLoadAndDrain(t *testing.T) {
 	var srv *Server
 	done := make(chan error, 1)
 	go func() {
-		done <- Run(ctx, ln, nil, func() (*Server, error) {
+		done <- Run(ctx, ln, nil, 5*time.Second, func(context.Context) (*Server, error) {
 			<-loadNow
 			s, err := New(m, Options{ModelName: "long", DrainTimeout: 5 * time.Second})
 			srv = s
@@ -353,17 +356,20 @@ func TestDrainTimeout(t *testing.T) {
 }
 
 // A load that fails ends Run with its error; a cancel during the load
-// waits for it, so its caller can release what it made.
+// cancels the load's context and waits for it, up to the drain timeout,
+// so that its caller can release what it made; a load that outlasts the
+// drain is abandoned.
 func TestRunLoadFailsOrIsCancelled(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	bad := errors.New("no such model")
-	if err := Run(context.Background(), ln, nil, func() (*Server, error) { return nil, bad }); !errors.Is(err, bad) {
+	if err := Run(context.Background(), ln, nil, 0, func(context.Context) (*Server, error) { return nil, bad }); !errors.Is(err, bad) {
 		t.Errorf("Run with a failing load: %v", err)
 	}
 
+	// A slow load that ends after the cancel, within the drain: waited for.
 	ln, err = net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -373,7 +379,7 @@ func TestRunLoadFailsOrIsCancelled(t *testing.T) {
 	finished := false
 	done := make(chan error, 1)
 	go func() {
-		done <- Run(ctx, ln, nil, func() (*Server, error) {
+		done <- Run(ctx, ln, nil, 5*time.Second, func(context.Context) (*Server, error) {
 			<-release
 			finished = true
 			return nil, bad
@@ -386,8 +392,59 @@ func TestRunLoadFailsOrIsCancelled(t *testing.T) {
 	case <-time.After(50 * time.Millisecond):
 	}
 	close(release)
-	<-done
+	if err := <-done; !errors.Is(err, bad) {
+		t.Errorf("Run: %v, want the load's error", err)
+	}
 	if !finished {
 		t.Error("the load had not finished when Run returned")
+	}
+
+	// A load that honours its context ends Run at once, with no error.
+	ln, err = net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel = context.WithCancel(context.Background())
+	started := make(chan struct{})
+	go func() {
+		done <- Run(ctx, ln, nil, time.Minute, func(ctx context.Context) (*Server, error) {
+			close(started)
+			<-ctx.Done()
+			return nil, ctx.Err()
+		})
+	}()
+	<-started
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("Run after a cancelled load: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Run did not return after the load stopped")
+	}
+
+	// A load that ignores its context is abandoned after the drain timeout.
+	ln, err = net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel = context.WithCancel(context.Background())
+	stuck := make(chan struct{})
+	defer close(stuck)
+	go func() {
+		done <- Run(ctx, ln, nil, 100*time.Millisecond, func(context.Context) (*Server, error) {
+			<-stuck
+			return nil, bad
+		})
+	}()
+	cancel()
+	select {
+	case err := <-done:
+		if !errors.Is(err, ErrLoadAbandoned) {
+			t.Errorf("Run with a stuck load: %v, want ErrLoadAbandoned", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Run waited for a stuck load past the drain timeout")
 	}
 }

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -39,7 +41,8 @@ model is loaded, 503 while loading or draining) and GET /metrics
 reads).
 
 The chat prompt is written with the model's own tokenizer.chat_template
-(Jinja); --chat-template replaces it with a built-in format or a Jinja file.
+(Jinja); --chat-template replaces it with a built-in format or a Jinja file
+(one that does not parse stops startup).
 
 The model runs one generation at a time: --parallel N requests are admitted
 at once and take turns on it, --queue more wait, the rest get 503 with
@@ -55,6 +58,12 @@ Example:
 			if port < 0 || port > 65535 {
 				return fmt.Errorf("--port %d is not a TCP port", port)
 			}
+			key, err := apiKey(cmd.Flags().Changed("api-key"), o.APIKey, apiKeyFn)
+			if err != nil {
+				return err
+			}
+			o.APIKey = key
+			o.CORSOrigins = corsOrigins(cors)
 			path, err := resolveModel(cmd.Context(), lf.model, cmd.ErrOrStderr())
 			if err != nil {
 				return err
@@ -62,23 +71,14 @@ Example:
 			if o.ModelName == "" {
 				o.ModelName = server.ModelNameFromPath(path)
 			}
-			if o.APIKey == "" {
-				o.APIKey = os.Getenv("GOTOK_API_KEY")
-			}
-			if apiKeyFn != "" {
-				data, err := os.ReadFile(apiKeyFn)
-				if err != nil {
-					return fmt.Errorf("--api-key-file: %w", err)
-				}
-				o.APIKey = strings.TrimSpace(string(data))
-			}
-			if cors != "" {
-				o.CORSOrigins = strings.Split(cors, ",")
-			}
 			if o.ChatTemplate != "" && !isBuiltinTemplate(o.ChatTemplate) {
 				data, err := os.ReadFile(o.ChatTemplate)
 				if err != nil {
 					return fmt.Errorf("--chat-template is neither a built-in format nor a readable file: %w", err)
+				}
+				// Checked before the model loads; the server refuses it too.
+				if _, err := chat.ParseJinja(string(data), chat.SpecialTokens{}); err != nil {
+					return fmt.Errorf("--chat-template %s: %w", o.ChatTemplate, err)
 				}
 				o.ChatTemplate = string(data)
 			}
@@ -103,17 +103,26 @@ Example:
 			log.Info("listening", "addr", ln.Addr().String(), "model", path)
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			var model *gotok.Model
-			err = server.Run(ctx, ln, log, func() (*server.Server, error) {
+			var model *gotok.Model // the load's, once Run has waited for it
+			err = server.Run(ctx, ln, log, o.DrainTimeout, func(ctx context.Context) (*server.Server, error) {
 				start := time.Now()
+				// gotok.Load cannot be cancelled: a SIGTERM during it ends
+				// Run after --drain-timeout, and the process with it.
 				m, err := gotok.Load(path, gotok.Options{Device: lf.device, ContextLen: lf.ctx, Threads: lf.threads, Logger: log})
 				if err != nil {
 					return nil, err
+				}
+				if ctx.Err() != nil { // stopped while loading: Run may be gone
+					m.Close()
+					return nil, ctx.Err()
 				}
 				model = m
 				log.Info("model loaded", "path", path, "ctx", m.ContextLen(), "took", time.Since(start).Round(time.Millisecond))
 				return server.New(m, o)
 			})
+			if errors.Is(err, server.ErrLoadAbandoned) {
+				return err // the load still runs and owns its model
+			}
 			if model != nil {
 				model.Close()
 			}
@@ -145,4 +154,46 @@ func isBuiltinTemplate(name string) bool {
 		}
 	}
 	return false
+}
+
+// apiKey is the key the API requires: --api-key, else --api-key-file,
+// else $GOTOK_API_KEY, else none. A key that is given but blank is an
+// error: taking it for "no key" would silently serve without auth.
+func apiKey(flagSet bool, flagKey, file string) (string, error) {
+	if flagSet {
+		if strings.TrimSpace(flagKey) == "" {
+			return "", errors.New("--api-key is empty: give a key, or leave the flag out to serve without one")
+		}
+		return flagKey, nil
+	}
+	if file != "" {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			return "", fmt.Errorf("--api-key-file: %w", err)
+		}
+		key := strings.TrimSpace(string(data))
+		if key == "" {
+			return "", fmt.Errorf("--api-key-file %s is empty: it must hold the API key", file)
+		}
+		return key, nil
+	}
+	if env, ok := os.LookupEnv("GOTOK_API_KEY"); ok {
+		key := strings.TrimSpace(env)
+		if key == "" {
+			return "", errors.New("GOTOK_API_KEY is set but blank: give a key, or unset it to serve without one")
+		}
+		return key, nil
+	}
+	return "", nil
+}
+
+// corsOrigins splits --cors: "a, b" is two origins, not "a" and " b".
+func corsOrigins(list string) []string {
+	var out []string
+	for _, origin := range strings.Split(list, ",") {
+		if origin = strings.TrimSpace(origin); origin != "" {
+			out = append(out, origin)
+		}
+	}
+	return out
 }
