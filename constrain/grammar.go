@@ -221,13 +221,13 @@ func nestOf(n *node) int {
 	return unreachable
 }
 
-// buildKeys builds the trie of the property names that can have a value.
+// buildKeys builds the trie of the property names. A property whose
+// schema admits no value stays in it: its bit in a frame's fit is never
+// set, so its name is refused, never read as an additional property's.
 func (n *node) buildKeys() {
 	n.keys = trie{}
 	for i, p := range n.props {
-		if p.value.nest < unreachable {
-			n.keys.add(encodeString(p.name)[1:], i)
-		}
+		n.keys.add(encodeString(p.name)[1:], i)
 	}
 }
 
