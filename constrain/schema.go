@@ -35,8 +35,9 @@ var keywordType = map[string]string{
 // oneOf (when its alternatives provably exclude each other, else an error
 // that suggests anyOf), allOf of one schema, $ref to "#", "#/$defs/…" or
 // "#/definitions/…" (recursion included), boolean schemas, and annotations
-// (title, description, default, examples, $schema, $id, $comment,
-// deprecated, readOnly, writeOnly). Any other keyword is an error that names
+// (title, description, default, examples, $schema, $comment, deprecated,
+// readOnly, writeOnly; $id at the root only, since a nested one changes
+// what "#/..." refers to below it). Any other keyword is an error that names
 // it and where it is, never silently ignored: format, pattern, minimum,
 // maximum, multipleOf, uniqueItems: true, prefixItems, patternProperties,
 // if/then/else, not, …
@@ -54,7 +55,7 @@ func CompileSchema(schema []byte) (*Grammar, error) {
 	if dec.More() {
 		return nil, errors.New("constrain: schema: text after the JSON value")
 	}
-	c := &compiler{doc: doc, refs: map[string]*node{}}
+	c := &compiler{doc: doc, refs: map[string]*node{}, pending: map[*node]bool{}}
 	root, err := c.compile(doc, "#")
 	if err != nil {
 		return nil, fmt.Errorf("constrain: schema: %w", err)
@@ -69,9 +70,10 @@ func CompileSchema(schema []byte) (*Grammar, error) {
 }
 
 type compiler struct {
-	doc   any
-	refs  map[string]*node
-	oneOf []oneOf // checked once every node is finished
+	doc     any
+	refs    map[string]*node
+	pending map[*node]bool // the nodes of references still being compiled
+	oneOf   []oneOf        // checked once every node is finished
 }
 
 type oneOf struct {
@@ -100,6 +102,10 @@ func (c *compiler) compileObject(s map[string]any, path string) (*node, error) {
 	slices.Sort(keys)    // the first unsupported keyword, always the same one
 	var asserts []string // keywords other than annotations, sorted
 	for _, k := range keys {
+		if k == "$id" && path != "#" {
+			// A nested $id changes what "#/..." means below it.
+			return nil, fmt.Errorf("%s: keyword \"$id\" is supported only at the root", path)
+		}
 		if annotations[k] {
 			continue
 		}
@@ -331,11 +337,14 @@ func (c *compiler) ref(r, path string) (*node, error) {
 	}
 	target := c.doc
 	if r != "#" {
-		for _, tok := range strings.Split(r[2:], "/") {
+		for i, tok := range strings.Split(r[2:], "/") {
 			tok = strings.ReplaceAll(strings.ReplaceAll(tok, "~1", "/"), "~0", "~")
 			m, ok := target.(map[string]any)
 			if !ok {
 				return nil, fmt.Errorf("%s/$ref: %q does not resolve", path, r)
+			}
+			if _, ok := m["$id"]; ok && i > 0 {
+				return nil, fmt.Errorf("%s/$ref: %q leads through a schema with keyword \"$id\", which is supported only at the root", path, r)
 			}
 			if target, ok = m[tok]; !ok {
 				return nil, fmt.Errorf("%s/$ref: %q does not resolve", path, r)
@@ -344,14 +353,22 @@ func (c *compiler) ref(r, path string) (*node, error) {
 	}
 	n := &node{kind: kindUnion} // no value until the target is compiled into it
 	c.refs[r] = n
+	c.pending[n] = true
 	compiled, err := c.compile(target, r)
+	delete(c.pending, n)
 	if err != nil {
 		return nil, err
 	}
-	if compiled == n {
+	switch {
+	case compiled == n:
 		return nil, fmt.Errorf("%s/$ref: %q refers to itself", path, r)
+	case c.pending[compiled]:
+		// The target is a reference still being compiled, still empty: a
+		// copy would stay empty, so point at it.
+		*n = node{kind: kindUnion, alts: []*node{compiled}}
+	default:
+		*n = *compiled
 	}
-	*n = *compiled
 	return n, nil
 }
 

@@ -2,6 +2,7 @@ package constrain
 
 import (
 	"math/rand/v2"
+	"strings"
 	"testing"
 )
 
@@ -40,5 +41,49 @@ func checkWalks(t *testing.T, schema string, g *Grammar) {
 		if text, ok := randomText(t, g, r, 200); ok {
 			checkValid(t, v, text)
 		}
+	}
+}
+func TestSchemaErrorsIDAndSize(t *testing.T) {
+	for _, c := range []struct{ schema, want string }{
+		{`{"$defs": {"a": {"type": "string"}}, "type": "object", "properties": {"p": {"$id": "http://e.com/x", "$defs": {"a": {"type": "integer"}}, "$ref": "#/$defs/a"}}}`, `keyword "$id"`},
+		{`{"$defs": {"x": {"$id": "http://e.com/x", "$defs": {"a": {"type": "integer"}}}}, "$ref": "#/$defs/x/$defs/a"}`, `keyword "$id"`},
+	} {
+		_, err := CompileSchema([]byte(c.schema))
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: error %v, want one containing %q", c.schema, err, c.want)
+		}
+	}
+	// At the root, $id names the document and changes nothing.
+	if _, err := CompileSchema([]byte(`{"$id": "http://e.com/s", "$defs": {"a": {"type": "string"}}, "$ref": "#/$defs/a"}`)); err != nil {
+		t.Errorf("$id at the root: %v", err)
+	}
+}
+
+// TestRefToRefInProgress: a reference to a reference still being compiled
+// (a cycle through a bare $ref) reads the same values as its target.
+func TestRefToRefInProgress(t *testing.T) {
+	defs := `"$defs": {"P": {"type": "array", "items": {"$ref": "#/$defs/Q"}}, "Q": {"$ref": "#/$defs/P"}}`
+	for _, c := range []struct {
+		schema    string
+		good, bad []string
+	}{
+		{`{` + defs + `, "type": "array", "items": {"$ref": "#/$defs/P"}}`, []string{`[]`, `[[]]`, `[[[]]]`, `[[],[[]]]`}, []string{`[1]`, `[[1]]`}},
+		{`{` + defs + `, "type": "object", "properties": {"a": {"$ref": "#/$defs/P"}, "b": {"$ref": "#/$defs/Q"}}}`, []string{`{"b":[]}`, `{"a":[[]],"b":[[[]]]}`}, []string{`{"b":5}`, `{"a":5}`, `{"b":[5]}`}},
+	} {
+		g, err := CompileSchema([]byte(c.schema))
+		if err != nil {
+			t.Fatalf("%s: %v", c.schema, err)
+		}
+		for _, text := range c.good {
+			if !accept(g, text) {
+				t.Errorf("%s: refused %s", c.schema, text)
+			}
+		}
+		for _, text := range c.bad {
+			if accept(g, text) {
+				t.Errorf("%s: accepted %s", c.schema, text)
+			}
+		}
+		checkWalks(t, c.schema, g)
 	}
 }
