@@ -1,8 +1,13 @@
 package constrain
 
 import (
+	"bytes"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"math"
 	"strconv"
+	"strings"
 )
 
 // checkOneOf makes sure that every oneOf's alternatives exclude each other,
@@ -157,25 +162,76 @@ func (n *node) prop(name string) int {
 	return -1
 }
 
-// accepts reports whether text, a JSON text, is a value of n (numbers
-// compared as numbers, so 1 and 1.0 are the same).
+// accepts reports whether text, a JSON text written as encoding/json
+// writes it, may be a value of n: false only when n surely refuses it. The
+// machine's refusal is taken as proof only where the machine reads what
+// JSON Schema means: not for a number (it bounds digits and writes integers
+// without fraction or exponent), a value nested near maxDepth, an object
+// key with escapes (refused beside named properties), or when it would
+// drop readings past maxThreads.
 func accepts(n *node, text string) bool {
-	g := &Grammar{root: n}
-	ts := start(g)
+	if text[0] == '-' || text[0] >= '0' && text[0] <= '9' {
+		f, err := strconv.ParseFloat(text, 64)
+		return err != nil || acceptsNumber(n, f, map[*node]bool{})
+	}
+	ts := start(&Grammar{root: n})
 	for i := 0; i < len(text) && len(ts) > 0; i++ {
-		ts = stepAll(nil, ts, text[i], nil)
+		var next []thread
+		for j := range ts {
+			next = step(next, &ts[j], text[i], nil)
+		}
+		if len(next) >= 2*maxThreads {
+			return true
+		}
+		if len(next) > 1 {
+			next = dedupe(next)
+		}
+		if len(next) >= maxThreads {
+			return true
+		}
+		ts = next
 	}
-	if complete(ts) {
-		return true
-	}
-	// A number the grammar writes another way (1.0 for an integer 1, 1e2
-	// for 100): compare as float64 against the number node, if any.
-	if f, err := strconv.ParseFloat(text, 64); err == nil {
-		return acceptsNumber(n, f, map[*node]bool{})
-	}
-	return false
+	return complete(ts) || !refusalProves(text)
 }
 
+// refusalProves reports whether the machine refusing text (a JSON text)
+// proves that the schema does: text holds no number, no object key with
+// escapes, and nests well under maxDepth.
+func refusalProves(text string) bool {
+	dec := json.NewDecoder(strings.NewReader(text))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return false
+	}
+	var plain func(v any, depth int) bool
+	plain = func(v any, depth int) bool {
+		if depth > maxDepth-2 {
+			return false
+		}
+		switch v := v.(type) {
+		case json.Number:
+			return false
+		case []any:
+			for _, x := range v {
+				if !plain(x, depth+1) {
+					return false
+				}
+			}
+		case map[string]any:
+			for k, x := range v {
+				if bytes.IndexByte(encodeString(k), '\\') >= 0 || !plain(x, depth+1) {
+					return false
+				}
+			}
+		}
+		return true
+	}
+	return plain(v, 1)
+}
+
+// acceptsNumber reports whether f may be a value of n (numbers of literals
+// compared as float64: equal texts are equal floats).
 func acceptsNumber(n *node, f float64, seen map[*node]bool) bool {
 	if seen[n] {
 		return false
@@ -183,10 +239,10 @@ func acceptsNumber(n *node, f float64, seen map[*node]bool) bool {
 	seen[n] = true
 	switch n.kind {
 	case kindNumber:
-		return !n.integer || f == float64(int64(f))
+		return !n.integer || isWhole(f)
 	case kindLiteral:
 		for _, s := range n.lits.strings() {
-			if g, err := strconv.ParseFloat(s, 64); err == nil && g == f {
+			if g, err := strconv.ParseFloat(s, 64); err == nil && g == f || errors.Is(err, strconv.ErrRange) {
 				return true
 			}
 		}
@@ -198,6 +254,12 @@ func acceptsNumber(n *node, f float64, seen map[*node]bool) bool {
 		}
 	}
 	return false
+}
+
+// isWhole reports whether f is an integer, as JSON Schema's "integer"
+// means: any finite number without a fraction, however large.
+func isWhole(f float64) bool {
+	return math.Trunc(f) == f && !math.IsInf(f, 0)
 }
 
 // strings returns the strings of the trie.

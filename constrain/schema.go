@@ -464,7 +464,7 @@ func count(s map[string]any, k string, def int, path string) (int, error) {
 
 func isInteger(n json.Number) bool {
 	f, err := n.Float64()
-	return err == nil && f == float64(int64(f))
+	return err == nil && isWhole(f)
 }
 
 func jsonType(v any) string {
