@@ -3,6 +3,7 @@ package constrain
 import (
 	"fmt"
 	"math"
+	"slices"
 )
 
 // maxDepth bounds the nesting of values (each object, array, string, number
@@ -69,6 +70,12 @@ type node struct {
 	// union
 	alts    []*node
 	choices []*node // the nodes other than unions that alts lead to, in order, each once
+	// byFirst[first[b]:first[b+1]] are the choices whose values can begin
+	// with byte b, in order; nil (first) for a union of few choices.
+	first   []int32
+	byFirst []*node
+
+	types int // the JSON types of its values, as bits (typeObject, ...)
 }
 
 type property struct {
@@ -116,8 +123,20 @@ func newAny() *node {
 	return any
 }
 
+// Limits on what the unions of one grammar expand to (each union lists
+// the nodes other than unions it leads to, and a value's first byte tries
+// each of them), so that neither compiling nor a mask can be made to take
+// long.
+const (
+	// maxChoices bounds the alternatives one union leads to.
+	maxChoices = 1024
+	// maxExpansion bounds the nodes visited expanding all unions.
+	maxExpansion = 1 << 16
+)
+
 // finish computes the nesting of every node reachable from root and the
-// tables that depend on it; it fails when root admits no finite value.
+// tables that depend on it; it fails when root admits no finite value, or
+// when its unions expand past the limits above.
 func finish(root *node) error {
 	var all []*node
 	seen := map[*node]bool{}
@@ -139,25 +158,26 @@ func finish(root *node) error {
 	}
 	walk(root)
 	for i, n := range all {
-		n.id, n.nest = i, unreachable
+		n.id = i
 	}
-	// A fixed point from above: each pass can only lower nests, and a
-	// lowered nest is finite and at least 1, so it ends.
-	for changed := true; changed; {
-		changed = false
-		for _, n := range all {
-			if v := nestOf(n); v < n.nest {
-				n.nest, changed = v, true
-			}
-		}
-	}
+	setNests(all)
+	budget := maxExpansion
 	for _, n := range all {
 		switch n.kind {
 		case kindObject:
 			n.buildKeys()
 		case kindUnion:
-			n.choices = flatten(n, nil, map[*node]bool{})
+			var err error
+			if n.choices, err = flatten(n, nil, map[*node]bool{}, &budget); err != nil {
+				return err
+			}
+			if len(n.choices) > 8 {
+				n.indexChoices()
+			}
 		}
+	}
+	for _, n := range all {
+		n.types = typesOf(n)
 	}
 	if root.nest >= unreachable {
 		return fmt.Errorf("the schema admits no value")
@@ -168,57 +188,174 @@ func finish(root *node) error {
 // flatten appends the nodes other than unions that union n leads to. A
 // union that leads back to itself through unions alone ($ref cycles through
 // anyOf) adds nothing the second time, so a value starts without recursion.
-func flatten(n *node, dst []*node, seen map[*node]bool) []*node {
+// Each node visited costs one of budget.
+func flatten(n *node, dst []*node, seen map[*node]bool, budget *int) ([]*node, error) {
 	for _, a := range n.alts {
 		if seen[a] {
 			continue
 		}
 		seen[a] = true
+		if *budget--; *budget < 0 {
+			return nil, fmt.Errorf("the unions (anyOf, oneOf, lists of types) expand to more than %d alternatives in all", maxExpansion)
+		}
 		if a.kind == kindUnion {
-			dst = flatten(a, dst, seen)
+			var err error
+			if dst, err = flatten(a, dst, seen, budget); err != nil {
+				return nil, err
+			}
 		} else {
 			dst = append(dst, a)
 		}
+		if len(dst) > maxChoices {
+			return nil, fmt.Errorf("a union (anyOf, oneOf, a list of types) leads to more than %d alternatives", maxChoices)
+		}
 	}
-	return dst
+	return dst, nil
 }
 
-func nestOf(n *node) int {
-	inner := func(c *node) int {
-		if c == nil || c.nest >= unreachable {
-			return unreachable
-		}
-		return c.nest + 1
-	}
-	switch n.kind {
-	case kindObject:
-		v := 1
-		for i, p := range n.props {
-			if n.required&(1<<i) != 0 {
-				v = max(v, inner(p.value))
+// indexChoices builds the choices of union n by first byte, so that a
+// value of a union of many alternatives starts in time for those that fit.
+func (n *node) indexChoices() {
+	firstBytes := func(c *node, f func(b byte)) {
+		switch c.kind {
+		case kindObject:
+			f('{')
+		case kindArray:
+			f('[')
+		case kindString:
+			f('"')
+		case kindNumber:
+			for _, b := range []byte("-0123456789") {
+				f(b)
+			}
+		case kindLiteral:
+			if !c.lits.empty() {
+				for _, e := range c.lits.nodes[0].edges {
+					f(e.b)
+				}
 			}
 		}
-		return v
-	case kindArray:
-		if n.minItems > 0 {
-			return inner(n.items)
-		}
-		return 1
-	case kindString, kindNumber:
-		return 1
-	case kindLiteral:
-		if n.lits.empty() {
-			return unreachable
-		}
-		return 1
-	case kindUnion:
-		v := unreachable
-		for _, a := range n.alts {
-			v = min(v, a.nest)
-		}
-		return v
 	}
-	return unreachable
+	n.first = make([]int32, 257)
+	for _, c := range n.choices {
+		firstBytes(c, func(b byte) { n.first[int(b)+1]++ })
+	}
+	for b := 1; b <= 256; b++ {
+		n.first[b] += n.first[b-1]
+	}
+	n.byFirst = make([]*node, n.first[256])
+	next := slices.Clone(n.first[:256])
+	for _, c := range n.choices {
+		firstBytes(c, func(b byte) {
+			n.byFirst[next[b]] = c
+			next[b]++
+		})
+	}
+}
+
+// setNests sets the nest of each node of all (ids their indices) to the
+// fewest levels of one of its values, unreachable for none. Nodes are
+// settled in order of nest, as in Dijkstra's algorithm, so the time is
+// linear in the graph: a leaf at 1, a union at its first settled
+// alternative, an object or array one above the last of the children it
+// requires (required properties, the items of a non-empty array).
+func setNests(all []*node) {
+	parents := make([][]*node, len(all)) // by child id, one entry per edge
+	waiting := make([]int, len(all))     // by id: required children not yet settled
+	var buckets [][]*node                // buckets[v]: nodes whose nest was lowered to v
+	lower := func(n *node, v int) {
+		if v >= n.nest {
+			return
+		}
+		n.nest = v
+		for len(buckets) <= v {
+			buckets = append(buckets, nil)
+		}
+		buckets[v] = append(buckets[v], n)
+	}
+	for _, n := range all {
+		n.nest = unreachable
+	}
+	for _, n := range all {
+		switch n.kind {
+		case kindObject:
+			for i, p := range n.props {
+				if n.required&(1<<i) != 0 {
+					parents[p.value.id] = append(parents[p.value.id], n)
+					waiting[n.id]++
+				}
+			}
+		case kindArray:
+			if n.minItems > 0 {
+				parents[n.items.id] = append(parents[n.items.id], n)
+				waiting[n.id]++
+			}
+		case kindUnion:
+			for _, a := range n.alts {
+				parents[a.id] = append(parents[a.id], n)
+			}
+		}
+	}
+	for _, n := range all {
+		switch {
+		case n.kind == kindLiteral && n.lits.empty(), n.kind == kindUnion:
+		case waiting[n.id] == 0:
+			lower(n, 1)
+		}
+	}
+	deepest := make([]int, len(all)) // by id: the largest nest of a settled required child
+	settled := make([]bool, len(all))
+	for v := 0; v < len(buckets); v++ {
+		for i := 0; i < len(buckets[v]); i++ { // the bucket grows as unions settle
+			n := buckets[v][i]
+			if settled[n.id] || n.nest != v {
+				continue
+			}
+			settled[n.id] = true
+			for _, p := range parents[n.id] {
+				if p.kind == kindUnion {
+					lower(p, v)
+					continue
+				}
+				deepest[p.id] = max(deepest[p.id], v)
+				if waiting[p.id]--; waiting[p.id] == 0 {
+					lower(p, deepest[p.id]+1)
+				}
+			}
+		}
+	}
+}
+
+// typesOf returns the JSON types of the values n admits, once every union's
+// choices are known.
+func typesOf(n *node) int {
+	switch n.kind {
+	case kindObject:
+		return typeObject
+	case kindArray:
+		return typeArray
+	case kindString:
+		return typeString
+	case kindNumber:
+		return typeNumber
+	case kindLiteral:
+		t := 0
+		if !n.lits.empty() {
+			for _, e := range n.lits.nodes[0].edges {
+				t |= firstByteType(e.b)
+			}
+		}
+		return t
+	case kindUnion:
+		t := 0
+		for _, c := range n.choices {
+			if c.nest < unreachable {
+				t |= typesOf(c)
+			}
+		}
+		return t
+	}
+	return 0
 }
 
 // buildKeys builds the trie of the property names. A property whose

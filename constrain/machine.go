@@ -115,13 +115,23 @@ func start(g *Grammar) []thread {
 const maxThreads = 64
 
 // stepAll appends to dst the threads that follow the threads of src on b,
-// with duplicates merged.
+// with duplicates merged. Once twice maxThreads are found, it looks no
+// further (a union of many alternatives that begin alike, under many
+// threads), so a byte costs at most maxThreads*maxChoices tries.
 func stepAll(dst, src []thread, b byte, a *arena) []thread {
 	base := len(dst)
+	limit := base + 2*maxThreads
+	merge := false // whether two threads may have met
 	for i := range src {
-		dst = step(dst, &src[i], b, a)
+		if len(dst) >= limit {
+			break
+		}
+		// A plain character of a string only adds to the thread's count:
+		// distinct threads stay distinct, and src is already merged.
+		merge = merge || !plainChar(&src[i].top, b)
+		dst = step(dst, &src[i], b, a, limit)
 	}
-	if len(dst)-base > 1 {
+	if merge && len(dst)-base > 1 {
 		dst = dst[:base+len(dedupe(dst[base:]))]
 	}
 	return dst[:min(len(dst), base+maxThreads)]
@@ -256,10 +266,16 @@ func space(f *frame, b byte) (isSpace, taken bool) {
 	return false, false
 }
 
+// plainChar reports whether b is a plain ASCII character of the string
+// that f reads.
+func plainChar(f *frame, b byte) bool {
+	return f.phase == strBody && f.str == (strState{}) && b >= 0x20 && b < 0x80 && b != '"' && b != '\\'
+}
+
 // step appends the threads that follow t on b to dst.
-func step(dst []thread, t *thread, b byte, a *arena) []thread {
-	if tf := &t.top; tf.phase == strBody && tf.str == (strState{}) && b >= 0x20 && b < 0x80 && b != '"' && b != '\\' {
-		// The common case of a mask inside a string: a plain ASCII character.
+func step(dst []thread, t *thread, b byte, a *arena, limit int) []thread {
+	if tf := &t.top; plainChar(tf, b) {
+		// The common case of a mask inside a string.
 		if tf.n.maxLen >= 0 && int(tf.count) >= tf.n.maxLen {
 			return dst
 		}
@@ -282,7 +298,7 @@ func step(dst []thread, t *thread, b byte, a *arena) []thread {
 	switch f.phase {
 	case rootValue:
 		f.phase = rootDone
-		return startValue(dst, thread{top: f, parent: t.parent, depth: t.depth}, n, b, a)
+		return startValue(dst, thread{top: f, parent: t.parent, depth: t.depth}, n, b, a, limit)
 	case rootDone:
 		return dst
 
@@ -312,7 +328,7 @@ func step(dst []thread, t *thread, b byte, a *arena) []thread {
 			v = n.props[f.prop].value
 		}
 		f.phase = objNext
-		return startValue(dst, thread{top: f, parent: t.parent, depth: t.depth}, v, b, a)
+		return startValue(dst, thread{top: f, parent: t.parent, depth: t.depth}, v, b, a, limit)
 	case objNext:
 		switch {
 		case b == ',' && canKey(&f, t.depth):
@@ -332,7 +348,7 @@ func step(dst []thread, t *thread, b byte, a *arena) []thread {
 		}
 		f.phase = arrNext
 		f.count++
-		return startValue(dst, thread{top: f, parent: t.parent, depth: t.depth}, n.items, b, a)
+		return startValue(dst, thread{top: f, parent: t.parent, depth: t.depth}, n.items, b, a, limit)
 	case arrNext:
 		switch {
 		case b == ',' && (n.maxItems < 0 || int(f.count) < n.maxItems) && int(t.depth)+n.items.nest <= maxDepth:
@@ -384,7 +400,7 @@ func step(dst []thread, t *thread, b byte, a *arena) []thread {
 		default:
 			// The number has ended: b belongs to the frame below.
 			p := pop(t)
-			return step(dst, &p, b, a)
+			return step(dst, &p, b, a, limit)
 		}
 		return append(dst, thread{top: f, parent: t.parent, depth: t.depth})
 	case numDot, numExp, numExpSign:
@@ -406,7 +422,7 @@ func step(dst []thread, t *thread, b byte, a *arena) []thread {
 		if next < 0 {
 			if n.lits.nodes[f.key].end >= 0 {
 				p := pop(t)
-				return step(dst, &p, b, a)
+				return step(dst, &p, b, a, limit)
 			}
 			return dst
 		}
@@ -421,14 +437,21 @@ func step(dst []thread, t *thread, b byte, a *arena) []thread {
 
 // startValue appends the threads that begin a value of n with b on top of
 // t, whose top frame is already in the state that follows the value.
-func startValue(dst []thread, t thread, n *node, b byte, a *arena) []thread {
+func startValue(dst []thread, t thread, n *node, b byte, a *arena, limit int) []thread {
 	if n == nil || int(t.depth)+n.nest > maxDepth {
 		return dst
 	}
 	switch n.kind {
 	case kindUnion:
-		for _, c := range n.choices {
-			dst = startValue(dst, t, c, b, a)
+		choices := n.choices
+		if n.first != nil {
+			choices = n.byFirst[n.first[b]:n.first[int(b)+1]]
+		}
+		for _, c := range choices {
+			if len(dst) >= limit {
+				break
+			}
+			dst = startValue(dst, t, c, b, a, limit)
 		}
 		return dst
 	case kindObject:

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"iter"
 	"math"
 	"strconv"
 	"strings"
@@ -17,11 +18,17 @@ import (
 // property (a discriminator) or by additionalProperties false, strings of
 // lengths that cannot meet. Anything else is an error that suggests anyOf.
 func (c *compiler) checkOneOf() error {
+	work := maxOneOfWork
 	for _, o := range c.oneOf {
 		for i, a := range o.alts {
 			for j := i + 1; j < len(o.alts); j++ {
-				budget := 10000 // calls: a hostile schema gets an error, not an exponential search
-				if !disjoint(a, o.alts[j], 0, &budget) {
+				// A budget per pair and for all: a hostile schema gets an
+				// error, not an exponential or quadratic search.
+				pair := min(maxPairWork, work)
+				budget := pair
+				ok := disjoint(a, o.alts[j], 0, &budget)
+				work -= pair - max(budget, 0)
+				if !ok {
 					return fmt.Errorf("%s: alternatives %d and %d may both match a value; oneOf is enforced only for alternatives that exclude each other (use anyOf if either may match)", o.path, i, j)
 				}
 			}
@@ -29,6 +36,15 @@ func (c *compiler) checkOneOf() error {
 	}
 	return nil
 }
+
+// Limits on proving oneOf alternatives disjoint: the alternatives of one
+// oneOf, and the work (nodes compared, bytes read) for one pair and for the
+// whole schema. Past them the alternatives count as overlapping.
+const (
+	maxOneOf     = 128
+	maxPairWork  = 10000
+	maxOneOfWork = 1 << 20
+)
 
 // JSON types as bits, integers counted as numbers.
 const (
@@ -39,39 +55,6 @@ const (
 	typeBool
 	typeNull
 )
-
-// types returns the JSON types of the values n admits.
-func types(n *node, seen map[*node]bool) int {
-	if seen[n] {
-		return 0
-	}
-	seen[n] = true
-	switch n.kind {
-	case kindObject:
-		return typeObject
-	case kindArray:
-		return typeArray
-	case kindString:
-		return typeString
-	case kindNumber:
-		return typeNumber
-	case kindLiteral:
-		t := 0
-		for _, e := range n.lits.nodes[0].edges {
-			t |= firstByteType(e.b)
-		}
-		return t
-	case kindUnion:
-		t := 0
-		for _, a := range n.alts {
-			if a.nest < unreachable {
-				t |= types(a, seen)
-			}
-		}
-		return t
-	}
-	return 0
-}
 
 func firstByteType(b byte) int {
 	switch b {
@@ -98,7 +81,7 @@ func disjoint(a, b *node, depth int, budget *int) bool {
 	if *budget--; *budget < 0 {
 		return false
 	}
-	if types(a, map[*node]bool{})&types(b, map[*node]bool{}) == 0 {
+	if a.types&b.types == 0 {
 		return true
 	}
 	if depth > 8 {
@@ -115,8 +98,8 @@ func disjoint(a, b *node, depth int, budget *int) bool {
 	case b.kind == kindUnion:
 		return disjoint(b, a, depth+1, budget)
 	case a.kind == kindLiteral:
-		for _, text := range a.lits.strings() {
-			if accepts(b, text) {
+		for text := range a.lits.all() {
+			if accepts(b, text, budget) {
 				return false
 			}
 		}
@@ -169,16 +152,21 @@ func (n *node) prop(name string) int {
 // without fraction or exponent), a value nested near maxDepth, an object
 // key with escapes (refused beside named properties), or when it would
 // drop readings past maxThreads.
-func accepts(n *node, text string) bool {
+// Each byte read, and each node compared with a number, costs one of
+// budget; past it, text counts as accepted.
+func accepts(n *node, text string, budget *int) bool {
 	if text[0] == '-' || text[0] >= '0' && text[0] <= '9' {
 		f, err := strconv.ParseFloat(text, 64)
-		return err != nil || acceptsNumber(n, f, map[*node]bool{})
+		return err != nil || acceptsNumber(n, f, map[*node]bool{}, budget)
 	}
 	ts := start(&Grammar{root: n})
 	for i := 0; i < len(text) && len(ts) > 0; i++ {
+		if *budget -= 1 + len(ts); *budget < 0 {
+			return true
+		}
 		var next []thread
 		for j := range ts {
-			next = step(next, &ts[j], text[i], nil)
+			next = step(next, &ts[j], text[i], nil, 2*maxThreads)
 		}
 		if len(next) >= 2*maxThreads {
 			return true
@@ -232,23 +220,29 @@ func refusalProves(text string) bool {
 
 // acceptsNumber reports whether f may be a value of n (numbers of literals
 // compared as float64: equal texts are equal floats).
-func acceptsNumber(n *node, f float64, seen map[*node]bool) bool {
+func acceptsNumber(n *node, f float64, seen map[*node]bool, budget *int) bool {
 	if seen[n] {
 		return false
 	}
 	seen[n] = true
+	if *budget--; *budget < 0 {
+		return true
+	}
 	switch n.kind {
 	case kindNumber:
 		return !n.integer || isWhole(f)
 	case kindLiteral:
-		for _, s := range n.lits.strings() {
+		for s := range n.lits.all() {
+			if *budget -= len(s); *budget < 0 {
+				return true
+			}
 			if g, err := strconv.ParseFloat(s, 64); err == nil && g == f || errors.Is(err, strconv.ErrRange) {
 				return true
 			}
 		}
 	case kindUnion:
 		for _, a := range n.alts {
-			if acceptsNumber(a, f, seen) {
+			if acceptsNumber(a, f, seen, budget) {
 				return true
 			}
 		}
@@ -262,21 +256,24 @@ func isWhole(f float64) bool {
 	return math.Trunc(f) == f && !math.IsInf(f, 0)
 }
 
-// strings returns the strings of the trie.
-func (t *trie) strings() []string {
-	var out []string
-	var walk func(at int32, prefix []byte)
-	walk = func(at int32, prefix []byte) {
-		nd := &t.nodes[at]
-		if nd.end >= 0 {
-			out = append(out, string(prefix))
+// all yields the strings of the trie, in order.
+func (t *trie) all() iter.Seq[string] {
+	return func(yield func(string) bool) {
+		var walk func(at int32, prefix []byte) bool
+		walk = func(at int32, prefix []byte) bool {
+			nd := &t.nodes[at]
+			if nd.end >= 0 && !yield(string(prefix)) {
+				return false
+			}
+			for _, e := range nd.edges {
+				if !walk(e.next, append(prefix, e.b)) {
+					return false
+				}
+			}
+			return true
 		}
-		for _, e := range nd.edges {
-			walk(e.next, append(prefix, e.b))
+		if !t.empty() {
+			walk(0, nil)
 		}
 	}
-	if !t.empty() {
-		walk(0, nil)
-	}
-	return out
 }

@@ -42,6 +42,9 @@ var keywordType = map[string]string{
 // maximum, multipleOf, uniqueItems: true, prefixItems, patternProperties,
 // if/then/else, not, …
 //
+// Large schemas are refused past the limits the package documentation
+// lists (schemas per document, alternatives per union, ...).
+//
 // Properties may come in any order. Numbers have at most 20 integer, 20
 // fraction and 2 exponent digits; strings never use \u escapes of
 // surrogates; names of additional properties use no escapes.
@@ -73,6 +76,8 @@ type compiler struct {
 	doc     any
 	refs    map[string]*node
 	pending map[*node]bool // the nodes of references still being compiled
+	any     *node          // the node of any value, made on first use
+	schemas int            // schemas compiled so far
 	oneOf   []oneOf        // checked once every node is finished
 }
 
@@ -81,11 +86,26 @@ type oneOf struct {
 	alts []*node
 }
 
+// maxSchemas bounds the schemas (objects and booleans) one document may
+// compile, so that a large document is refused before it takes long.
+const maxSchemas = 1 << 14
+
+// anyValue returns the node of any value, one for the whole grammar.
+func (c *compiler) anyValue() *node {
+	if c.any == nil {
+		c.any = newAny()
+	}
+	return c.any
+}
+
 func (c *compiler) compile(s any, path string) (*node, error) {
+	if c.schemas++; c.schemas > maxSchemas {
+		return nil, fmt.Errorf("%s: more than %d schemas; the document is too large", path, maxSchemas)
+	}
 	switch s := s.(type) {
 	case bool:
 		if s {
-			return newAny(), nil
+			return c.anyValue(), nil
 		}
 		return &node{kind: kindUnion}, nil // no alternative: no value
 	case map[string]any:
@@ -150,6 +170,9 @@ func (c *compiler) compileObject(s map[string]any, path string) (*node, error) {
 		if !ok || len(list) == 0 {
 			return nil, fmt.Errorf("%s/%s: want a non-empty array of schemas", path, k)
 		}
+		if k == "oneOf" && len(list) > maxOneOf {
+			return nil, fmt.Errorf("%s/oneOf: %d alternatives; at most %d are supported (use anyOf)", path, len(list), maxOneOf)
+		}
 		if k == "allOf" {
 			if len(list) != 1 {
 				return nil, fmt.Errorf("%s/allOf: %d schemas; only allOf of one schema is supported", path, len(list))
@@ -158,7 +181,7 @@ func (c *compiler) compileObject(s map[string]any, path string) (*node, error) {
 		}
 		u := &node{kind: kindUnion}
 		for i, alt := range list {
-			n, err := c.compile(alt, fmt.Sprintf("%s/%s/%d", path, k, i))
+			n, err := c.compile(alt, path+"/"+k+"/"+strconv.Itoa(i))
 			if err != nil {
 				return nil, err
 			}
@@ -191,7 +214,7 @@ func (c *compiler) compileObject(s map[string]any, path string) (*node, error) {
 		}
 		switch len(types) {
 		case 0:
-			return newAny(), nil
+			return c.anyValue(), nil
 		case 1:
 		default:
 			return nil, fmt.Errorf("%s: keywords of types %s without a type", path, strings.Join(types, " and "))
@@ -245,7 +268,7 @@ func (c *compiler) typed(s map[string]any, t, path string) (*node, error) {
 		if n.maxItems >= 0 && n.minItems > n.maxItems {
 			return nil, fmt.Errorf("%s: minItems %d > maxItems %d", path, n.minItems, n.maxItems)
 		}
-		n.items = newAny()
+		n.items = c.anyValue()
 		if items, ok := s["items"]; ok {
 			if _, isList := items.([]any); isList {
 				return nil, fmt.Errorf("%s/items: an array of schemas (tuple) is not supported", path)
@@ -262,7 +285,7 @@ func (c *compiler) typed(s map[string]any, t, path string) (*node, error) {
 }
 
 func (c *compiler) object(s map[string]any, path string) (*node, error) {
-	n := &node{kind: kindObject, additional: newAny()}
+	n := &node{kind: kindObject, additional: c.anyValue()}
 	if add, ok := s["additionalProperties"]; ok {
 		if add == false {
 			n.additional = nil
@@ -284,7 +307,10 @@ func (c *compiler) object(s map[string]any, path string) (*node, error) {
 		names = append(names, name)
 	}
 	slices.Sort(names)
-	var required []string
+	if len(names) > maxProperties {
+		return nil, fmt.Errorf("%s/properties: %d properties; at most %d are supported", path, len(names), maxProperties)
+	}
+	required := map[string]bool{}
 	if r, ok := s["required"]; ok {
 		list, ok := r.([]any)
 		if !ok {
@@ -295,12 +321,15 @@ func (c *compiler) object(s map[string]any, path string) (*node, error) {
 			if !ok {
 				return nil, fmt.Errorf("%s/required: %v is not a name", path, x)
 			}
-			required = append(required, name)
+			required[name] = true
 			if _, named := props[name]; !named && !slices.Contains(names, name) {
 				if n.additional == nil {
 					return nil, fmt.Errorf("%s/required: %q is required but not in properties, and additionalProperties is false", path, name)
 				}
 				names = append(names, name) // an additional property that must appear
+				if len(names) > maxProperties {
+					break // refused below, before the list gets long to search
+				}
 			}
 		}
 	}
@@ -318,7 +347,7 @@ func (c *compiler) object(s map[string]any, path string) (*node, error) {
 		if n.additional != nil && bytes.IndexByte(encodeString(name), '\\') >= 0 {
 			return nil, fmt.Errorf("%s/properties: the name %q needs escapes in JSON, which is not supported beside additional properties (set additionalProperties to false)", path, name)
 		}
-		if slices.Contains(required, name) {
+		if required[name] {
 			n.required |= 1 << i
 		}
 		n.props = append(n.props, p)
@@ -372,6 +401,11 @@ func (c *compiler) ref(r, path string) (*node, error) {
 	return n, nil
 }
 
+var typeNames = map[string]bool{
+	"object": true, "array": true, "string": true, "number": true,
+	"integer": true, "boolean": true, "null": true,
+}
+
 func typeList(v any, path string) ([]string, error) {
 	switch v := v.(type) {
 	case nil:
@@ -385,7 +419,10 @@ func typeList(v any, path string) ([]string, error) {
 			if !ok {
 				return nil, fmt.Errorf("%s/type: %v is not a type name", path, x)
 			}
-			if !slices.Contains(out, s) {
+			if !typeNames[s] {
+				return nil, fmt.Errorf("%s/type: unknown type %q", path, s)
+			}
+			if !slices.Contains(out, s) { // at most 7: no quadratic search
 				out = append(out, s)
 			}
 		}
