@@ -2,9 +2,11 @@ package server
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 )
 
 // Every error path, over raw HTTP: the status, and OpenAI's error shape
@@ -192,5 +194,31 @@ func TestCORS(t *testing.T) {
 	}
 	if resp := preflight(on.URL, "https://app.example"); resp.StatusCode != 204 || resp.Header.Get("Access-Control-Allow-Origin") != "https://app.example" {
 		t.Errorf("preflight: %d %v", resp.StatusCode, resp.Header)
+	}
+}
+
+// A schema made to be costly (a chain of anyOf through $defs, near the
+// body limit) is refused with a 400 quickly, before the request waits for
+// the engine.
+func TestHostileSchemaRefused(t *testing.T) {
+	_, ts, _ := storiesServer(t, Options{})
+	var b strings.Builder
+	b.WriteString(`{"messages":[{"role":"user","content":"Hi"}],"response_format":{"type":"json_schema","json_schema":{"name":"x","schema":{"$ref":"#/$defs/a0","$defs":{`)
+	i := 0
+	for ; b.Len() < 1<<20; i++ {
+		fmt.Fprintf(&b, `"a%d":{"anyOf":[{"$ref":"#/$defs/a%d"},{"type":"null"}]},`, i, i+1)
+	}
+	fmt.Fprintf(&b, `"a%d":{"type":"null"}}}}}}`, i)
+	t0 := time.Now()
+	resp, err := http.Post(ts.URL+"/v1/chat/completions", "application/json", strings.NewReader(b.String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := readBody(t, resp)
+	if resp.StatusCode != 400 || !strings.Contains(body, "response_format.json_schema.schema") {
+		t.Errorf("status %d: %.300s", resp.StatusCode, body)
+	}
+	if d := time.Since(t0); d > 5*time.Second {
+		t.Errorf("refused after %v", d)
 	}
 }

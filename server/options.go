@@ -33,18 +33,6 @@ func generateOptions(s *samplingRequest, lp logprobRequest, maxTokens, ctxLen in
 	if s.MinTokens != nil {
 		o.MinTokens = *s.MinTokens
 	}
-	if rf := s.ResponseFormat; rf != nil {
-		switch rf.Type {
-		case "json_object":
-			o.Constraint = constrain.AnyObject()
-		case "json_schema":
-			g, err := compileSchema(rf.JSONSchema)
-			if err != nil {
-				return o, err
-			}
-			o.Constraint = g
-		}
-	}
 	// OpenAI's defaults: temperature 1, top_p 1 (off), no top-k or min-p.
 	p := sample.Params{Temperature: 1, RepeatPenalty: 1}
 	if s.Temperature != nil {
@@ -87,6 +75,21 @@ func generateOptions(s *samplingRequest, lp logprobRequest, maxTokens, ctxLen in
 		return o, invalid("", "%v", err)
 	}
 	o.Sample = p
+	// Last, after the cheap checks, and before the request is queued, so
+	// that a bad schema is a 400 that waits for nothing. The schema comes
+	// from the request: constrain bounds what compiling it may cost.
+	if rf := s.ResponseFormat; rf != nil {
+		switch rf.Type {
+		case "json_object":
+			o.Constraint = constrain.AnyObject()
+		case "json_schema":
+			g, err := compileSchema(rf.JSONSchema)
+			if err != nil {
+				return o, err
+			}
+			o.Constraint = g
+		}
+	}
 	return o, nil
 }
 
