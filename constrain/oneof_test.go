@@ -18,8 +18,6 @@ func TestOneOfOverlapsBeyondTheMachine(t *testing.T) {
 	for _, s := range []string{
 		`{"oneOf": [{"const": 123456789012345678901234}, {"type": "integer"}]}`,
 		`{"oneOf": [{"const": 1e300}, {"type": "integer"}]}`,
-		`{"oneOf": [{"const": 1e400}, {"type": "number"}]}`,
-		`{"oneOf": [{"const": 1e400}, {"const": 1e400}]}`,
 		`{"oneOf": [{"const": 0.123456789012345678901234}, {"type": "number"}]}`,
 		`{"oneOf": [{"const": {"\u2028": 1}}, {"type": "object", "properties": {"a": {}}}]}`,
 		`{"oneOf": [{"const": {"a\"b": 1}}, {"type": "object", "properties": {"a": {}}}]}`,

@@ -458,6 +458,9 @@ func literals(s map[string]any, types, asserts []string, path string) (*node, er
 	}
 	var texts []string
 	for _, v := range values {
+		if num, ok := outOfRange(v); ok {
+			return nil, fmt.Errorf("%s: the number %s of enum/const is beyond float64's range, which JSON parsers may refuse", path, num)
+		}
 		t := jsonType(v)
 		if t == "number" && isInteger(v.(json.Number)) && slices.Contains(types, "integer") {
 			t = "integer"
@@ -471,6 +474,29 @@ func literals(s map[string]any, types, asserts []string, path string) (*node, er
 		return nil, fmt.Errorf("%s: no value of enum/const has the schema's type", path)
 	}
 	return literalNode(texts...), nil
+}
+
+// outOfRange returns a number in v that float64 cannot hold, if any.
+func outOfRange(v any) (json.Number, bool) {
+	switch v := v.(type) {
+	case json.Number:
+		if _, err := v.Float64(); err != nil {
+			return v, true
+		}
+	case []any:
+		for _, x := range v {
+			if num, ok := outOfRange(x); ok {
+				return num, true
+			}
+		}
+	case map[string]any:
+		for _, x := range v {
+			if num, ok := outOfRange(x); ok {
+				return num, true
+			}
+		}
+	}
+	return "", false
 }
 
 func literalNode(texts ...string) *node {

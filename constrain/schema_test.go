@@ -43,10 +43,12 @@ func checkWalks(t *testing.T, schema string, g *Grammar) {
 		}
 	}
 }
-func TestSchemaErrorsIDAndSize(t *testing.T) {
+func TestSchemaErrorsIDAndRange(t *testing.T) {
 	for _, c := range []struct{ schema, want string }{
 		{`{"$defs": {"a": {"type": "string"}}, "type": "object", "properties": {"p": {"$id": "http://e.com/x", "$defs": {"a": {"type": "integer"}}, "$ref": "#/$defs/a"}}}`, `keyword "$id"`},
 		{`{"$defs": {"x": {"$id": "http://e.com/x", "$defs": {"a": {"type": "integer"}}}}, "$ref": "#/$defs/x/$defs/a"}`, `keyword "$id"`},
+		{`{"const": 1e400}`, `beyond float64's range`},
+		{`{"enum": [1, {"a": [-1e999]}]}`, `beyond float64's range`},
 	} {
 		_, err := CompileSchema([]byte(c.schema))
 		if err == nil || !strings.Contains(err.Error(), c.want) {
