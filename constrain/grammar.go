@@ -182,6 +182,9 @@ func finish(root *node) error {
 	if root.nest >= unreachable {
 		return fmt.Errorf("the schema admits no value")
 	}
+	if root.nest > maxDepth {
+		return fmt.Errorf("every value of the schema nests deeper than %d levels, more than can be written", maxDepth)
+	}
 	return nil
 }
 

@@ -24,6 +24,7 @@ func TestLimitErrors(t *testing.T) {
 		{chain.String(), `leads to more than 1024 alternatives`},
 		{`{"type": "array", "items": {"anyOf": [` + alts(maxSchemas, `{"type": "null"}`) + `]}}`, `more than 16384 schemas`},
 		{`{"type": ["string", "widget"]}`, `unknown type "widget"`},
+		{strings.Repeat(`{"type": "array", "minItems": 1, "items": `, maxDepth) + `{}` + strings.Repeat(`}`, maxDepth), `nests deeper than 64`},
 	} {
 		_, err := CompileSchema([]byte(c.schema))
 		if err == nil || !strings.Contains(err.Error(), c.want) {
