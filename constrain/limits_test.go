@@ -14,16 +14,17 @@ func TestLimitErrors(t *testing.T) {
 	}
 	var chain strings.Builder
 	chain.WriteString(`{"$ref": "#/$defs/a0", "$defs": {`)
-	for i := range 2000 {
-		fmt.Fprintf(&chain, `"a%d": {"anyOf": [{"$ref": "#/$defs/a%d"}, {"type": "null"}]}, `, i, i+1)
+	for i := range 200 {
+		fmt.Fprintf(&chain, `"a%d": {"anyOf": [{"$ref": "#/$defs/a%d"}, %s]}, `, i, i+1, alts(8, `{"type": "null"}`))
 	}
-	chain.WriteString(`"a2000": {"type": "null"}}}`)
+	chain.WriteString(`"a200": {"type": "null"}}}`)
 	for _, c := range []struct{ schema, want string }{
 		{`{"oneOf": [` + alts(maxOneOf+1, `{"type": "string"}`) + `]}`, `at most 128 are supported (use anyOf)`},
 		{`{"anyOf": [` + alts(maxChoices+1, `{"type": "null"}`) + `]}`, `leads to more than 1024 alternatives`},
 		{chain.String(), `leads to more than 1024 alternatives`},
 		{`{"type": "array", "items": {"anyOf": [` + alts(maxSchemas, `{"type": "null"}`) + `]}}`, `more than 16384 schemas`},
 		{`{"type": ["string", "widget"]}`, `unknown type "widget"`},
+		{strings.Repeat(`{"items": `, 600) + `{}` + strings.Repeat(`}`, 600), `schemas nested more than 512 deep`},
 		{strings.Repeat(`{"type": "array", "minItems": 1, "items": `, maxDepth) + `{}` + strings.Repeat(`}`, maxDepth), `nests deeper than 64`},
 	} {
 		_, err := CompileSchema([]byte(c.schema))

@@ -1,14 +1,11 @@
 package constrain
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"iter"
 	"math"
 	"strconv"
-	"strings"
 )
 
 // checkOneOf makes sure that every oneOf's alternatives exclude each other,
@@ -28,7 +25,12 @@ func (c *compiler) checkOneOf() error {
 				budget := pair
 				ok := disjoint(a, o.alts[j], 0, &budget)
 				work -= pair - max(budget, 0)
-				if !ok {
+				switch {
+				case !ok && work <= 0:
+					return fmt.Errorf("%s: the schema's oneOf alternatives are too many or too large to prove that they exclude each other (stopped at %d and %d); oneOf is enforced only for alternatives that do (use anyOf if either may match)", o.path, i, j)
+				case !ok && budget < 0:
+					return fmt.Errorf("%s: alternatives %d and %d are too large to prove that they exclude each other; oneOf is enforced only for alternatives that do (use anyOf if either may match)", o.path, i, j)
+				case !ok:
 					return fmt.Errorf("%s: alternatives %d and %d may both match a value; oneOf is enforced only for alternatives that exclude each other (use anyOf if either may match)", o.path, i, j)
 				}
 			}
@@ -97,6 +99,8 @@ func disjoint(a, b *node, depth int, budget *int) bool {
 		return true
 	case b.kind == kindUnion:
 		return disjoint(b, a, depth+1, budget)
+	case a.kind == kindLiteral && b.kind == kindLiteral:
+		return literalsDisjoint(a, b, budget)
 	case a.kind == kindLiteral:
 		for text := range a.lits.all() {
 			if accepts(b, text, budget) {
@@ -112,6 +116,29 @@ func disjoint(a, b *node, depth int, budget *int) bool {
 		return objectsDisjoint(a, b, depth, budget) || objectsDisjoint(b, a, depth, budget)
 	}
 	return false
+}
+
+// literalsDisjoint reports whether literals a and b have no value in
+// common. Both hold canonical texts (encode), so values without numbers
+// are equal exactly when their texts are; a text with a number (or
+// anything else refusalProves doubts) is compared as accepts does.
+func literalsDisjoint(a, b *node, budget *int) bool {
+	texts := map[string]bool{}
+	for text := range b.lits.all() {
+		if *budget -= len(text); *budget < 0 {
+			return false
+		}
+		texts[text] = true
+	}
+	for text := range a.lits.all() {
+		if *budget -= len(text); *budget < 0 {
+			return false
+		}
+		if texts[text] || !refusalProves(text) && accepts(b, text, budget) {
+			return false
+		}
+	}
+	return true
 }
 
 func objectsDisjoint(a, b *node, depth int, budget *int) bool {
@@ -182,40 +209,37 @@ func accepts(n *node, text string, budget *int) bool {
 	return complete(ts) || !refusalProves(text)
 }
 
-// refusalProves reports whether the machine refusing text (a JSON text)
-// proves that the schema does: text holds no number, no object key with
-// escapes, and nests well under maxDepth.
+// refusalProves reports whether the machine refusing text (a JSON text as
+// encode writes it: compact) proves that the schema does: text holds no
+// number, no object key with escapes, and nests well under maxDepth.
 func refusalProves(text string) bool {
-	dec := json.NewDecoder(strings.NewReader(text))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
-		return false
-	}
-	var plain func(v any, depth int) bool
-	plain = func(v any, depth int) bool {
-		if depth > maxDepth-2 {
-			return false
-		}
-		switch v := v.(type) {
-		case json.Number:
-			return false
-		case []any:
-			for _, x := range v {
-				if !plain(x, depth+1) {
-					return false
-				}
+	depth := 0
+	inString, escaped := false, false
+	for i := 0; i < len(text); i++ {
+		c := text[i]
+		switch {
+		case inString && c == '\\':
+			escaped = true
+			i++ // the escaped byte, which may be a quote
+		case inString && c == '"':
+			inString = false
+			if escaped && i+1 < len(text) && text[i+1] == ':' {
+				return false // a key with escapes
 			}
-		case map[string]any:
-			for k, x := range v {
-				if bytes.IndexByte(encodeString(k), '\\') >= 0 || !plain(x, depth+1) {
-					return false
-				}
+		case inString:
+		case c == '"':
+			inString, escaped = true, false
+		case c == '-' || c >= '0' && c <= '9':
+			return false
+		case c == '[' || c == '{':
+			if depth++; depth > maxDepth-2 {
+				return false
 			}
+		case c == ']' || c == '}':
+			depth--
 		}
-		return true
 	}
-	return plain(v, 1)
+	return true
 }
 
 // acceptsNumber reports whether f may be a value of n (numbers of literals

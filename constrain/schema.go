@@ -78,6 +78,7 @@ type compiler struct {
 	pending map[*node]bool // the nodes of references still being compiled
 	any     *node          // the node of any value, made on first use
 	schemas int            // schemas compiled so far
+	nesting int            // schemas being compiled, one inside the other
 	oneOf   []oneOf        // checked once every node is finished
 }
 
@@ -87,8 +88,13 @@ type oneOf struct {
 }
 
 // maxSchemas bounds the schemas (objects and booleans) one document may
-// compile, so that a large document is refused before it takes long.
-const maxSchemas = 1 << 14
+// compile, so that a large document is refused before it takes long;
+// maxNesting bounds how deep they nest, $ref targets included, so that
+// their paths (for errors) stay short.
+const (
+	maxSchemas = 1 << 14
+	maxNesting = 512
+)
 
 // anyValue returns the node of any value, one for the whole grammar.
 func (c *compiler) anyValue() *node {
@@ -102,6 +108,10 @@ func (c *compiler) compile(s any, path string) (*node, error) {
 	if c.schemas++; c.schemas > maxSchemas {
 		return nil, fmt.Errorf("%s: more than %d schemas; the document is too large", path, maxSchemas)
 	}
+	if c.nesting++; c.nesting > maxNesting {
+		return nil, fmt.Errorf("%.200s...: schemas nested more than %d deep (through properties, items, combinators or $ref)", path, maxNesting)
+	}
+	defer func() { c.nesting-- }()
 	switch s := s.(type) {
 	case bool:
 		if s {
