@@ -178,9 +178,8 @@ func (n *node) prop(name string) int {
 // JSON Schema means: not for a number (it bounds digits and writes integers
 // without fraction or exponent), a value nested near maxDepth, an object
 // key with escapes (refused beside named properties), or when it would
-// drop readings past maxThreads.
-// Each byte read, and each node compared with a number, costs one of
-// budget; past it, text counts as accepted.
+// drop readings past maxThreads. Each byte read, and each node compared
+// with a number, costs one of budget; past it, text counts as accepted.
 func accepts(n *node, text string, budget *int) bool {
 	if text[0] == '-' || text[0] >= '0' && text[0] <= '9' {
 		f, err := strconv.ParseFloat(text, 64)

@@ -109,7 +109,10 @@ func (c *compiler) compile(s any, path string) (*node, error) {
 		return nil, fmt.Errorf("%s: more than %d schemas; the document is too large", path, maxSchemas)
 	}
 	if c.nesting++; c.nesting > maxNesting {
-		return nil, fmt.Errorf("%.200s...: schemas nested more than %d deep (through properties, items, combinators or $ref)", path, maxNesting)
+		if len(path) > 200 {
+			path = path[:200] + "..."
+		}
+		return nil, fmt.Errorf("%s: schemas nested more than %d deep (through properties, items, combinators or $ref)", path, maxNesting)
 	}
 	defer func() { c.nesting-- }()
 	switch s := s.(type) {
