@@ -156,10 +156,10 @@ func TestSplit(t *testing.T) {
 		addBOS                  bool
 		chunks                  int // -1: an error
 	}{
-		{tokens: 7, nCtx: 4, chunks: -1},  // less than 2*n_ctx
-		{tokens: 8, nCtx: 4, chunks: 2},   // exactly two chunks
-		{tokens: 11, nCtx: 4, chunks: 2},  // the remainder is dropped
-		{tokens: 12, nCtx: 4, chunks: 3},  //
+		{tokens: 7, nCtx: 4, chunks: -1}, // less than 2*n_ctx
+		{tokens: 8, nCtx: 4, chunks: 2},  // exactly two chunks
+		{tokens: 11, nCtx: 4, chunks: 2}, // the remainder is dropped
+		{tokens: 12, nCtx: 4, chunks: 3}, //
 		{tokens: 100, nCtx: 8, chunks: 12, addBOS: true},
 		{tokens: 100, nCtx: 8, maxChunks: 5, chunks: 5, addBOS: true},
 		{tokens: 100, nCtx: 8, maxChunks: 50, chunks: 12},
