@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -28,7 +29,8 @@ func newPerplexityCmd() *cobra.Command {
 tokenized whole (with BOS when the model adds one) and cut into chunks of -c
 tokens; each chunk runs from an empty context with its first token replaced
 by BOS when the model adds BOS, and only the second half of each chunk is
-scored. The running estimate after each chunk, [1]…,[2]…, goes to stderr;
+scored. One trailing newline of the text is dropped, as llama.cpp's -f
+does. The running estimate after each chunk, [1]…,[2]…, goes to stderr;
 the final estimate with its standard error to stdout. The text must
 tokenize to at least 2*N tokens.
 
@@ -62,6 +64,9 @@ Example:
 			if err != nil {
 				return fmt.Errorf("perplexity: reading the text: %w", err)
 			}
+			// llama.cpp's -f drops one trailing newline; so do we, for the
+			// same tokens.
+			text = bytes.TrimSuffix(text, []byte("\n"))
 			m, _, err := lf.load(cmd.Context(), stderr)
 			if err != nil {
 				return err

@@ -49,6 +49,16 @@ func TestPerplexityCommand(t *testing.T) {
 	if !regexp.MustCompile(`\[1\]\d+\.\d{4},\[2\]\d+\.\d{4},.*\[8\]` + regexp.QuoteMeta(m[1]) + `,`).MatchString(errOut) {
 		t.Errorf("no running estimates ending in the final one on stderr:\n%s", errOut)
 	}
+	// One trailing newline is dropped, as llama.cpp's -f does: the same
+	// tokens, the same result.
+	data, _ := os.ReadFile(text)
+	withNewline := filepath.Join(dir, "story-nl.txt")
+	os.WriteFile(withNewline, append(data, '\n'), 0o644)
+	out2, errOut2, err := cli(t, "perplexity", "-m", model, "--device", "cpu", "-f", withNewline, "-c", "64")
+	tokens := regexp.MustCompile(`\d+ tokens, 8 chunks`)
+	if err != nil || out2 != out || tokens.FindString(errOut2) != tokens.FindString(errOut) {
+		t.Errorf("with a trailing newline: %v, %q (%q), without: %q (%q)", err, out2, tokens.FindString(errOut2), out, tokens.FindString(errOut))
+	}
 	if st, err := os.Stat(base); err != nil || st.Size() == 0 {
 		t.Fatalf("base file: %v", err)
 	}
