@@ -28,6 +28,15 @@ type Shape struct {
 var Presets = map[string]Shape{
 	// SmolLM-135M / SmolLM2-135M.
 	"smollm-135m": {Layers: 30, Dim: 576, Heads: 9, KVHeads: 3, FFN: 1536, Vocab: 49152, Context: 2048, RopeBase: 100000, Tied: true},
+	// Llama-3.2-1B (1,235,814,400 weights with Llama 3's 128256-token
+	// vocabulary). Llama 3's rope scaling is not written: the rotary
+	// frequencies are plain, which random weights do not mind.
+	"llama-1b": {Layers: 16, Dim: 2048, Heads: 32, KVHeads: 8, FFN: 8192, Vocab: 128256, Context: 131072, RopeBase: 500000, Tied: true},
+	// Llama-3.1-8B (8,030,261,248 weights with the 128256-token vocabulary).
+	"llama-8b": {Layers: 32, Dim: 4096, Heads: 32, KVHeads: 8, FFN: 14336, Vocab: 128256, Context: 131072, RopeBase: 500000},
+	// A small model whose every row length is a multiple of 256, so
+	// llama-quantize can make K-quants of it (from gen --type f16).
+	"test-256": {Layers: 4, Dim: 256, Heads: 4, KVHeads: 2, FFN: 768, Vocab: 512, Context: 2048, RopeBase: 10000},
 	// A tiny model for unit tests: every code path, milliseconds a token.
 	"tiny": {Layers: 2, Dim: 64, Heads: 4, KVHeads: 2, FFN: 192, Vocab: 320, Context: 256, RopeBase: 10000, Tied: true},
 }
