@@ -8,8 +8,10 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"gotok/backend/cuda/cu"
 )
@@ -40,10 +42,14 @@ func readArchGolden(t *testing.T, dir string) []archGolden {
 	return gs
 }
 
-// archRuns are the models of ../shared/models/arch gotok runs; the others
-// (families not supported yet) must be refused with an error naming what
-// is missing, never run wrong.
-var archRuns = map[string]bool{"llama.gguf": true, "llama3.gguf": true, "mistral.gguf": true}
+// archRuns are the models of ../shared/models/arch gotok runs, and the
+// devices that run them; elsewhere they must be refused with an error
+// naming what is missing, never run wrong. The CUDA kernels do not
+// implement the newer families' block features yet.
+var archRuns = map[string][]string{
+	"llama.gguf": {"cpu", "cuda"}, "llama3.gguf": {"cpu", "cuda"}, "mistral.gguf": {"cpu", "cuda"},
+	"qwen3.gguf": {"cpu"}, "granite.gguf": {"cpu"}, "olmo2.gguf": {"cpu"}, "gemma3.gguf": {"cpu"},
+}
 
 // TestArchGolden reproduces llama.cpp's greedy continuations of the tiny
 // models of real architectures on the CPU and (where there is one) on the
@@ -81,7 +87,7 @@ func TestArchGolden(t *testing.T) {
 				if !ok {
 					var err error
 					m, err = Load(filepath.Join(dir, g.Model), Options{Device: device, ContextLen: 256})
-					if !archRuns[g.Model] {
+					if !slices.Contains(archRuns[g.Model], device) {
 						if err == nil {
 							m.Close()
 							t.Errorf("%s: loaded, but gotok does not run this family yet", g.Model)
@@ -103,8 +109,21 @@ func TestArchGolden(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				// llama-completion ends its output with a blank line.
-				want := strings.TrimSuffix(string(out), "\n\n")
+				if len(out) == 0 {
+					// llama-completion printed nothing: llama.cpp refused
+					// the file (olmo2.gguf has tied embeddings, and
+					// llama.cpp's OLMo 2 graph requires output.weight).
+					// There is nothing to compare; the float64 reference
+					// test (backend/cpu) checks the family's maths.
+					t.Logf("%s %q: llama.cpp gave no continuation (it refuses this file); not compared", g.Model, g.Prompt)
+					continue
+				}
+				// llama-completion ends its output with a blank line, and
+				// prints the bytes of the tokens as they are; gotok's
+				// text is valid UTF-8, each byte of an invalid sequence
+				// one U+FFFD (tokenizer.Decoder).
+				raw := strings.TrimSuffix(string(out), "\n\n")
+				want := replaceInvalidUTF8(raw)
 				var sb strings.Builder
 				_, err = m.Generate(context.Background(), g.Prompt, GenerateOptions{MaxTokens: g.NPredict},
 					func(s string) error { sb.WriteString(s); return nil })
@@ -112,7 +131,7 @@ func TestArchGolden(t *testing.T) {
 					t.Fatalf("%s %q: %v", g.Model, g.Prompt, err)
 				}
 				if got := sb.String(); got != want {
-					checkNearTie(t, m, g, got, want)
+					checkNearTie(t, m, g, got, raw) // token pieces are raw bytes
 				}
 			}
 		})
@@ -180,6 +199,22 @@ func checkNearTie(t *testing.T, m *Model, g archGolden, got, want string) {
 		return
 	}
 	fail("the step-by-step replay did not reproduce Generate's text")
+}
+
+// replaceInvalidUTF8 replaces each byte of s that is not part of a valid
+// UTF-8 sequence with U+FFFD.
+func replaceInvalidUTF8(s string) string {
+	var b strings.Builder
+	for len(s) > 0 {
+		r, n := utf8.DecodeRuneInString(s)
+		if r == utf8.RuneError && n <= 1 {
+			b.WriteRune(utf8.RuneError)
+		} else {
+			b.WriteString(s[:n])
+		}
+		s = s[n:]
+	}
+	return b.String()
 }
 
 func argmax(x []float32) int32 {

@@ -28,11 +28,15 @@ func (t *Tensor) Row(i int) []byte {
 	return t.Data[i*n : (i+1)*n]
 }
 
-// Layer holds one transformer block's weights.
+// Layer holds one transformer block's weights. The norms a block does not
+// have (Config.Block) are empty or nil.
 type Layer struct {
-	AttnNorm, Wq, Wk, Wv, Wo Tensor
+	AttnNorm, Wq, Wk, Wv, Wo Tensor  // AttnNorm empty with Block.NoPreNorm
 	Bq, Bk, Bv               *Tensor // nil unless Config.QKVBias
-	FFNNorm, Gate, Up, Down  Tensor
+	QNorm, KNorm             *Tensor // Block.QKNorm: head_dim or QDim/KVDim gains
+	AttnPostNorm             *Tensor // Block.PostNorm
+	FFNNorm, Gate, Up, Down  Tensor  // FFNNorm empty with Block.NoPreNorm
+	FFNPostNorm              *Tensor // Block.PostNorm
 }
 
 // Model is a bound llama-family model.
@@ -99,8 +103,14 @@ func FromFile(f *gguf.File) (*Model, error) {
 		return nil, b.err
 	}
 	c.VocabSize = m.TokenEmbd.Rows
-	if f := b.optVector("rope_freqs.weight", c.Rope.Pairs()); f != nil {
-		c.Rope.Factors = f32s(f.Data)
+	// Only the families whose llama.cpp graph applies rope_freqs bind it;
+	// elsewhere checkAllBound refuses it.
+	var freqs *Tensor
+	if archs[c.Arch].ropeFreqs {
+		freqs = b.optVector("rope_freqs.weight", c.Rope.Pairs())
+	}
+	if freqs != nil {
+		c.Rope.Factors = f32s(freqs.Data)
 		for i, v := range c.Rope.Factors {
 			if !(v > 0) || math.IsInf(float64(v), 0) {
 				return nil, fmt.Errorf("model: rope_freqs.weight[%d] = %g", i, v)
@@ -119,14 +129,30 @@ func FromFile(f *gguf.File) (*Model, error) {
 	}
 	// Check the last block exists before allocating for NumLayers of them,
 	// so a hostile block_count cannot ask for gigabytes.
-	if _, ok := f.Tensor(fmt.Sprintf("blk.%d.attn_norm.weight", c.NumLayers-1)); !ok || c.NumLayers > len(f.Tensors) {
+	if _, ok := f.Tensor(fmt.Sprintf("blk.%d.attn_q.weight", c.NumLayers-1)); !ok || c.NumLayers > len(f.Tensors) {
 		return nil, fmt.Errorf("model: %s.block_count is %d but the file has no blk.%d tensors", c.Arch, c.NumLayers, c.NumLayers-1)
 	}
 	m.Layers = make([]Layer, c.NumLayers)
 	for i := range m.Layers {
 		l := &m.Layers[i]
 		p := fmt.Sprintf("blk.%d.", i)
-		l.AttnNorm = b.vector(p+"attn_norm.weight", c.Dim)
+		blk := &c.Block
+		if !blk.NoPreNorm {
+			l.AttnNorm = b.vector(p+"attn_norm.weight", c.Dim)
+			l.FFNNorm = b.vector(p+"ffn_norm.weight", c.Dim)
+		}
+		switch blk.QKNorm {
+		case QKNormHead:
+			l.QNorm = b.vectorPtr(p+"attn_q_norm.weight", c.HeadDim)
+			l.KNorm = b.vectorPtr(p+"attn_k_norm.weight", c.HeadDim)
+		case QKNormFull:
+			l.QNorm = b.vectorPtr(p+"attn_q_norm.weight", c.QDim())
+			l.KNorm = b.vectorPtr(p+"attn_k_norm.weight", c.KVDim())
+		}
+		if blk.PostNorm {
+			l.AttnPostNorm = b.vectorPtr(p+"post_attention_norm.weight", c.Dim)
+			l.FFNPostNorm = b.vectorPtr(p+"post_ffw_norm.weight", c.Dim)
+		}
 		l.Wq = b.matrix(p+"attn_q.weight", c.Dim, c.QDim())
 		l.Wk = b.matrix(p+"attn_k.weight", c.Dim, c.KVDim())
 		l.Wv = b.matrix(p+"attn_v.weight", c.Dim, c.KVDim())
@@ -140,7 +166,6 @@ func FromFile(f *gguf.File) (*Model, error) {
 				return nil, fmt.Errorf("model: layer %d has some of the Q/K/V biases but not all three", i)
 			}
 		}
-		l.FFNNorm = b.vector(p+"ffn_norm.weight", c.Dim)
 		l.Gate = b.matrix(p+"ffn_gate.weight", c.Dim, c.FFNDim)
 		l.Up = b.matrix(p+"ffn_up.weight", c.Dim, c.FFNDim)
 		l.Down = b.matrix(p+"ffn_down.weight", c.FFNDim, c.Dim)
@@ -229,6 +254,11 @@ func (b *binder) vector(name string, n int) Tensor {
 		return Tensor{}
 	}
 	return Tensor{Name: name, Type: t.Type, Rows: 1, Cols: n, Data: t.Data}
+}
+
+func (b *binder) vectorPtr(name string, n int) *Tensor {
+	t := b.vector(name, n)
+	return &t
 }
 
 func (b *binder) optVector(name string, n int) *Tensor {

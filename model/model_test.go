@@ -42,7 +42,9 @@ func TestFromFileTiny(t *testing.T) {
 	}
 	c := m.Config
 	want := Config{Arch: "llama", NumLayers: 2, Dim: 64, NumHeads: 4, NumKVHeads: 2, HeadDim: 16, FFNDim: 192, VocabSize: 320,
-		ContextLen: 256, RMSEps: 1e-5, Rope: Rope{Dim: 16, Base: 10000, FreqScale: 1, AttnFactor: 1}, TiedEmbeddings: true}
+		ContextLen: 256, RMSEps: 1e-5, Rope: Rope{Dim: 16, Base: 10000, FreqScale: 1, AttnFactor: 1}, TiedEmbeddings: true,
+		Block:     Block{EmbedScale: 1, ResidualScale: 1, AttnScale: 0.25, LogitScale: 1},
+		LayerAttn: make([]LayerAttention, 2)}
 	if !reflect.DeepEqual(c, want) {
 		t.Errorf("config\n got %+v\nwant %+v", c, want)
 	}

@@ -55,3 +55,28 @@ func (r *rope) apply(x []float32, heads, headDim, t int) {
 		}
 	}
 }
+
+func scale(x []float32, s float32) {
+	for i := range x {
+		x[i] *= s
+	}
+}
+
+// softcap squashes x to (-c, c): c·tanh(x/c).
+func softcap(x []float32, c float32) {
+	for i, v := range x {
+		x[i] = c * float32(math.Tanh(float64(v/c)))
+	}
+}
+
+// geluTanhGLU writes gelu(gate) ⊙ up to dst, with GELU's tanh
+// approximation 0.5·g·(1 + tanh(√(2/π)·(g + 0.044715·g³))) as Gemma and
+// ggml compute it.
+func geluTanhGLU(dst, gate, up []float32) {
+	const sqrt2OverPi = 0.79788456080286535587989211986876
+	for i, g := range gate {
+		gd := float64(g)
+		t := math.Tanh(sqrt2OverPi * gd * (1 + 0.044715*gd*gd))
+		dst[i] = float32(0.5*gd*(1+t)) * up[i]
+	}
+}
