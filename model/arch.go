@@ -47,6 +47,11 @@ type Block struct {
 	AttnSoftcap, FinalSoftcap float32
 }
 
+// LlamaBlock is the llama block of heads of headDim dimensions.
+func LlamaBlock(headDim int) Block {
+	return Block{EmbedScale: 1, ResidualScale: 1, LogitScale: 1, AttnScale: float32(1 / math.Sqrt(float64(headDim)))}
+}
+
 // QKNorm is where the queries and keys are RMS-normalized.
 type QKNorm int
 

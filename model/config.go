@@ -102,7 +102,7 @@ func ConfigFromMetadata(m *gguf.Metadata) (Config, error) {
 		return c, err
 	}
 	c.Rope.Neox = spec.ropeNeox
-	c.Block = Block{EmbedScale: 1, ResidualScale: 1, LogitScale: 1, AttnScale: float32(1 / math.Sqrt(float64(c.HeadDim)))}
+	c.Block = LlamaBlock(c.HeadDim)
 	c.LayerAttn = make([]LayerAttention, c.NumLayers)
 	if spec.setup != nil {
 		if err := spec.setup(&c, m); err != nil {
