@@ -83,6 +83,9 @@ type LayerAttention struct {
 	// LocalRope: the layer rotates with Config.LocalRope, not Config.Rope
 	// (Gemma 3's local layers).
 	LocalRope bool
+	// NoRope: the layer does not rotate its queries and keys (SmolLM3's
+	// every fourth layer).
+	NoRope bool
 }
 
 // Features names what of the block and its attention goes beyond the
@@ -108,22 +111,17 @@ func (c *Config) Features() []string {
 	add(b.LogitScale != 1, "logit scale")
 	add(b.AttnSoftcap != 0, "attention soft-capping")
 	add(b.FinalSoftcap != 0, "final logit soft-capping")
-	var window, local bool
+	var window, local, noRope bool
 	for _, la := range c.LayerAttn {
 		window = window || la.Window > 0
 		local = local || la.LocalRope
+		noRope = noRope || la.NoRope
 	}
 	add(window, "sliding-window attention")
 	add(local, "per-layer RoPE base")
+	add(noRope, "layers without RoPE")
+	add(c.Rope.LongFactors != nil, "LongRoPE factors chosen by context")
 	return f
-}
-
-// LayerRope is the rotation of layer l.
-func (c *Config) LayerRope(l int) *Rope {
-	if c.LayerAttn[l].LocalRope {
-		return &c.LocalRope
-	}
-	return &c.Rope
 }
 
 // arch is one architecture: how its block differs from llama's, the
@@ -134,6 +132,11 @@ type arch struct {
 	qkvBias  bool
 	// ropeFreqs: the file may carry llama3's rope_freqs.weight.
 	ropeFreqs bool
+	// longRope: the file may carry LongRoPE's rope_factors_long.weight and
+	// rope_factors_short.weight.
+	longRope bool
+	// fusedUp: ffn_up.weight holds the gate rows, then the up rows.
+	fusedUp bool
 	// keys are the metadata keys (after the "ARCH." prefix) setup reads.
 	keys []string
 	// setup fills in the block and per-layer attention from the metadata.
@@ -141,9 +144,20 @@ type arch struct {
 }
 
 var archs = map[string]arch{
-	"llama":   {ropeFreqs: true},
-	"mistral": {ropeFreqs: true},
+	"llama":   {ropeFreqs: true, keys: []string{"attention.sliding_window"}, setup: setupWindow},
+	"mistral": {ropeFreqs: true, keys: []string{"attention.sliding_window"}, setup: setupWindow},
 	"qwen2":   {ropeNeox: true, qkvBias: true},
+	// Phi-3 and Phi-4-mini: the llama block with fused projections.
+	// llama.cpp disables Phi-3's sliding window (its converters set it
+	// wrong), and so does gotok: the key is read and not applied.
+	"phi3": {ropeNeox: true, longRope: true, fusedUp: true, keys: []string{"attention.sliding_window"}},
+	"smollm3": {setup: func(c *Config, m *gguf.Metadata) error {
+		// llama.cpp's fixed step: every fourth layer has no rotation.
+		for l := range c.LayerAttn {
+			c.LayerAttn[l].NoRope = (l+1)%4 == 0
+		}
+		return nil
+	}},
 	"qwen3": {ropeNeox: true, setup: func(c *Config, m *gguf.Metadata) error {
 		c.Block.QKNorm = QKNormHead
 		return nil
@@ -172,7 +186,22 @@ var archs = map[string]arch{
 }
 
 // archNames lists the supported architectures for error messages.
-const archNames = "llama, mistral, granite, qwen2, qwen3, olmo2, gemma2, gemma3"
+const archNames = "llama, mistral, granite, qwen2, qwen3, olmo2, gemma2, gemma3, phi3, smollm3"
+
+// setupWindow reads a sliding window that applies to every layer (Mistral).
+// llama.cpp's llama graph ignores the key; a model trained with a window
+// attends within it (as transformers runs it), which differs from
+// llama.cpp only past Window positions.
+func setupWindow(c *Config, m *gguf.Metadata) error {
+	w := m.IntOr(c.Arch+".attention.sliding_window", 0)
+	if w < 0 || w > math.MaxInt32 {
+		return fmt.Errorf("model: %s.attention.sliding_window = %d is out of range", c.Arch, w)
+	}
+	for l := range c.LayerAttn {
+		c.LayerAttn[l].Window = int(w)
+	}
+	return nil
+}
 
 // setupGranite reads Granite's multipliers as llama.cpp applies them: the
 // embeddings times embedding_scale, each branch's output times

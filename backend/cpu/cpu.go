@@ -81,7 +81,7 @@ func New(m *model.Model, o Options) (*Backend, error) {
 		return nil, fmt.Errorf("cpu: %d threads on %d cores", threads, runtime.NumCPU())
 	}
 	b := &Backend{m: m, c: c, ctxLen: ctxLen, threads: threads, pool: newPool(threads)}
-	b.rope = newRope(c.Rope, MaxBatch)
+	b.rope = newRope(c.Rope.ForContext(ctxLen), MaxBatch)
 	for _, la := range c.LayerAttn {
 		if la.LocalRope {
 			b.localRope = newRope(c.LocalRope, MaxBatch)
@@ -254,8 +254,10 @@ func (b *Backend) forwardBatch(tokens []int32, pos int) error {
 				rmsNorm(q, q, f32s(ly.QNorm.Data), c.RMSEps)
 				rmsNorm(k, k, f32s(ly.KNorm.Data), c.RMSEps)
 			}
-			rope.apply(q, c.NumHeads, c.HeadDim, t)
-			rope.apply(k, c.NumKVHeads, c.HeadDim, t)
+			if !c.LayerAttn[l].NoRope {
+				rope.apply(q, c.NumHeads, c.HeadDim, t)
+				rope.apply(k, c.NumKVHeads, c.HeadDim, t)
+			}
 			p := pos + t
 			b.storeKey(kc, k, p)
 			copy(vc[p*kvd:(p+1)*kvd], v)

@@ -1,7 +1,9 @@
 package cpu
 
 import (
+	"cmp"
 	"context"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"path/filepath"
@@ -145,9 +147,10 @@ func (r *refModel) rope(x []float64, pos int, rp *model.Rope) {
 			if rp.Neox {
 				a, b = h*hd+i, h*hd+i+rd/2
 			}
-			x0, x1 := x[a], x[b]
-			x[a] = x0*math.Cos(theta) - x1*math.Sin(theta)
-			x[b] = x0*math.Sin(theta) + x1*math.Cos(theta)
+			// AttnFactor scales the rotated pairs (ggml's mscale).
+			x0, x1, m := x[a], x[b], rp.AttnFactor
+			x[a] = m * (x0*math.Cos(theta) - x1*math.Sin(theta))
+			x[b] = m * (x0*math.Sin(theta) + x1*math.Cos(theta))
 		}
 	}
 }
@@ -212,8 +215,10 @@ func (r *refModel) step(tok int32, pos int) []float64 {
 		if c.LayerAttn[l].LocalRope {
 			rp = &c.LocalRope
 		}
-		r.rope(q, pos, rp)
-		r.rope(k, pos, rp)
+		if !c.LayerAttn[l].NoRope {
+			r.rope(q, pos, rp)
+			r.rope(k, pos, rp)
+		}
 		r.k[l] = append(r.k[l][:pos], k)
 		r.v[l] = append(r.v[l][:pos], v)
 		first := 0 // sliding window: the last Window positions
@@ -534,8 +539,8 @@ func TestUseAfterClose(t *testing.T) {
 
 // TestFamiliesMatchFloat64Reference runs each architecture synth writes
 // against the float64 reference: token by token over 40 positions, then a
-// 300-token prompt in one Forward (MaxBatch chunks, sliding windows across
-// attention tiles) against the reference's last logits. Each family's
+// prompt in one Forward (MaxBatch chunks; sliding windows across attention
+// tiles) against the reference's last logits. Each family's
 // features must be on in the model (Features), so the test cannot pass on
 // a plain llama block.
 func TestFamiliesMatchFloat64Reference(t *testing.T) {
@@ -544,19 +549,28 @@ func TestFamiliesMatchFloat64Reference(t *testing.T) {
 		arch    string
 		headDim int
 		want    []string // features the model must have
+		ctxLen  int      // 0: 512
 	}{
-		{"qwen2", 0, nil},
-		{"qwen3", 32, []string{"per-head Q/K RMS norm"}},
-		{"granite", 0, []string{"embedding scale", "residual scale", "attention scale other than 1/√head_dim", "logit scale"}},
-		{"olmo2", 0, []string{"no pre-norm", "post-norms", "Q/K RMS norm over the whole projection"}},
+		{"qwen2", 0, nil, 0},
+		// Phi-3: LongRoPE's short factors in a 32-token context, the long
+		// ones in longer contexts.
+		{"phi3", 0, []string{"LongRoPE factors chosen by context"}, 32},
+		{"phi3", 0, []string{"LongRoPE factors chosen by context"}, 0},
+		{"smollm3", 0, []string{"layers without RoPE"}, 0},
+		{"mistral", 0, []string{"sliding-window attention"}, 0},
+		{"qwen3", 32, []string{"per-head Q/K RMS norm"}, 0},
+		{"granite", 0, []string{"embedding scale", "residual scale", "attention scale other than 1/√head_dim", "logit scale"}, 0},
+		{"olmo2", 0, []string{"no pre-norm", "post-norms", "Q/K RMS norm over the whole projection"}, 0},
 		{"gemma2", 0, []string{"post-norms", "GELU-tanh FFN", "embedding scale", "attention soft-capping",
-			"final logit soft-capping", "sliding-window attention"}},
+			"final logit soft-capping", "sliding-window attention"}, 0},
 		{"gemma3", 32, []string{"post-norms", "per-head Q/K RMS norm", "GELU-tanh FFN", "embedding scale",
-			"final logit soft-capping", "sliding-window attention", "per-layer RoPE base"}},
+			"final logit soft-capping", "sliding-window attention", "per-layer RoPE base"}, 0},
 	} {
-		t.Run(tc.arch, func(t *testing.T) {
+		ctxLen := cmp.Or(tc.ctxLen, 512)
+		t.Run(fmt.Sprintf("%s-ctx%d", tc.arch, ctxLen), func(t *testing.T) {
 			shape := tiny
-			shape.Arch, shape.HeadDim, shape.RopeBase = tc.arch, tc.headDim, 1e6
+			// Four layers: SmolLM3's fourth has no rotation.
+			shape.Arch, shape.HeadDim, shape.RopeBase, shape.Layers = tc.arch, tc.headDim, 1e6, 4
 			m := genModel(t, shape, quant.F32, 7)
 			f := m.Config.Features()
 			for _, w := range tc.want {
@@ -567,14 +581,20 @@ func TestFamiliesMatchFloat64Reference(t *testing.T) {
 			if tc.arch == "qwen2" && !m.Config.QKVBias {
 				t.Fatal("qwen2 without Q/K/V biases")
 			}
-			ref := newRef(t, m)
-			b, err := New(m, Options{ContextLen: 512, Threads: 2})
+			// The reference rotates with the factors the context selects.
+			refModel := func() *refModel {
+				r := newRef(t, m)
+				r.c.Rope = r.c.Rope.ForContext(ctxLen)
+				return r
+			}
+			ref := refModel()
+			b, err := New(m, Options{ContextLen: ctxLen, Threads: 2})
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer b.Close()
 			rng := rand.New(rand.NewPCG(3, 4))
-			for pos := 0; pos < 40; pos++ {
+			for pos := 0; pos < min(40, ctxLen); pos++ {
 				tok := int32(rng.IntN(m.Config.VocabSize))
 				got, err := b.Logits(context.Background(), tok, pos)
 				if err != nil {
@@ -585,11 +605,17 @@ func TestFamiliesMatchFloat64Reference(t *testing.T) {
 				}
 			}
 
-			prompt := make([]int32, 300)
+			// Sliding windows run across attention tiles (256 positions);
+			// the other families need only cross a MaxBatch chunk.
+			n := 80
+			if slices.Contains(f, "sliding-window attention") {
+				n = 300
+			}
+			prompt := make([]int32, min(n, ctxLen))
 			for i := range prompt {
 				prompt[i] = int32(rng.IntN(m.Config.VocabSize))
 			}
-			ref = newRef(t, m)
+			ref = refModel()
 			var want []float64
 			for i, tok := range prompt {
 				want = ref.step(tok, i)
@@ -599,7 +625,7 @@ func TestFamiliesMatchFloat64Reference(t *testing.T) {
 				t.Fatal(err)
 			}
 			if e := relErr(got, want); !(e < 1e-4) {
-				t.Fatalf("300-token prompt: relative error %.3g", e)
+				t.Fatalf("%d-token prompt: relative error %.3g", len(prompt), e)
 			}
 		})
 	}

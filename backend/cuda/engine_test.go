@@ -895,6 +895,11 @@ func TestCheckConfig(t *testing.T) {
 			c.LayerAttn = make([]model.LayerAttention, 30)
 			c.LayerAttn[0].LocalRope = true
 		}, "per-layer RoPE base"},
+		{"no rope", func(c *model.Config) {
+			c.LayerAttn = make([]model.LayerAttention, 30)
+			c.LayerAttn[3].NoRope = true
+		}, "layers without RoPE"},
+		{"longrope", func(c *model.Config) { c.Rope.LongFactors = make([]float32, 32) }, "LongRoPE"},
 	} {
 		c := ok
 		tc.edit(&c)

@@ -41,7 +41,10 @@ var Presets = map[string]Shape{
 type family struct {
 	noPreNorm, postNorm, qkvBias bool
 	qkNorm                       string // "", "head" or "full"
-	metadata                     map[string]any
+	// fused: attn_qkv.weight for Q, K and V, and ffn_up.weight for the gate
+	// and up rows (Phi-3); longRope: rope_factors_short/long.weight.
+	fused, longRope bool
+	metadata        map[string]any
 }
 
 // Archs are the architectures synth writes.
@@ -54,6 +57,14 @@ var Archs = map[string]family{
 		"attention.scale": float32(0.1), "logit_scale": float32(0.5),
 	}},
 	"olmo2": {noPreNorm: true, postNorm: true, qkNorm: "full"},
+	// LongRoPE's long factors apply past 32 positions of context.
+	"phi3": {fused: true, longRope: true, metadata: map[string]any{
+		"rope.scaling.original_context_length": uint32(32), "rope.scaling.attn_factor": float32(1.2),
+		"attention.sliding_window": uint32(8), // read and not applied, as llama.cpp does
+	}},
+	"smollm3": {},
+	// Mistral with its sliding window set (4 positions).
+	"mistral": {metadata: map[string]any{"attention.sliding_window": uint32(4)}},
 	// Windows of 4 positions on every other layer, local layers rotating
 	// with base 10000 and global ones with the file's; soft-caps small
 	// enough to bend the values they cap.
@@ -185,20 +196,28 @@ func Generate(o Options) (*gguf.Writer, error) {
 		if !fam.noPreNorm {
 			jobs = append(jobs, &tensorJob{name: p + "attn_norm.weight", typ: quant.F32, shape: []uint64{u(s.Dim)}, gain: 1})
 		}
-		jobs = append(jobs,
-			&tensorJob{name: p + "attn_q.weight", typ: o.Type, shape: []uint64{u(s.Dim), u(qd)}, std: inStd(s.Dim)},
-			&tensorJob{name: p + "attn_k.weight", typ: o.Type, shape: []uint64{u(s.Dim), u(kvd)}, std: inStd(s.Dim)},
-			&tensorJob{name: p + "attn_v.weight", typ: o.Type, shape: []uint64{u(s.Dim), u(kvd)}, std: inStd(s.Dim)},
-			&tensorJob{name: p + "attn_output.weight", typ: o.Type, shape: []uint64{u(qd), u(s.Dim)}, std: outStd(qd)},
-		)
+		if fam.fused {
+			jobs = append(jobs, &tensorJob{name: p + "attn_qkv.weight", typ: o.Type, shape: []uint64{u(s.Dim), u(qd + 2*kvd)}, std: inStd(s.Dim)})
+		} else {
+			jobs = append(jobs,
+				&tensorJob{name: p + "attn_q.weight", typ: o.Type, shape: []uint64{u(s.Dim), u(qd)}, std: inStd(s.Dim)},
+				&tensorJob{name: p + "attn_k.weight", typ: o.Type, shape: []uint64{u(s.Dim), u(kvd)}, std: inStd(s.Dim)},
+				&tensorJob{name: p + "attn_v.weight", typ: o.Type, shape: []uint64{u(s.Dim), u(kvd)}, std: inStd(s.Dim)},
+			)
+		}
+		jobs = append(jobs, &tensorJob{name: p + "attn_output.weight", typ: o.Type, shape: []uint64{u(qd), u(s.Dim)}, std: outStd(qd)})
 		if !fam.noPreNorm {
 			jobs = append(jobs, &tensorJob{name: p + "ffn_norm.weight", typ: quant.F32, shape: []uint64{u(s.Dim)}, gain: 1})
 		}
-		jobs = append(jobs,
-			&tensorJob{name: p + "ffn_gate.weight", typ: o.Type, shape: []uint64{u(s.Dim), u(s.FFN)}, std: inStd(s.Dim)},
-			&tensorJob{name: p + "ffn_up.weight", typ: o.Type, shape: []uint64{u(s.Dim), u(s.FFN)}, std: inStd(s.Dim)},
-			&tensorJob{name: p + "ffn_down.weight", typ: o.Type, shape: []uint64{u(s.FFN), u(s.Dim)}, std: outStd(s.FFN)},
-		)
+		if fam.fused {
+			jobs = append(jobs, &tensorJob{name: p + "ffn_up.weight", typ: o.Type, shape: []uint64{u(s.Dim), u(2 * s.FFN)}, std: inStd(s.Dim)})
+		} else {
+			jobs = append(jobs,
+				&tensorJob{name: p + "ffn_gate.weight", typ: o.Type, shape: []uint64{u(s.Dim), u(s.FFN)}, std: inStd(s.Dim)},
+				&tensorJob{name: p + "ffn_up.weight", typ: o.Type, shape: []uint64{u(s.Dim), u(s.FFN)}, std: inStd(s.Dim)},
+			)
+		}
+		jobs = append(jobs, &tensorJob{name: p + "ffn_down.weight", typ: o.Type, shape: []uint64{u(s.FFN), u(s.Dim)}, std: outStd(s.FFN)})
 		switch fam.qkNorm {
 		case "head":
 			jobs = append(jobs, norm(p+"attn_q_norm.weight", headDim), norm(p+"attn_k_norm.weight", headDim))
@@ -215,6 +234,15 @@ func Generate(o Options) (*gguf.Writer, error) {
 				&tensorJob{name: p + "attn_v.bias", typ: quant.F32, shape: []uint64{u(kvd)}, std: 0.1},
 			)
 		}
+	}
+	if fam.longRope {
+		// Divisors from 1 to 8 across the pairs, the long ones twice the
+		// short ones.
+		pairs := headDim / 2
+		jobs = append(jobs,
+			&tensorJob{name: "rope_factors_short.weight", typ: quant.F32, shape: []uint64{u(pairs)}, gain: 2, std: 0.5},
+			&tensorJob{name: "rope_factors_long.weight", typ: quant.F32, shape: []uint64{u(pairs)}, gain: 6, std: 1},
+		)
 	}
 	if err := fill(jobs, o.Seed); err != nil {
 		return nil, err
