@@ -164,13 +164,14 @@ var archs = map[string]arch{
 	}},
 	"granite": {
 		ropeFreqs: true,
-		keys:      []string{"embedding_scale", "residual_scale", "attention.scale", "logit_scale"},
+		keys:      []string{"embedding_scale", "residual_scale", "attention.scale", "logit_scale", "rope.scaling.finetuned"},
 		setup:     setupGranite,
 	},
-	"olmo2": {ropeNeox: true, setup: func(c *Config, m *gguf.Metadata) error {
-		c.Block.NoPreNorm, c.Block.PostNorm, c.Block.QKNorm = true, true, QKNormFull
-		return nil
-	}},
+	"olmo2": {
+		ropeNeox: true,
+		keys:     []string{"attention.sliding_window", "attention.sliding_window_pattern", "rope.freq_base_swa"},
+		setup:    setupOLMo2,
+	},
 	"gemma2": {
 		ropeNeox: true,
 		keys: []string{"attention.sliding_window", "attention.sliding_window_pattern", "rope.freq_base_swa",
@@ -206,7 +207,7 @@ func setupWindow(c *Config, m *gguf.Metadata) error {
 // setupGranite reads Granite's multipliers as llama.cpp applies them: the
 // embeddings times embedding_scale, each branch's output times
 // residual_scale, attention scores times attention.scale (in place of
-// 1/√head_dim), the logits divided by logit_scale.
+// 1/√head_dim), the logits divided by logit_scale; and its switch for RoPE.
 func setupGranite(c *Config, m *gguf.Metadata) error {
 	a, b := c.Arch, &c.Block
 	var err error
@@ -223,6 +224,13 @@ func setupGranite(c *Config, m *gguf.Metadata) error {
 			*into = float32(v)
 		}
 	}
+	// Granite reads rope.scaling.finetuned (default true) as "rotate at
+	// all" (llama.cpp's granite graph builds no positions without it).
+	if !m.BoolOr(a+".rope.scaling.finetuned", true) {
+		for l := range c.LayerAttn {
+			c.LayerAttn[l].NoRope = true
+		}
+	}
 	get("embedding_scale", &b.EmbedScale, false)
 	get("residual_scale", &b.ResidualScale, false)
 	get("attention.scale", &b.AttnScale, false)
@@ -230,6 +238,55 @@ func setupGranite(c *Config, m *gguf.Metadata) error {
 	get("logit_scale", &logitScale, true)
 	b.LogitScale = 1 / logitScale
 	return err
+}
+
+// setupOLMo2 reads OLMo 2 (post-norms, Q/K norms over the whole
+// projections) and OLMo 3, which has the same block with sliding windows:
+// a period (default 4, the last layer of each global) or a per-layer array
+// of booleans, true for a windowed layer. The windowed layers rotate
+// without the file's RoPE scaling, at the global base, as llama.cpp's olmo2
+// graph does (rope.freq_base_swa is read and not used there either).
+func setupOLMo2(c *Config, m *gguf.Metadata) error {
+	a := c.Arch
+	c.Block.NoPreNorm, c.Block.PostNorm, c.Block.QKNorm = true, true, QKNormFull
+	window := m.IntOr(a+".attention.sliding_window", 0)
+	if window < 0 || window > math.MaxInt32 {
+		return fmt.Errorf("model: %s.attention.sliding_window = %d is out of range", a, window)
+	}
+	if window == 0 {
+		return nil
+	}
+	local := make([]bool, c.NumLayers)
+	key := a + ".attention.sliding_window_pattern"
+	if v, ok := m.Value(key); ok {
+		if bs, ok := v.Any().([]bool); ok {
+			if len(bs) != c.NumLayers {
+				return fmt.Errorf("model: %s has %d entries for %d layers", key, len(bs), c.NumLayers)
+			}
+			copy(local, bs)
+		} else if p, ok := m.Int(key); ok && p >= 0 && p <= math.MaxInt32 {
+			setPeriod(local, p)
+		} else {
+			return fmt.Errorf("model: %s = %v is neither a period nor one boolean per layer", key, v)
+		}
+	} else {
+		setPeriod(local, 4)
+	}
+	c.LocalRope = Rope{Dim: c.Rope.Dim, Neox: c.Rope.Neox, Base: c.Rope.Base, FreqScale: 1, AttnFactor: 1}
+	for l, w := range local {
+		if w {
+			c.LayerAttn[l] = LayerAttention{Window: int(window), LocalRope: true}
+		}
+	}
+	return nil
+}
+
+// setPeriod marks the windowed layers of llama.cpp's set_swa_pattern: all
+// but the last of each period; a period of 0 makes every layer windowed.
+func setPeriod(local []bool, period int64) {
+	for l := range local {
+		local[l] = period == 0 || int64(l)%period < period-1
+	}
 }
 
 // setupGemma reads Gemma 2 and 3 as llama.cpp runs them: GELU-tanh FFN,
@@ -286,10 +343,10 @@ func setupGemma(c *Config, m *gguf.Metadata, version int) error {
 	if !(c.LocalRope.Base > 1) || math.IsInf(c.LocalRope.Base, 0) {
 		return fmt.Errorf("model: %s.rope.freq_base_swa %g", a, c.LocalRope.Base)
 	}
-	for l := range c.LayerAttn {
-		// llama.cpp's set_swa_pattern: the last layer of each period is
-		// global; a period of 0 makes every layer local.
-		if period == 0 || int64(l)%period < period-1 {
+	local := make([]bool, c.NumLayers)
+	setPeriod(local, period)
+	for l, w := range local {
+		if w {
 			c.LayerAttn[l] = LayerAttention{Window: int(window), LocalRope: true}
 		}
 	}

@@ -173,3 +173,57 @@ func TestFeatures(t *testing.T) {
 		}
 	}
 }
+
+// TestSlidingWindowPatterns: OLMo 3's windows (olmo2 architecture) as a
+// period or one boolean per layer, with its local layers' unscaled
+// rotation; Granite's RoPE switch.
+func TestSlidingWindowPatterns(t *testing.T) {
+	local := LayerAttention{Window: 16, LocalRope: true}
+	for _, tc := range []struct {
+		name string
+		set  map[string]any
+		want []LayerAttention
+	}{
+		{"default period 4", map[string]any{"olmo2.attention.sliding_window": uint32(16)}, []LayerAttention{local, local, local, {}}},
+		{"period 2", map[string]any{"olmo2.attention.sliding_window": uint32(16), "olmo2.attention.sliding_window_pattern": uint32(2)},
+			[]LayerAttention{local, {}, local, {}}},
+		{"per layer", map[string]any{"olmo2.attention.sliding_window": uint32(16),
+			"olmo2.attention.sliding_window_pattern": []bool{false, true, true, false}}, []LayerAttention{{}, local, local, {}}},
+	} {
+		m, err := FromFile(synthFile(t, "olmo2", 0, func(w *gguf.Writer) {
+			w.Set("olmo2.rope.scaling.type", "yarn")
+			w.Set("olmo2.rope.scaling.factor", float32(8))
+			for k, v := range tc.set {
+				w.Set(k, v)
+			}
+		}))
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		c := m.Config
+		if !reflect.DeepEqual(c.LayerAttn, tc.want) {
+			t.Errorf("%s: %+v, want %+v", tc.name, c.LayerAttn, tc.want)
+		}
+		if lr := c.LocalRope; lr.FreqScale != 1 || lr.ExtFactor != 0 || lr.AttnFactor != 1 || lr.Base != c.Rope.Base || !lr.Neox ||
+			c.Rope.FreqScale != 0.125 {
+			t.Errorf("%s: local rotation %+v, global %+v", tc.name, lr, c.Rope)
+		}
+	}
+	_, err := FromFile(synthFile(t, "olmo2", 0, func(w *gguf.Writer) {
+		w.Set("olmo2.attention.sliding_window", uint32(16))
+		w.Set("olmo2.attention.sliding_window_pattern", []bool{true})
+	}))
+	if err == nil || !strings.Contains(err.Error(), "sliding_window_pattern") {
+		t.Errorf("a pattern for 1 of 4 layers: %v", err)
+	}
+
+	m, err := FromFile(synthFile(t, "granite", 0, func(w *gguf.Writer) { w.Set("granite.rope.scaling.finetuned", false) }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for l, la := range m.Config.LayerAttn {
+		if !la.NoRope {
+			t.Errorf("granite without rope.scaling.finetuned: layer %d rotates", l)
+		}
+	}
+}
