@@ -44,7 +44,10 @@ type family struct {
 	// fused: attn_qkv.weight for Q, K and V, and ffn_up.weight for the gate
 	// and up rows (Phi-3); longRope: rope_factors_short/long.weight.
 	fused, longRope bool
-	metadata        map[string]any
+	// untied: output.weight whatever the shape says (llama.cpp's OLMo 2
+	// graph requires it).
+	untied   bool
+	metadata map[string]any
 }
 
 // Archs are the architectures synth writes.
@@ -56,7 +59,7 @@ var Archs = map[string]family{
 		"embedding_scale": float32(2), "residual_scale": float32(0.5),
 		"attention.scale": float32(0.1), "logit_scale": float32(0.5),
 	}},
-	"olmo2": {noPreNorm: true, postNorm: true, qkNorm: "full"},
+	"olmo2": {noPreNorm: true, postNorm: true, qkNorm: "full", untied: true},
 	// LongRoPE's long factors apply past 32 positions of context.
 	"phi3": {fused: true, longRope: true, metadata: map[string]any{
 		"rope.scaling.original_context_length": uint32(32), "rope.scaling.attn_factor": float32(1.2),
@@ -182,7 +185,7 @@ func Generate(o Options) (*gguf.Writer, error) {
 		{name: "token_embd.weight", typ: o.EmbedType, shape: []uint64{u(s.Dim), u(vocab)}, std: 0.05},
 		{name: "output_norm.weight", typ: quant.F32, shape: []uint64{u(s.Dim)}, gain: 2.5},
 	}
-	if !s.Tied {
+	if !s.Tied || fam.untied {
 		jobs = append(jobs, &tensorJob{name: "output.weight", typ: o.Type, shape: []uint64{u(s.Dim), u(vocab)}, std: 0.05})
 	}
 	qd, kvd := s.Heads*headDim, s.KVHeads*headDim
