@@ -14,6 +14,10 @@ import (
 	"unicode/utf8"
 
 	"gotok/backend/cuda/cu"
+	"gotok/gguf"
+	"gotok/model/synth"
+	"gotok/quant"
+	"gotok/tokenizer"
 )
 
 // archGolden is one line of ../shared/models/arch/golden.jsonl: llama.cpp's
@@ -105,36 +109,97 @@ func TestArchGolden(t *testing.T) {
 				if m == nil {
 					continue
 				}
-				out, err := base64.StdEncoding.DecodeString(g.OutB64)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if len(out) == 0 {
-					// llama-completion printed nothing: llama.cpp refused
-					// the file (olmo2.gguf has tied embeddings, and
-					// llama.cpp's OLMo 2 graph requires output.weight).
-					// There is nothing to compare; the float64 reference
-					// test (backend/cpu) checks the family's maths.
-					t.Logf("%s %q: llama.cpp gave no continuation (it refuses this file); not compared", g.Model, g.Prompt)
-					continue
-				}
-				// llama-completion ends its output with a blank line, and
-				// prints the bytes of the tokens as they are; gotok's
-				// text is valid UTF-8, each byte of an invalid sequence
-				// one U+FFFD (tokenizer.Decoder).
-				raw := strings.TrimSuffix(string(out), "\n\n")
-				want := replaceInvalidUTF8(raw)
-				var sb strings.Builder
-				_, err = m.Generate(context.Background(), g.Prompt, GenerateOptions{MaxTokens: g.NPredict},
-					func(s string) error { sb.WriteString(s); return nil })
-				if err != nil {
-					t.Fatalf("%s %q: %v", g.Model, g.Prompt, err)
-				}
-				if got := sb.String(); got != want {
-					checkNearTie(t, m, g, got, raw) // token pieces are raw bytes
-				}
+				checkGolden(t, m, g)
 			}
 		})
+	}
+}
+
+// checkGolden compares gotok's greedy continuation with llama.cpp's.
+func checkGolden(t *testing.T, m *Model, g archGolden) {
+	t.Helper()
+	out, err := base64.StdEncoding.DecodeString(g.OutB64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out) == 0 {
+		// llama-completion printed nothing: llama.cpp refused the file
+		// (olmo2.gguf has tied embeddings, and llama.cpp's OLMo 2 graph
+		// requires output.weight). There is nothing to compare here;
+		// TestArchSynthGolden compares an untied OLMo 2.
+		t.Logf("%s %q: llama.cpp gave no continuation (it refuses this file); not compared", g.Model, g.Prompt)
+		return
+	}
+	// llama-completion ends its output with a blank line, and prints the
+	// bytes of the tokens as they are; gotok's text is valid UTF-8, each
+	// byte of an invalid sequence one U+FFFD (tokenizer.Decoder).
+	raw := strings.TrimSuffix(string(out), "\n\n")
+	want := replaceInvalidUTF8(raw)
+	var sb strings.Builder
+	_, err = m.Generate(context.Background(), g.Prompt, GenerateOptions{MaxTokens: g.NPredict},
+		func(s string) error { sb.WriteString(s); return nil })
+	if err != nil {
+		t.Fatalf("%s %q: %v", g.Model, g.Prompt, err)
+	}
+	if got := sb.String(); got != want {
+		checkNearTie(t, m, g, got, raw) // token pieces are raw bytes
+	}
+}
+
+// TestArchSynthGolden reproduces llama.cpp's greedy continuations
+// (testdata/arch_synth_golden.jsonl, written by
+// scripts/arch-synth-golden.sh) on tiny synthetic models of each family,
+// F32 weights with the SmolLM2 tokenizer, that the test writes again from
+// the same seed: the families ../shared/models/arch lacks (Qwen2, Gemma 2,
+// Phi-3 with LongRoPE, SmolLM3), an OLMo 2 llama.cpp loads, and Gemma 3
+// with global layers. Byte for byte, or to a near-tie (checkNearTie), on
+// the CPU.
+func TestArchSynthGolden(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("testdata", "arch_synth_golden.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tokPath := filepath.Join(sharedDir(t), "tokenizer-tests", "smollm2-135m-instruct", "tokenizer.json")
+	tokJSON, err := os.ReadFile(tokPath)
+	if err != nil {
+		t.Skip(err)
+	}
+	vocab, err := tokenizer.ImportHF(tokJSON)
+	if err != nil {
+		t.Fatal(err)
+	}
+	models := map[string]*Model{}
+	defer func() {
+		for _, m := range models {
+			m.Close()
+		}
+	}()
+	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		var g archGolden
+		if err := json.Unmarshal([]byte(line), &g); err != nil {
+			t.Fatalf("arch_synth_golden.jsonl: %v", err)
+		}
+		m, ok := models[g.Model]
+		if !ok {
+			// As `gotok gen --preset tiny --layers 4 --arch A --type f32
+			// --tokenizer …`.
+			shape := synth.Presets["tiny"]
+			shape.Arch, shape.Layers = g.Model, 4
+			w, err := synth.Generate(synth.Options{Shape: shape, Name: "tiny", Type: quant.F32, EmbedType: quant.F32, Seed: 1,
+				Tokenizer: func(w *gguf.Writer) (int, error) { vocab.SetMetadata(w); return len(vocab.Tokens), nil }})
+			if err != nil {
+				t.Fatal(err)
+			}
+			path := filepath.Join(t.TempDir(), g.Model+".gguf")
+			if err := w.WriteFile(path); err != nil {
+				t.Fatal(err)
+			}
+			if m, err = Load(path, Options{Device: "cpu", ContextLen: 256}); err != nil {
+				t.Fatalf("%s: %v", g.Model, err)
+			}
+			models[g.Model] = m
+		}
+		checkGolden(t, m, g)
 	}
 }
 

@@ -19,9 +19,10 @@ func newGenCmd() *cobra.Command {
 	var (
 		out, preset, typ, tok, arch string
 		seed                        uint64
+		layers                      int
 	)
 	cmd := &cobra.Command{
-		Use:   "gen -o OUT.gguf --preset NAME [--arch llama] [--type q4_0] [--tokenizer FILE] [--seed N]",
+		Use:   "gen -o OUT.gguf --preset NAME [--arch llama] [--layers N] [--type q4_0] [--tokenizer FILE] [--seed N]",
 		Short: "Write a seeded llama model with random weights, for tests and benchmarks",
 		Long: `gen writes a deterministic llama model with random weights in the shape of a
 real one: the same seed gives the same file. Linear weights take --type
@@ -49,6 +50,9 @@ Example:
 				return fmt.Errorf("gen: unknown architecture %q (have %s)", arch, strings.Join(synthArchs(), ", "))
 			}
 			shape.Arch = arch
+			if layers > 0 {
+				shape.Layers = layers
+			}
 			t, err := quant.ParseType(typ)
 			if err != nil {
 				return fmt.Errorf("gen: %w", err)
@@ -84,6 +88,7 @@ Example:
 	f.StringVar(&typ, "type", "q4_0", "type of the linear weights: f32, f16, bf16, q4_0, q4_1, q5_0, q5_1, q8_0")
 	f.StringVar(&tok, "tokenizer", "", "tokenizer: an HF tokenizer.json or a GGUF file whose vocabulary to copy")
 	f.Uint64Var(&seed, "seed", 1, "random seed")
+	f.IntVar(&layers, "layers", 0, "number of layers (0: the preset's)")
 	return cmd
 }
 

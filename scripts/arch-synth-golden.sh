@@ -1,0 +1,28 @@
+#!/bin/sh
+# arch-synth-golden.sh: write testdata/arch_synth_golden.jsonl, llama.cpp's
+# greedy continuations on tiny synthetic models of the families that
+# ../shared/models/arch does not cover (or covers with a file llama.cpp
+# refuses), for TestArchSynthGolden. Each model is `gotok gen --preset tiny
+# --layers 4 --arch A --type f32` with the SmolLM2 tokenizer, seed 1 (four
+# layers: SmolLM3's fourth has no RoPE, Gemma's alternate local and
+# global): the test writes
+# the same model again from the same code, so only the continuations are
+# stored. Needs llama.cpp's llama-completion ($LLAMA_COMPLETION).
+set -eu
+LLAMA_COMPLETION=${LLAMA_COMPLETION:-llama-completion}
+cd "$(dirname "$0")/.."
+tok=../shared/tokenizer-tests/smollm2-135m-instruct/tokenizer.json
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+go build -o "$tmp/gotok" ./cmd/gotok
+out=testdata/arch_synth_golden.jsonl
+: >"$out.tmp"
+for arch in qwen2 qwen3 granite olmo2 gemma2 gemma3 phi3 smollm3; do
+	"$tmp/gotok" gen -o "$tmp/$arch.gguf" --preset tiny --layers 4 --arch "$arch" --type f32 --tokenizer "$tok" 2>/dev/null
+	for prompt in "Once upon a time" "The capital of France is" "def add(a, b):" "1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16"; do
+		text=$("$LLAMA_COMPLETION" -m "$tmp/$arch.gguf" -p "$prompt" -n 24 --temp 0 -no-cnv --no-display-prompt -c 256 2>/dev/null | base64 -w0)
+		printf '{"model": "%s", "prompt": "%s", "n_predict": 24, "out_b64": "%s"}\n' "$arch" "$prompt" "$text" >>"$out.tmp"
+	done
+done
+mv "$out.tmp" "$out"
+echo "wrote $(wc -l <"$out") continuations to $out"
