@@ -29,14 +29,27 @@ type archGolden struct {
 	OutB64   string `json:"out_b64"`
 }
 
+// readArchGolden reads dir/golden.jsonl and, unless -short,
+// testdata/arch_more_golden.jsonl (other prompts on the same files, from
+// scripts/arch-synth-golden.sh).
 func readArchGolden(t *testing.T, dir string) []archGolden {
 	t.Helper()
 	data, err := os.ReadFile(filepath.Join(dir, "golden.jsonl"))
 	if err != nil {
 		t.Skip(err)
 	}
+	if !testing.Short() {
+		more, err := os.ReadFile(filepath.Join("testdata", "arch_more_golden.jsonl"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		data = append(append(data, '\n'), more...)
+	}
 	var gs []archGolden
 	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		if strings.TrimSpace(line) == "" {
+			continue
+		}
 		var g archGolden
 		if err := json.Unmarshal([]byte(line), &g); err != nil {
 			t.Fatalf("golden.jsonl: %v", err)
@@ -175,6 +188,9 @@ func TestArchSynthGolden(t *testing.T) {
 		}
 	}()
 	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		if strings.TrimSpace(line) == "" {
+			continue
+		}
 		var g archGolden
 		if err := json.Unmarshal([]byte(line), &g); err != nil {
 			t.Fatalf("arch_synth_golden.jsonl: %v", err)

@@ -19,9 +19,23 @@ out=testdata/arch_synth_golden.jsonl
 : >"$out.tmp"
 for arch in qwen2 qwen3 granite olmo2 gemma2 gemma3 phi3 smollm3; do
 	"$tmp/gotok" gen -o "$tmp/$arch.gguf" --preset tiny --layers 4 --arch "$arch" --type f32 --tokenizer "$tok" 2>/dev/null
-	for prompt in "Once upon a time" "The capital of France is" "def add(a, b):" "1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16"; do
+	for prompt in "Once upon a time" "1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16"; do
 		text=$("$LLAMA_COMPLETION" -m "$tmp/$arch.gguf" -p "$prompt" -n 24 --temp 0 -no-cnv --no-display-prompt -c 256 2>/dev/null | base64 -w0)
 		printf '{"model": "%s", "prompt": "%s", "n_predict": 24, "out_b64": "%s"}\n' "$arch" "$prompt" "$text" >>"$out.tmp"
+	done
+done
+mv "$out.tmp" "$out"
+echo "wrote $(wc -l <"$out") continuations to $out"
+
+# Other prompts on the new families' files of ../shared/models/arch, for
+# TestArchGolden beside their own golden.jsonl: a longer prompt (past Gemma
+# 3's window of 8) and non-ASCII text.
+out=testdata/arch_more_golden.jsonl
+: >"$out.tmp"
+for f in qwen3 granite gemma3; do
+	for prompt in "Über café naïve — 日本語のテキスト" "In the beginning God created the heaven and the earth. And the earth was without form, and void; and darkness was upon the face of the deep."; do
+		text=$("$LLAMA_COMPLETION" -m "../shared/models/arch/$f.gguf" -p "$prompt" -n 24 --temp 0 -no-cnv --no-display-prompt 2>/dev/null | base64 -w0)
+		printf '{"model": "%s.gguf", "prompt": "%s", "n_predict": 24, "out_b64": "%s"}\n' "$f" "$prompt" "$text" >>"$out.tmp"
 	done
 done
 mv "$out.tmp" "$out"
