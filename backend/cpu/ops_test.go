@@ -23,3 +23,23 @@ func TestGeluTanhGLU(t *testing.T) {
 		}
 	}
 }
+
+// softcap against c·tanh(x/c) in float64, out to where tanh saturates.
+func TestSoftcap(t *testing.T) {
+	for _, c := range []float32{1.5, 30, 50} {
+		x := make([]float32, 2001)
+		for i := range x {
+			x[i] = float32(i-1000) * c / 50 // −20c … 20c
+		}
+		want := make([]float64, len(x))
+		for i, v := range x {
+			want[i] = float64(c) * math.Tanh(float64(v)/float64(c))
+		}
+		softcap(x, c)
+		for i, v := range x {
+			if d := math.Abs(float64(v) - want[i]); d > 1e-6*float64(c) {
+				t.Fatalf("c = %g, x = %g: got %g, want %g", c, float64(i-1000)*float64(c)/50, v, want[i])
+			}
+		}
+	}
+}
