@@ -164,8 +164,8 @@ func checkGolden(t *testing.T, m *Model, g archGolden) {
 // scripts/arch-synth-golden.sh) on tiny synthetic models of each family,
 // F32 weights with the SmolLM2 tokenizer, that the test writes again from
 // the same seed: the families ../shared/models/arch lacks (Qwen2, Gemma 2,
-// Phi-3 with LongRoPE, SmolLM3), an OLMo 2 llama.cpp loads, and Gemma 3
-// with global layers. Byte for byte, or to a near-tie (checkNearTie), on
+// Phi-3 with LongRoPE, SmolLM3, Ministral 3 with temperature tuning), an
+// OLMo 2 llama.cpp loads, and Gemma 3 with global layers. Byte for byte, or to a near-tie (checkNearTie), on
 // the CPU.
 func TestArchSynthGolden(t *testing.T) {
 	data, err := os.ReadFile(filepath.Join("testdata", "arch_synth_golden.jsonl"))

@@ -45,6 +45,20 @@ type Block struct {
 	// scores (after AttnScale) and the logits (after LogitScale) to
 	// cap·tanh(x/cap) (Gemma 2, and Gemma 3's final logits when set).
 	AttnSoftcap, FinalSoftcap float32
+	// AttnTempScale, when non-zero, multiplies the rotated queries of the
+	// token at position p by 1 + AttnTempScale·ln(⌊p/AttnTempFloor⌋ + 1)
+	// (Llama 4's and Ministral 3's attention temperature tuning).
+	AttnTempScale float32
+	AttnTempFloor int
+}
+
+// AttnTemp is the query multiplier of the token at position pos (1 without
+// temperature tuning), computed as llama.cpp computes it.
+func (b *Block) AttnTemp(pos int) float32 {
+	if b.AttnTempScale == 0 {
+		return 1
+	}
+	return float32(math.Log(math.Floor(float64(pos)/float64(b.AttnTempFloor))+1)*float64(b.AttnTempScale) + 1)
 }
 
 // LlamaBlock is the llama block of heads of headDim dimensions.
@@ -110,6 +124,7 @@ func (c *Config) Features() []string {
 	add(b.AttnScale != float32(1/math.Sqrt(float64(c.HeadDim))), "attention scale other than 1/√head_dim")
 	add(b.LogitScale != 1, "logit scale")
 	add(b.AttnSoftcap != 0, "attention soft-capping")
+	add(b.AttnTempScale != 0, "attention temperature scaling")
 	add(b.FinalSoftcap != 0, "final logit soft-capping")
 	var window, local, noRope bool
 	for _, la := range c.LayerAttn {
@@ -147,6 +162,9 @@ var archs = map[string]arch{
 	"llama":   {ropeFreqs: true, keys: []string{"attention.sliding_window"}, setup: setupWindow},
 	"mistral": {ropeFreqs: true, keys: []string{"attention.sliding_window"}, setup: setupWindow},
 	"qwen2":   {ropeNeox: true, qkvBias: true},
+	// Ministral 3 and Mistral Small 3.x: the llama block, with attention
+	// temperature tuning when the file sets it.
+	"mistral3": {keys: []string{"attention.temperature_scale"}, setup: setupTemperature},
 	// Phi-3 and Phi-4-mini: the llama block with fused projections.
 	// llama.cpp disables Phi-3's sliding window (its converters set it
 	// wrong), and so does gotok: the key is read and not applied.
@@ -187,7 +205,26 @@ var archs = map[string]arch{
 }
 
 // archNames lists the supported architectures for error messages.
-const archNames = "llama, mistral, granite, qwen2, qwen3, olmo2, gemma2, gemma3, phi3, smollm3"
+const archNames = "llama, mistral, mistral3, granite, qwen2, qwen3, olmo2, gemma2, gemma3, phi3, smollm3"
+
+// setupTemperature reads attention.temperature_scale; the positions come
+// in steps of the original context (llama.cpp's n_ctx_orig_yarn).
+func setupTemperature(c *Config, m *gguf.Metadata) error {
+	a := c.Arch
+	s := m.FloatOr(a+".attention.temperature_scale", 0)
+	if math.IsNaN(s) || math.IsInf(s, 0) {
+		return fmt.Errorf("model: %s.attention.temperature_scale = %g", a, s)
+	}
+	if s == 0 {
+		return nil
+	}
+	floor := m.IntOr(a+".rope.scaling.original_context_length", int64(c.ContextLen))
+	if floor <= 0 || floor > math.MaxInt32 {
+		return fmt.Errorf("model: %s: attention temperature scaling needs an original context, not %d", a, floor)
+	}
+	c.Block.AttnTempScale, c.Block.AttnTempFloor = float32(s), int(floor)
+	return nil
+}
 
 // setupWindow reads a sliding window that applies to every layer (Mistral).
 // llama.cpp's llama graph ignores the key; a model trained with a window

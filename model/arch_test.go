@@ -65,6 +65,8 @@ func TestArchConfigs(t *testing.T) {
 			[]LayerAttention{{Window: 4, LocalRope: true}, {}, {Window: 4, LocalRope: true}, {}}},
 		{"smollm3", 0, llama, []LayerAttention{{}, {}, {}, {NoRope: true}}},
 		{"mistral", 0, llama, []LayerAttention{{Window: 4}, {Window: 4}, {Window: 4}, {Window: 4}}},
+		{"mistral3", 0, Block{EmbedScale: 1, ResidualScale: 1, LogitScale: 1, AttnScale: 0.25, AttnTempScale: 0.5, AttnTempFloor: 8},
+			make([]LayerAttention, 4)},
 		// Phi-3's window is read and, as in llama.cpp, not applied.
 		{"phi3", 0, llama, make([]LayerAttention, 4)},
 	} {
@@ -77,7 +79,7 @@ func TestArchConfigs(t *testing.T) {
 		if c.Block != tc.block || !reflect.DeepEqual(c.LayerAttn, tc.attn) {
 			t.Errorf("%s:\n got %+v %+v\nwant %+v %+v", tc.arch, c.Block, c.LayerAttn, tc.block, tc.attn)
 		}
-		if want := tc.arch != "llama" && tc.arch != "mistral" && tc.arch != "smollm3" && tc.arch != "granite"; c.Rope.Neox != want {
+		if want := !slices.Contains([]string{"llama", "mistral", "mistral3", "smollm3", "granite"}, tc.arch); c.Rope.Neox != want {
 			t.Errorf("%s: NeoX rotation %v", tc.arch, c.Rope.Neox)
 		}
 		switch tc.arch {
@@ -88,6 +90,11 @@ func TestArchConfigs(t *testing.T) {
 		case "gemma2":
 			if c.LocalRope.Base != c.Rope.Base {
 				t.Errorf("gemma2: local base %g, global %g", c.LocalRope.Base, c.Rope.Base)
+			}
+		case "mistral3":
+			// 1 + 0.5·ln(⌊p/8⌋ + 1): 1 up to position 7, then 1 + 0.5·ln 2.
+			if c.Block.AttnTemp(7) != 1 || math.Abs(float64(c.Block.AttnTemp(8))-(1+0.5*math.Ln2)) > 1e-6 {
+				t.Errorf("mistral3: temperatures %g, %g", c.Block.AttnTemp(7), c.Block.AttnTemp(8))
 			}
 		case "qwen2":
 			if m.Layers[0].Bq == nil {

@@ -17,7 +17,7 @@ trap 'rm -rf "$tmp"' EXIT
 go build -o "$tmp/gotok" ./cmd/gotok
 out=testdata/arch_synth_golden.jsonl
 : >"$out.tmp"
-for arch in qwen2 qwen3 granite olmo2 gemma2 gemma3 phi3 smollm3; do
+for arch in qwen2 qwen3 granite olmo2 gemma2 gemma3 phi3 smollm3 mistral3; do
 	"$tmp/gotok" gen -o "$tmp/$arch.gguf" --preset tiny --layers 4 --arch "$arch" --type f32 --tokenizer "$tok" 2>/dev/null
 	for prompt in "Once upon a time" "1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16"; do
 		text=$("$LLAMA_COMPLETION" -m "$tmp/$arch.gguf" -p "$prompt" -n 24 --temp 0 -no-cnv --no-display-prompt -c 256 2>/dev/null | base64 -w0)

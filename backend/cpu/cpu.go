@@ -259,6 +259,9 @@ func (b *Backend) forwardBatch(tokens []int32, pos int) error {
 				rope.apply(k, c.NumKVHeads, c.HeadDim, t)
 			}
 			p := pos + t
+			if blk.AttnTempScale != 0 {
+				scale(q, blk.AttnTemp(p))
+			}
 			b.storeKey(kc, k, p)
 			copy(vc[p*kvd:(p+1)*kvd], v)
 		}

@@ -219,6 +219,12 @@ func (r *refModel) step(tok int32, pos int) []float64 {
 			r.rope(q, pos, rp)
 			r.rope(k, pos, rp)
 		}
+		if blk.AttnTempScale != 0 { // Llama 4's temperature tuning
+			tmp := 1 + float64(blk.AttnTempScale)*math.Log(math.Floor(float64(pos)/float64(blk.AttnTempFloor))+1)
+			for i := range q {
+				q[i] *= tmp
+			}
+		}
 		r.k[l] = append(r.k[l][:pos], k)
 		r.v[l] = append(r.v[l][:pos], v)
 		first := 0 // sliding window: the last Window positions
@@ -558,6 +564,7 @@ func TestFamiliesMatchFloat64Reference(t *testing.T) {
 		{"phi3", 0, []string{"LongRoPE factors chosen by context"}, 0},
 		{"smollm3", 0, []string{"layers without RoPE"}, 0},
 		{"mistral", 0, []string{"sliding-window attention"}, 0},
+		{"mistral3", 0, []string{"attention temperature scaling"}, 0},
 		{"qwen3", 32, []string{"per-head Q/K RMS norm"}, 0},
 		{"granite", 0, []string{"embedding scale", "residual scale", "attention scale other than 1/√head_dim", "logit scale"}, 0},
 		{"olmo2", 0, []string{"no pre-norm", "post-norms", "Q/K RMS norm over the whole projection"}, 0},

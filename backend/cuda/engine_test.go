@@ -900,6 +900,7 @@ func TestCheckConfig(t *testing.T) {
 			c.LayerAttn[3].NoRope = true
 		}, "layers without RoPE"},
 		{"longrope", func(c *model.Config) { c.Rope.LongFactors = make([]float32, 32) }, "LongRoPE"},
+		{"temperature", func(c *model.Config) { c.Block.AttnTempScale, c.Block.AttnTempFloor = 0.1, 8192 }, "attention temperature scaling"},
 	} {
 		c := ok
 		tc.edit(&c)

@@ -66,6 +66,10 @@ var Archs = map[string]family{
 		"attention.sliding_window": uint32(8), // read and not applied, as llama.cpp does
 	}},
 	"smollm3": {},
+	// Ministral 3's temperature tuning, in steps of 8 positions.
+	"mistral3": {metadata: map[string]any{
+		"attention.temperature_scale": float32(0.5), "rope.scaling.original_context_length": uint32(8),
+	}},
 	// Mistral with its sliding window set (4 positions).
 	"mistral": {metadata: map[string]any{"attention.sliding_window": uint32(4)}},
 	// Windows of 4 positions on every other layer, local layers rotating
