@@ -68,6 +68,9 @@ func New(m *model.Model, o Options) (*Backend, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cpu: %w", err)
 	}
+	if len(c.LayerAttn) != c.NumLayers || len(m.Layers) != c.NumLayers {
+		return nil, fmt.Errorf("cpu: %d layers, %d bound, %d described (model.ConfigFromMetadata fills in LayerAttn)", c.NumLayers, len(m.Layers), len(c.LayerAttn))
+	}
 	for _, t := range []*model.Tensor{&m.TokenEmbd, &m.Output} {
 		if t.Cols%32 != 0 && t.Type != quant.F32 {
 			return nil, fmt.Errorf("cpu: tensor %s row length %d", t.Name, t.Cols)
