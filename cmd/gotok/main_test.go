@@ -152,8 +152,8 @@ func TestGenArch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(out, "gemma3") {
-		t.Errorf("info does not name gemma3:\n%s", out)
+	if !strings.Contains(out, "gemma3") || !strings.Contains(out, "sliding-window attention") {
+		t.Errorf("info does not name gemma3 and its features:\n%s", out)
 	}
 	if _, _, err := cli(t, "run", "-m", p, "-p", "the cat", "-n", "8", "--temp", "0", "--device", "cpu"); err != nil {
 		t.Fatal(err)
