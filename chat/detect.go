@@ -112,6 +112,12 @@ func detectName(tmpl string) string {
 	case has("rwkv-world") || has(`{{- 'User: ' + message['content']|trim + '\n\n' -}}`):
 		return "rwkv-world"
 	case has("<|start_of_role|>"):
+		if has("<tool_call>") || has("<tools>") {
+			if has("g4_default_system_message") {
+				return "granite-4.0"
+			}
+			return "granite-4.1"
+		}
 		return "granite"
 	case has("message['role'] + additional_special_tokens[0] + message['content'] + additional_special_tokens[1]"):
 		return "gigachat"

@@ -41,6 +41,15 @@ var detectCases = []struct{ model, jinja, want string }{
 	{"TinyLlama/TinyLlama-1.1B-Chat-v1.0", "{% for message in messages %}\n{% if message['role'] == 'user' %}\n{{ '<|user|>\n' + message['content'] + eos_token }}\n{% elif message['role'] == 'system' %}\n{{ '<|system|>\n' + message['content'] + eos_token }}\n{% elif message['role'] == 'assistant' %}\n{{ '<|assistant|>\n'  + message['content'] + eos_token }}\n{% endif %}\n{% if loop.last and add_generation_prompt %}\n{{ '<|assistant|>' }}\n{% endif %}\n{% endfor %}", "glmedge"},
 	{"tiiuae/Falcon3 (snippet)", "{{ '<|user|>\\n' + message['content'] + '\\n' }}{{ '<|assistant|>\\n' + message['content'] + '</s>' }}", "falcon3"},
 	{"stabilityai/stablelm-2-zephyr-1_6b (snippet)", "{{'<|user|>\n' + message['content'] + '<|endoftext|>' + '\n'}}", "zephyr"},
+	{"ibm-granite/granite-3.0-8b-instruct (snippet)", "{{- '<|start_of_role|>system<|end_of_role|>' + message['content'] + '<|end_of_text|>\n' }}", "granite"},
+	{"ibm-granite/granite-4.0 (snippet)", "{%- set g4_default_system_message = '' %}{{- '<|start_of_role|>system<|end_of_role|>' }}<tools>", "granite-4.0"},
+	{"ibm-granite/granite-4.1 (snippet)", "{{- '<|start_of_role|>system<|end_of_role|>' }}<tool_call>", "granite-4.1"},
+	// The model families gotok runs (../shared/models/arch): Qwen 2/3 and
+	// SmolLM3 speak ChatML, OLMo 2's Tülu template is GLM-Edge to llama.cpp
+	// (it writes eos_token, not a literal </s>).
+	{"Qwen/Qwen3-0.6B (snippet)", "{{- '<|im_start|>' + message.role + '\n' + content + '<|im_end|>' + '\n' }}", "chatml"},
+	{"allenai/OLMo-2-1124-7B-Instruct", "{{ bos_token }}{% for message in messages %}{% if message['role'] == 'system' %}{{ '<|system|>\n' + message['content'] + '\n' }}{% elif message['role'] == 'user' %}{{ '<|user|>\n' + message['content'] + '\n' }}{% elif message['role'] == 'assistant' %}{% if not loop.last %}{{ '<|assistant|>\n'  + message['content'] + eos_token + '\n' }}{% else %}{{ '<|assistant|>\n'  + message['content'] + eos_token }}{% endif %}{% endif %}{% if loop.last and add_generation_prompt %}{{ '<|assistant|>\n' }}{% endif %}{% endfor %}", "glmedge"},
+	{"google/gemma-3-1b-it (snippet)", "{{ '<start_of_turn>' + role + '\n' + (first_user_prefix if loop.first else '') }}", "gemma"},
 	{"a template that is a format's name", "vicuna-orca", "vicuna-orca"},
 	{"a name that starts with mistral", "mistral-something", "llama2"},
 }
@@ -64,7 +73,6 @@ func TestDetectUnrendered(t *testing.T) {
 	cases := []struct{ jinja, want string }{
 		{"{% for message in messages %}{% if loop.first %}[gMASK]sop<|{{ message['role'] }}|>\n {{ message['content'] }}{% else %}<|{{ message['role'] }}|>\n {{ message['content'] }}{% endif %}{% endfor %}{% if add_generation_prompt %}<|assistant|>{% endif %}", `"chatglm3"`},
 		{"[gMASK]<sop>{% for item in messages %}<|{{ item['role'] }}|>\n{{ item['content'] }}{% endfor %}{% if add_generation_prompt %}<|assistant|>\n{% endif %}", `"chatglm4"`},
-		{"{{- '<|start_of_role|>system<|end_of_role|>' + message['content'] + '<|end_of_text|>\n' }}", `"granite"`},
 		{"<|im_start|>User:{{ message['content'] }}<end_of_utterance>\n", `"smolvlm"`},
 	}
 	for _, c := range cases {

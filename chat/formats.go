@@ -36,7 +36,15 @@ var templates = map[string]Template{
 
 	"deepseek":  {render: deepSeek, stop: []string{"<|EOT|>", "### Instruction:"}},
 	"command-r": {render: commandR, stop: []string{"<|END_OF_TURN_TOKEN|>"}},
+
+	// IBM Granite 3.x and 4.x differ only in tool-call roles, which gotok
+	// does not take.
+	"granite":     {render: granite, stop: graniteStop},
+	"granite-4.0": {render: granite, stop: graniteStop},
+	"granite-4.1": {render: granite, stop: graniteStop},
 }
+
+var graniteStop = []string{"<|end_of_text|>", "<|start_of_role|>"}
 
 var llama2Stop = []string{"</s>", "[INST]"}
 
@@ -147,6 +155,15 @@ func roleTags(sep, end, assistant string) func(*strings.Builder, []Message, bool
 		if addAssistant {
 			b.WriteString(assistant)
 		}
+	}
+}
+
+func granite(b *strings.Builder, msgs []Message, addAssistant bool) {
+	for _, m := range msgs {
+		b.WriteString("<|start_of_role|>" + m.Role + "<|end_of_role|>" + m.Content + "<|end_of_text|>\n")
+	}
+	if addAssistant {
+		b.WriteString("<|start_of_role|>assistant<|end_of_role|>")
 	}
 }
 

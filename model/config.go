@@ -27,6 +27,13 @@ type Config struct {
 	TiedEmbeddings bool
 	// QKVBias: the attention projections carry biases (qwen2).
 	QKVBias bool
+	// Block is how the decoder block differs from llama's (arch.go).
+	Block Block
+	// LayerAttn says how each layer attends (sliding windows, which
+	// rotation).
+	LayerAttn []LayerAttention
+	// LocalRope is the rotation of the layers with LayerAttn[l].LocalRope.
+	LocalRope Rope
 }
 
 // QDim is the width of the concatenated query heads.
@@ -35,18 +42,8 @@ func (c *Config) QDim() int { return c.NumHeads * c.HeadDim }
 // KVDim is the width of the concatenated key (or value) heads.
 func (c *Config) KVDim() int { return c.NumKVHeads * c.HeadDim }
 
-// arch describes what differs between the architectures gotok runs.
-type arch struct {
-	ropeNeox bool
-	qkvBias  bool
-}
-
-var archs = map[string]arch{
-	"llama":   {},
-	"mistral": {},
-	"granite": {},
-	"qwen2":   {ropeNeox: true, qkvBias: true},
-}
+// maxLayers bounds block_count before anything is allocated per layer.
+const maxLayers = 1 << 16
 
 // ConfigFromMetadata reads the hyper-parameters of m.
 func ConfigFromMetadata(m *gguf.Metadata) (Config, error) {
@@ -57,9 +54,9 @@ func ConfigFromMetadata(m *gguf.Metadata) (Config, error) {
 	}
 	spec, ok := archs[a]
 	if !ok {
-		return c, fmt.Errorf("model: architecture %q is not supported (gotok runs llama, mistral, granite, qwen2)", a)
+		return c, fmt.Errorf("model: architecture %q is not supported (gotok runs %s)", a, archNames)
 	}
-	if err := checkKeys(m, a); err != nil {
+	if err := checkKeys(m, a, spec.keys); err != nil {
 		return c, err
 	}
 	c.Arch, c.QKVBias = a, spec.qkvBias
@@ -80,6 +77,9 @@ func ConfigFromMetadata(m *gguf.Metadata) (Config, error) {
 	c.FFNDim = need("feed_forward_length")
 	c.NumHeads = need("attention.head_count")
 	c.ContextLen = need("context_length")
+	if err == nil && c.NumLayers > maxLayers {
+		err = fmt.Errorf("model: %s.block_count = %d is out of range", a, c.NumLayers)
+	}
 	if err != nil {
 		return c, err
 	}
@@ -102,5 +102,12 @@ func ConfigFromMetadata(m *gguf.Metadata) (Config, error) {
 		return c, err
 	}
 	c.Rope.Neox = spec.ropeNeox
+	c.Block = LlamaBlock(c.HeadDim)
+	c.LayerAttn = make([]LayerAttention, c.NumLayers)
+	if spec.setup != nil {
+		if err := spec.setup(&c, m); err != nil {
+			return c, err
+		}
+	}
 	return c, nil
 }

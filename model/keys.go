@@ -2,6 +2,7 @@ package model
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"gotok/gguf"
@@ -73,7 +74,8 @@ func never(*gguf.Metadata, string) bool { return false }
 
 // checkKeys refuses metadata that would change how a model of
 // architecture a computes in ways gotok does not apply, naming the key.
-func checkKeys(m *gguf.Metadata, a string) error {
+// The keys in applied are read by the architecture's setup.
+func checkKeys(m *gguf.Metadata, a string, applied []string) error {
 	prefix := a + "."
 	for _, k := range m.Keys() {
 		switch {
@@ -85,7 +87,7 @@ func checkKeys(m *gguf.Metadata, a string) error {
 			return fmt.Errorf("model: the file is an adapter (%s), not a model", k)
 		case strings.HasPrefix(k, prefix):
 			s := k[len(prefix):]
-			if appliedKeys[s] {
+			if appliedKeys[s] || slices.Contains(applied, s) {
 				continue
 			}
 			if off, ok := offKeys[s]; ok && off(m, k) {

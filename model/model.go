@@ -28,11 +28,15 @@ func (t *Tensor) Row(i int) []byte {
 	return t.Data[i*n : (i+1)*n]
 }
 
-// Layer holds one transformer block's weights.
+// Layer holds one transformer block's weights. The norms a block does not
+// have (Config.Block) are empty or nil.
 type Layer struct {
-	AttnNorm, Wq, Wk, Wv, Wo Tensor
+	AttnNorm, Wq, Wk, Wv, Wo Tensor  // AttnNorm empty with Block.NoPreNorm
 	Bq, Bk, Bv               *Tensor // nil unless Config.QKVBias
-	FFNNorm, Gate, Up, Down  Tensor
+	QNorm, KNorm             *Tensor // Block.QKNorm: head_dim or QDim/KVDim gains
+	AttnPostNorm             *Tensor // Block.PostNorm
+	FFNNorm, Gate, Up, Down  Tensor  // FFNNorm empty with Block.NoPreNorm
+	FFNPostNorm              *Tensor // Block.PostNorm
 }
 
 // Model is a bound llama-family model.
@@ -99,13 +103,26 @@ func FromFile(f *gguf.File) (*Model, error) {
 		return nil, b.err
 	}
 	c.VocabSize = m.TokenEmbd.Rows
-	if f := b.optVector("rope_freqs.weight", c.Rope.Pairs()); f != nil {
-		c.Rope.Factors = f32s(f.Data)
-		for i, v := range c.Rope.Factors {
-			if !(v > 0) || math.IsInf(float64(v), 0) {
-				return nil, fmt.Errorf("model: rope_freqs.weight[%d] = %g", i, v)
-			}
+	// Only the families whose llama.cpp graph applies rope_freqs (or
+	// LongRoPE's factors) bind them; elsewhere checkAllBound refuses them.
+	spec := archs[c.Arch]
+	if spec.ropeFreqs {
+		if c.Rope.Factors, err = ropeFactors(&b, "rope_freqs.weight", c.Rope.Pairs()); err != nil {
+			return nil, err
 		}
+	}
+	if spec.longRope {
+		if c.Rope.Factors, err = ropeFactors(&b, "rope_factors_short.weight", c.Rope.Pairs()); err != nil {
+			return nil, err
+		}
+		if c.Rope.LongFactors, err = ropeFactors(&b, "rope_factors_long.weight", c.Rope.Pairs()); err != nil {
+			return nil, err
+		}
+		if (c.Rope.Factors == nil) != (c.Rope.LongFactors == nil) {
+			return nil, fmt.Errorf("model: LongRoPE needs both rope_factors_short.weight and rope_factors_long.weight")
+		}
+		// llama.cpp's n_ctx_orig_yarn.
+		c.Rope.ShortContext = int(f.Metadata.IntOr(c.Arch+".rope.scaling.original_context_length", int64(c.ContextLen)))
 	}
 	if v, ok := f.Int(c.Arch + ".vocab_size"); ok && int(v) != c.VocabSize {
 		return nil, fmt.Errorf("model: %s.vocab_size %d differs from token_embd rows %d", c.Arch, v, c.VocabSize)
@@ -119,30 +136,67 @@ func FromFile(f *gguf.File) (*Model, error) {
 	}
 	// Check the last block exists before allocating for NumLayers of them,
 	// so a hostile block_count cannot ask for gigabytes.
-	if _, ok := f.Tensor(fmt.Sprintf("blk.%d.attn_norm.weight", c.NumLayers-1)); !ok || c.NumLayers > len(f.Tensors) {
+	if _, ok := f.Tensor(fmt.Sprintf("blk.%d.attn_output.weight", c.NumLayers-1)); !ok || c.NumLayers > len(f.Tensors) {
 		return nil, fmt.Errorf("model: %s.block_count is %d but the file has no blk.%d tensors", c.Arch, c.NumLayers, c.NumLayers-1)
 	}
 	m.Layers = make([]Layer, c.NumLayers)
 	for i := range m.Layers {
 		l := &m.Layers[i]
 		p := fmt.Sprintf("blk.%d.", i)
-		l.AttnNorm = b.vector(p+"attn_norm.weight", c.Dim)
-		l.Wq = b.matrix(p+"attn_q.weight", c.Dim, c.QDim())
-		l.Wk = b.matrix(p+"attn_k.weight", c.Dim, c.KVDim())
-		l.Wv = b.matrix(p+"attn_v.weight", c.Dim, c.KVDim())
+		blk := &c.Block
+		if !blk.NoPreNorm {
+			l.AttnNorm = b.vector(p+"attn_norm.weight", c.Dim)
+			l.FFNNorm = b.vector(p+"ffn_norm.weight", c.Dim)
+		}
+		switch blk.QKNorm {
+		case QKNormHead:
+			l.QNorm = b.vectorPtr(p+"attn_q_norm.weight", c.HeadDim)
+			l.KNorm = b.vectorPtr(p+"attn_k_norm.weight", c.HeadDim)
+		case QKNormFull:
+			l.QNorm = b.vectorPtr(p+"attn_q_norm.weight", c.QDim())
+			l.KNorm = b.vectorPtr(p+"attn_k_norm.weight", c.KVDim())
+		}
+		if blk.PostNorm {
+			l.AttnPostNorm = b.vectorPtr(p+"post_attention_norm.weight", c.Dim)
+			l.FFNPostNorm = b.vectorPtr(p+"post_ffw_norm.weight", c.Dim)
+		}
+		// The projections come apart or fused into attn_qkv (Phi-3; any
+		// family in llama.cpp), Q rows first, then K, then V.
+		fused := false
+		if _, ok := f.Tensor(p + "attn_qkv.weight"); ok {
+			fused = true
+			qkv := b.matrix(p+"attn_qkv.weight", c.Dim, c.QDim()+2*c.KVDim())
+			l.Wq, l.Wk, l.Wv = qkv.rows(0, c.QDim()), qkv.rows(c.QDim(), c.KVDim()), qkv.rows(c.QDim()+c.KVDim(), c.KVDim())
+		} else {
+			l.Wq = b.matrix(p+"attn_q.weight", c.Dim, c.QDim())
+			l.Wk = b.matrix(p+"attn_k.weight", c.Dim, c.KVDim())
+			l.Wv = b.matrix(p+"attn_v.weight", c.Dim, c.KVDim())
+		}
 		l.Wo = b.matrix(p+"attn_output.weight", c.QDim(), c.Dim)
 		if c.QKVBias {
-			l.Bq = b.optVector(p+"attn_q.bias", c.QDim())
-			l.Bk = b.optVector(p+"attn_k.bias", c.KVDim())
-			l.Bv = b.optVector(p+"attn_v.bias", c.KVDim())
+			if fused {
+				if bias := b.optVector(p+"attn_qkv.bias", c.QDim()+2*c.KVDim()); bias != nil {
+					bq, bk, bv := bias.elems(0, c.QDim()), bias.elems(c.QDim(), c.KVDim()), bias.elems(c.QDim()+c.KVDim(), c.KVDim())
+					l.Bq, l.Bk, l.Bv = &bq, &bk, &bv
+				}
+			} else {
+				l.Bq = b.optVector(p+"attn_q.bias", c.QDim())
+				l.Bk = b.optVector(p+"attn_k.bias", c.KVDim())
+				l.Bv = b.optVector(p+"attn_v.bias", c.KVDim())
+			}
 			// The backends add all three or none.
 			if (l.Bq == nil) != (l.Bk == nil) || (l.Bq == nil) != (l.Bv == nil) {
 				return nil, fmt.Errorf("model: layer %d has some of the Q/K/V biases but not all three", i)
 			}
 		}
-		l.FFNNorm = b.vector(p+"ffn_norm.weight", c.Dim)
-		l.Gate = b.matrix(p+"ffn_gate.weight", c.Dim, c.FFNDim)
-		l.Up = b.matrix(p+"ffn_up.weight", c.Dim, c.FFNDim)
+		if spec.fusedUp {
+			// Phi-3's gate_up_proj: the gate rows, then the up rows.
+			gateUp := b.matrix(p+"ffn_up.weight", c.Dim, 2*c.FFNDim)
+			l.Gate, l.Up = gateUp.rows(0, c.FFNDim), gateUp.rows(c.FFNDim, c.FFNDim)
+		} else {
+			l.Gate = b.matrix(p+"ffn_gate.weight", c.Dim, c.FFNDim)
+			l.Up = b.matrix(p+"ffn_up.weight", c.Dim, c.FFNDim)
+		}
 		l.Down = b.matrix(p+"ffn_down.weight", c.FFNDim, c.Dim)
 	}
 	if b.err != nil {
@@ -161,6 +215,38 @@ func FromFile(f *gguf.File) (*Model, error) {
 // (rope_freqs once) is a part of the model left out of the maths. Add a
 // name here only with the reason it cannot change the output.
 var ignoredTensors = map[string]bool{}
+
+// ropeFactors binds the optional per-frequency divisors name: nil when the
+// file has none.
+func ropeFactors(b *binder, name string, pairs int) ([]float32, error) {
+	t := b.optVector(name, pairs)
+	if t == nil || b.err != nil {
+		return nil, b.err
+	}
+	fs := f32s(t.Data)
+	for i, v := range fs {
+		if !(v > 0) || math.IsInf(float64(v), 0) {
+			return nil, fmt.Errorf("model: %s[%d] = %g", name, i, v)
+		}
+	}
+	return fs, nil
+}
+
+// rows is the n rows of t from row first: a part of a fused matrix.
+func (t Tensor) rows(first, n int) Tensor {
+	if t.Data == nil { // binding failed; the binder holds the error
+		return Tensor{}
+	}
+	rb := t.RowBytes()
+	return Tensor{Name: fmt.Sprintf("%s[%d:%d]", t.Name, first, first+n), Type: t.Type, Rows: n, Cols: t.Cols,
+		Data: t.Data[first*rb : (first+n)*rb]}
+}
+
+// elems is the n elements of the F32 vector t from element first.
+func (t Tensor) elems(first, n int) Tensor {
+	return Tensor{Name: fmt.Sprintf("%s[%d:%d]", t.Name, first, first+n), Type: t.Type, Rows: 1, Cols: n,
+		Data: t.Data[4*first : 4*(first+n)]}
+}
 
 // checkAllBound refuses a file with a tensor the binder did not take.
 func (b *binder) checkAllBound() error {
@@ -229,6 +315,11 @@ func (b *binder) vector(name string, n int) Tensor {
 		return Tensor{}
 	}
 	return Tensor{Name: name, Type: t.Type, Rows: 1, Cols: n, Data: t.Data}
+}
+
+func (b *binder) vectorPtr(name string, n int) *Tensor {
+	t := b.vector(name, n)
+	return &t
 }
 
 func (b *binder) optVector(name string, n int) *Tensor {

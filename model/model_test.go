@@ -42,7 +42,9 @@ func TestFromFileTiny(t *testing.T) {
 	}
 	c := m.Config
 	want := Config{Arch: "llama", NumLayers: 2, Dim: 64, NumHeads: 4, NumKVHeads: 2, HeadDim: 16, FFNDim: 192, VocabSize: 320,
-		ContextLen: 256, RMSEps: 1e-5, Rope: Rope{Dim: 16, Base: 10000, FreqScale: 1, AttnFactor: 1}, TiedEmbeddings: true}
+		ContextLen: 256, RMSEps: 1e-5, Rope: Rope{Dim: 16, Base: 10000, FreqScale: 1, AttnFactor: 1}, TiedEmbeddings: true,
+		Block:     Block{EmbedScale: 1, ResidualScale: 1, AttnScale: 0.25, LogitScale: 1},
+		LayerAttn: make([]LayerAttention, 2)}
 	if !reflect.DeepEqual(c, want) {
 		t.Errorf("config\n got %+v\nwant %+v", c, want)
 	}
@@ -131,7 +133,8 @@ func TestMetadataRefused(t *testing.T) {
 		{"unknown key", func(w *gguf.Writer) { w.Set("llama.attention.new_thing", float32(2)) }, "llama.attention.new_thing"},
 		{"experts", func(w *gguf.Writer) { w.Set("llama.expert_count", uint32(8)) }, "llama.expert_count"},
 		{"no experts", func(w *gguf.Writer) { w.Set("llama.expert_count", uint32(0)) }, ""},
-		{"sliding window", func(w *gguf.Writer) { w.Set("llama.attention.sliding_window", uint32(4096)) }, "sliding_window"},
+		{"sliding window", func(w *gguf.Writer) { w.Set("llama.attention.sliding_window", uint32(4096)) }, ""},
+		{"sliding window pattern", func(w *gguf.Writer) { w.Set("llama.attention.sliding_window_pattern", uint32(2)) }, "sliding_window_pattern"},
 		{"softcap", func(w *gguf.Writer) { w.Set("llama.final_logit_softcapping", float32(30)) }, "final_logit_softcapping"},
 		{"softcap off", func(w *gguf.Writer) { w.Set("llama.final_logit_softcapping", float32(0)) }, ""},
 		{"multiplier", func(w *gguf.Writer) { w.Set("llama.residual_scale", float32(0.22)) }, "residual_scale"},

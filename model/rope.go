@@ -18,8 +18,15 @@ type Rope struct {
 	// FreqScale multiplies the angles (linear scaling: 1/factor; 1 = none).
 	FreqScale float64
 	// Factors divide each pair's frequency (Llama 3.x files carry them as
-	// rope_freqs.weight); nil when the model has none.
+	// rope_freqs.weight, Phi-3's LongRoPE as rope_factors_short.weight);
+	// nil when the model has none.
 	Factors []float32
+	// LongFactors replace Factors when the context a backend runs with is
+	// longer than ShortContext (LongRoPE: rope_factors_long.weight, chosen
+	// as llama.cpp chooses it, by the context, not the position); nil when
+	// the model has none.
+	LongFactors  []float32
+	ShortContext int
 	// AttnFactor scales cos and sin (1 = none): the magnitude correction
 	// of YaRN and of scaled rotary embeddings generally.
 	AttnFactor float64
@@ -29,6 +36,15 @@ type Rope struct {
 	ExtFactor          float64
 	BetaFast, BetaSlow float64
 	OrigContext        int
+}
+
+// ForContext is the rotation of a backend whose context is ctxLen tokens.
+func (r Rope) ForContext(ctxLen int) Rope {
+	if r.LongFactors != nil && ctxLen > r.ShortContext {
+		r.Factors = r.LongFactors
+	}
+	r.LongFactors = nil
+	return r
 }
 
 // Pairs is the number of rotated pairs per head.

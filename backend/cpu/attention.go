@@ -89,7 +89,8 @@ func (b *Backend) attendBlock(sc *attnScratch, l, g, t0, t1, pos int) {
 	// to a multiple of 4 and are never read back.
 	m := (t1 - t0) * group
 	rows := (m + 3) &^ 3
-	scale := float32(1 / math.Sqrt(float64(hd)))
+	scale := c.Block.AttnScale
+	window, cap := c.LayerAttn[l].Window, c.Block.AttnSoftcap
 	for r := 0; r < m; r++ {
 		t, h := t0+r/group, g*group+r%group
 		q := b.q[t*qd+h*hd : t*qd+(h+1)*hd]
@@ -105,17 +106,30 @@ func (b *Backend) attendBlock(sc *attnScratch, l, g, t0, t1, pos int) {
 	kc := b.kcache[l][g*hd*b.kstride:]
 	vc := b.vcache[l][g*hd:]
 	end := pos + t1 // positions the last token sees
-	for p0 := 0; p0 < end; p0 += attnTile {
+	start := 0      // the first position the first token sees
+	if window > 0 {
+		start = max(0, pos+t0-window+1)
+	}
+	for p0 := start; p0 < end; p0 += attnTile {
 		n := min(attnTile, end-p0)
 		quant.MatMulF32(rows, (n+15)&^15, hd, sc.q, hd, kc[p0:], b.kstride, sc.s, attnTile, false)
 		for r := 0; r < m; r++ {
 			s := sc.s[r*attnTile : r*attnTile+n]
-			valid := min(n, pos+t0+r/group+1-p0) // causal mask
-			if valid <= 0 {
+			tp := pos + t0 + r/group // the token's position
+			valid := min(n, tp+1-p0) // causal mask
+			first := 0               // sliding window: positions > tp-window
+			if window > 0 {
+				first = max(0, tp-window+1-p0)
+			}
+			if valid <= first {
 				clear(s)
 				continue
 			}
-			if mx := quant.Max(s[:valid]); mx > sc.max[r] {
+			clear(s[:first])
+			if cap != 0 {
+				softcap(s[first:valid], cap)
+			}
+			if mx := quant.Max(s[first:valid]); mx > sc.max[r] {
 				if sc.sum[r] != 0 { // an earlier tile: rescale its sums
 					alpha := float32(math.Exp(float64(sc.max[r] - mx)))
 					sc.sum[r] *= alpha
@@ -125,10 +139,10 @@ func (b *Backend) attendBlock(sc *attnScratch, l, g, t0, t1, pos int) {
 				}
 				sc.max[r] = mx
 			}
-			sc.sum[r] += quant.ExpSum(s[:valid], sc.max[r])
+			sc.sum[r] += quant.ExpSum(s[first:valid], sc.max[r])
 			clear(s[valid:])
 		}
-		quant.MatMulF32(rows, hd, n, sc.s, attnTile, vc[p0*kvd:], kvd, sc.o, hd, p0 > 0)
+		quant.MatMulF32(rows, hd, n, sc.s, attnTile, vc[p0*kvd:], kvd, sc.o, hd, p0 > start)
 	}
 
 	for r := 0; r < m; r++ {

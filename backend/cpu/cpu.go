@@ -37,6 +37,9 @@ type Backend struct {
 	pool    *pool
 	closed  bool
 	rope    *rope
+	// localRope rotates the layers with model.LayerAttention.LocalRope;
+	// nil when there are none.
+	localRope *rope
 
 	// KV cache, per layer. Values: ctxLen × KVDim floats. Keys transposed
 	// for attention: KVDim rows (head by head) of kstride floats, one per
@@ -65,6 +68,9 @@ func New(m *model.Model, o Options) (*Backend, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cpu: %w", err)
 	}
+	if len(c.LayerAttn) != c.NumLayers || len(m.Layers) != c.NumLayers {
+		return nil, fmt.Errorf("cpu: %d layers, %d bound, %d described (model.ConfigFromMetadata fills in LayerAttn)", c.NumLayers, len(m.Layers), len(c.LayerAttn))
+	}
 	for _, t := range []*model.Tensor{&m.TokenEmbd, &m.Output} {
 		if t.Cols%32 != 0 && t.Type != quant.F32 {
 			return nil, fmt.Errorf("cpu: tensor %s row length %d", t.Name, t.Cols)
@@ -78,7 +84,13 @@ func New(m *model.Model, o Options) (*Backend, error) {
 		return nil, fmt.Errorf("cpu: %d threads on %d cores", threads, runtime.NumCPU())
 	}
 	b := &Backend{m: m, c: c, ctxLen: ctxLen, threads: threads, pool: newPool(threads)}
-	b.rope = newRope(c.Rope, MaxBatch)
+	b.rope = newRope(c.Rope.ForContext(ctxLen), MaxBatch)
+	for _, la := range c.LayerAttn {
+		if la.LocalRope {
+			b.localRope = newRope(c.LocalRope, MaxBatch)
+			break
+		}
+	}
 	kvd := c.KVDim()
 	b.kstride = keyStride(ctxLen)
 	b.kcache = make([][]float32, c.NumLayers)
@@ -184,9 +196,12 @@ func (b *Backend) Logits(ctx context.Context, token int32, pos int) ([]float32, 
 }
 
 // forwardBatch runs len(tokens) ≤ MaxBatch tokens through every layer and
-// leaves the last token's logits in b.logits.
+// leaves the last token's logits in b.logits. The block is llama's with the
+// variations model.Block describes; each is a branch per layer, not per
+// element, so the llama path costs what it did.
 func (b *Backend) forwardBatch(tokens []int32, pos int) error {
 	c := &b.c
+	blk := &c.Block
 	T := len(tokens)
 	dim, qd, kvd, ffn := c.Dim, c.QDim(), c.KVDim(), c.FFNDim
 	x := b.x[:T*dim]
@@ -195,17 +210,24 @@ func (b *Backend) forwardBatch(tokens []int32, pos int) error {
 			return fmt.Errorf("cpu: embedding: %w", err)
 		}
 	}
+	if blk.EmbedScale != 1 {
+		scale(x, blk.EmbedScale)
+	}
 	b.rope.set(pos, T)
+	if b.localRope != nil {
+		b.localRope.set(pos, T)
+	}
 	xn, att, hidden := &b.xn, &b.att, &b.hidden
 	xn.t, att.t, hidden.t = T, T, T
 
 	for l := range b.m.Layers {
 		ly := &b.m.Layers[l]
-		// Attention block.
-		xn.q8ok = false
-		for t := 0; t < T; t++ {
-			rmsNorm(xn.row(t), x[t*dim:(t+1)*dim], f32s(ly.AttnNorm.Data), c.RMSEps)
+		rope := b.rope
+		if c.LayerAttn[l].LocalRope {
+			rope = b.localRope
 		}
+		// Attention block.
+		b.branchInput(x, T, ly.AttnNorm)
 		b.matmul(xn,
 			product{w: &ly.Wq, out: b.q, outStride: qd},
 			product{w: &ly.Wk, out: b.kv, outStride: 2 * kvd},
@@ -221,22 +243,38 @@ func (b *Backend) forwardBatch(tokens []int32, pos int) error {
 				addTo(k, f32s(ly.Bk.Data))
 				addTo(v, f32s(ly.Bv.Data))
 			}
-			b.rope.apply(q, c.NumHeads, c.HeadDim, t)
-			b.rope.apply(k, c.NumKVHeads, c.HeadDim, t)
+			switch blk.QKNorm {
+			case model.QKNormHead:
+				for h := 0; h < c.NumHeads; h++ {
+					qh := q[h*c.HeadDim : (h+1)*c.HeadDim]
+					rmsNorm(qh, qh, f32s(ly.QNorm.Data), c.RMSEps)
+				}
+				for h := 0; h < c.NumKVHeads; h++ {
+					kh := k[h*c.HeadDim : (h+1)*c.HeadDim]
+					rmsNorm(kh, kh, f32s(ly.KNorm.Data), c.RMSEps)
+				}
+			case model.QKNormFull:
+				rmsNorm(q, q, f32s(ly.QNorm.Data), c.RMSEps)
+				rmsNorm(k, k, f32s(ly.KNorm.Data), c.RMSEps)
+			}
+			if !c.LayerAttn[l].NoRope {
+				rope.apply(q, c.NumHeads, c.HeadDim, t)
+				rope.apply(k, c.NumKVHeads, c.HeadDim, t)
+			}
 			p := pos + t
+			if blk.AttnTempScale != 0 {
+				scale(q, blk.AttnTemp(p))
+			}
 			b.storeKey(kc, k, p)
 			copy(vc[p*kvd:(p+1)*kvd], v)
 		}
 		b.attention(l, T, pos)
 		att.q8ok = false
 		b.matmul(att, product{w: &ly.Wo, out: b.att2, outStride: dim})
-		addTo(x, b.att2[:T*dim])
+		b.addBranch(x, T, ly.AttnPostNorm)
 
 		// Feed-forward block.
-		xn.q8ok = false
-		for t := 0; t < T; t++ {
-			rmsNorm(xn.row(t), x[t*dim:(t+1)*dim], f32s(ly.FFNNorm.Data), c.RMSEps)
-		}
+		b.branchInput(x, T, ly.FFNNorm)
 		b.matmul(xn,
 			product{w: &ly.Gate, out: b.gateUp, outStride: 2 * ffn},
 			product{w: &ly.Up, out: b.gateUp, outStride: 2 * ffn, outOff: ffn},
@@ -244,11 +282,15 @@ func (b *Backend) forwardBatch(tokens []int32, pos int) error {
 		for t := 0; t < T; t++ {
 			g := b.gateUp[t*2*ffn : t*2*ffn+ffn]
 			u := b.gateUp[t*2*ffn+ffn : (t+1)*2*ffn]
-			quant.SwiGLU(hidden.row(t), g, u)
+			if blk.Act == model.GELUTanh {
+				geluTanhGLU(hidden.row(t), g, u)
+			} else {
+				quant.SwiGLU(hidden.row(t), g, u)
+			}
 		}
 		hidden.q8ok = false
 		b.matmul(hidden, product{w: &ly.Down, out: b.att2, outStride: dim})
-		addTo(x, b.att2[:T*dim])
+		b.addBranch(x, T, ly.FFNPostNorm)
 	}
 
 	// Output head, last token only.
@@ -256,7 +298,45 @@ func (b *Backend) forwardBatch(tokens []int32, pos int) error {
 	out.q8ok = false
 	rmsNorm(out.row(0), x[(T-1)*dim:T*dim], f32s(b.m.OutputNorm.Data), c.RMSEps)
 	b.matmul(out, product{w: &b.m.Output, out: b.logits, outStride: c.VocabSize})
+	if blk.LogitScale != 1 {
+		scale(b.logits, blk.LogitScale)
+	}
+	if blk.FinalSoftcap != 0 {
+		softcap(b.logits, blk.FinalSoftcap)
+	}
 	return nil
+}
+
+// branchInput writes the input of an attention or FFN branch into b.xn:
+// the residual stream x of T tokens under the RMS norm with gains norm, or
+// x itself when the block has no pre-norm (norm empty).
+func (b *Backend) branchInput(x []float32, T int, norm model.Tensor) {
+	dim := b.c.Dim
+	b.xn.q8ok = false
+	if norm.Data == nil {
+		copy(b.xn.f32[:T*dim], x[:T*dim])
+		return
+	}
+	for t := 0; t < T; t++ {
+		rmsNorm(b.xn.row(t), x[t*dim:(t+1)*dim], f32s(norm.Data), b.c.RMSEps)
+	}
+}
+
+// addBranch adds a branch's output (b.att2) to the residual stream x, after
+// its post-norm (when postNorm is not nil) and the residual multiplier.
+func (b *Backend) addBranch(x []float32, T int, postNorm *model.Tensor) {
+	dim := b.c.Dim
+	out := b.att2[:T*dim]
+	if postNorm != nil {
+		for t := 0; t < T; t++ {
+			o := out[t*dim : (t+1)*dim]
+			rmsNorm(o, o, f32s(postNorm.Data), b.c.RMSEps)
+		}
+	}
+	if s := b.c.Block.ResidualScale; s != 1 {
+		scale(out, s)
+	}
+	addTo(x, out)
 }
 
 func addTo(dst, src []float32) {

@@ -55,3 +55,42 @@ func (r *rope) apply(x []float32, heads, headDim, t int) {
 		}
 	}
 }
+
+func scale(x []float32, s float32) {
+	for i := range x {
+		x[i] *= s
+	}
+}
+
+// softcap squashes x to (-c, c): c·tanh(x/c), with tanh(y) = 2/(1+e^(−2y))
+// − 1 so that quant's vector exponential does the work (math.Tanh on every
+// logit cost a tenth of a decode step). e^(−2y) overflowing to +Inf gives
+// −c, underflowing to 0 gives c.
+func softcap(x []float32, c float32) {
+	k := -2 / c
+	for i, v := range x {
+		x[i] = v * k
+	}
+	quant.ExpSum(x, 0)
+	for i, e := range x {
+		x[i] = c * (2/(1+e) - 1)
+	}
+}
+
+// geluTanhGLU writes gelu(gate) ⊙ up to dst, with GELU's tanh
+// approximation 0.5·g·(1 + tanh(z)), z = √(2/π)·(g + 0.044715·g³), as Gemma
+// and ggml compute it. It overwrites gate and up.
+//
+// 0.5·(1 + tanh(z)) is sigmoid(2z), so gelu(g)·u = h·sigmoid(h)·(u·g/h)
+// with h = 2z: quant.SwiGLU of h and u·g/h, whose vector exponential is
+// many times faster than math.Tanh. g/h = 1/(2√(2/π)·(1 + 0.044715·g²))
+// has no pole, so no element needs a special case.
+func geluTanhGLU(dst, gate, up []float32) {
+	const twoC = 2 * 0.79788456080286535587989211986876 // 2·√(2/π)
+	for i, g := range gate {
+		k := twoC * (1 + 0.044715*g*g)
+		gate[i] = g * k
+		up[i] /= k
+	}
+	quant.SwiGLU(dst, gate, up)
+}

@@ -1,10 +1,13 @@
 package cpu
 
 import (
+	"cmp"
 	"context"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"gotok/model"
@@ -12,8 +15,10 @@ import (
 	"gotok/quant"
 )
 
-// refModel is a plain float64 llama forward pass over dequantized weights,
-// written for clarity: the oracle for the CPU engine.
+// refModel is a plain float64 forward pass over dequantized weights,
+// written for clarity from the papers' and llama.cpp's formulas rather
+// than from the engine: the oracle for the CPU engine. It runs the llama
+// block and each family's variations (model.Block), feature by feature.
 type refModel struct {
 	c      model.Config
 	embd   [][]float64
@@ -48,7 +53,9 @@ func (r *refModel) act(x []float64) []float64 {
 }
 
 type refLayer struct {
-	attnNorm, ffnNorm []float64
+	attnNorm, ffnNorm []float64 // nil: no pre-norm
+	qNorm, kNorm      []float64
+	postAttn, postFFN []float64
 	wq, wk, wv, wo    [][]float64
 	bq, bk, bv        []float64
 	gate, up, down    [][]float64
@@ -77,12 +84,21 @@ func vec(t *testing.T, w *model.Tensor) []float64 {
 	return dequant(t, w)[0]
 }
 
+// optVec is vec of a tensor that may be absent (empty).
+func optVec(t *testing.T, w *model.Tensor) []float64 {
+	if w.Data == nil {
+		return nil
+	}
+	return vec(t, w)
+}
+
 func newRef(t *testing.T, m *model.Model) *refModel {
 	r := &refModel{c: m.Config, embd: dequant(t, &m.TokenEmbd), out: dequant(t, &m.Output), norm: vec(t, &m.OutputNorm)}
 	for i := range m.Layers {
 		l := &m.Layers[i]
 		r.layers = append(r.layers, refLayer{
-			attnNorm: vec(t, &l.AttnNorm), ffnNorm: vec(t, &l.FFNNorm),
+			attnNorm: optVec(t, &l.AttnNorm), ffnNorm: optVec(t, &l.FFNNorm),
+			qNorm: vec(t, l.QNorm), kNorm: vec(t, l.KNorm), postAttn: vec(t, l.AttnPostNorm), postFFN: vec(t, l.FFNPostNorm),
 			wq: dequant(t, &l.Wq), wk: dequant(t, &l.Wk), wv: dequant(t, &l.Wv), wo: dequant(t, &l.Wo),
 			bq: vec(t, l.Bq), bk: vec(t, l.Bk), bv: vec(t, l.Bv),
 			gate: dequant(t, &l.Gate), up: dequant(t, &l.Up), down: dequant(t, &l.Down),
@@ -119,22 +135,22 @@ func refNorm(x, w []float64, eps float64) []float64 {
 // rope rotates with the plain formula: the angle of pair i at pos is
 // pos·FreqScale·Base^(-2i/Dim)/Factors[i] (no YaRN: model's tests cover
 // Rope.CosSin's other variants).
-func (r *refModel) rope(x []float64, pos int) {
-	c := r.c
-	hd, rd := c.HeadDim, c.Rope.Dim
+func (r *refModel) rope(x []float64, pos int, rp *model.Rope) {
+	hd, rd := r.c.HeadDim, rp.Dim
 	for h := 0; h < len(x)/hd; h++ {
 		for i := 0; i < rd/2; i++ {
-			theta := float64(pos) * c.Rope.FreqScale * math.Pow(c.Rope.Base, -float64(2*i)/float64(rd))
-			if c.Rope.Factors != nil {
-				theta /= float64(c.Rope.Factors[i])
+			theta := float64(pos) * rp.FreqScale * math.Pow(rp.Base, -float64(2*i)/float64(rd))
+			if rp.Factors != nil {
+				theta /= float64(rp.Factors[i])
 			}
 			a, b := h*hd+2*i, h*hd+2*i+1
-			if c.Rope.Neox {
+			if rp.Neox {
 				a, b = h*hd+i, h*hd+i+rd/2
 			}
-			x0, x1 := x[a], x[b]
-			x[a] = x0*math.Cos(theta) - x1*math.Sin(theta)
-			x[b] = x0*math.Sin(theta) + x1*math.Cos(theta)
+			// AttnFactor scales the rotated pairs (ggml's mscale).
+			x0, x1, m := x[a], x[b], rp.AttnFactor
+			x[a] = m * (x0*math.Cos(theta) - x1*math.Sin(theta))
+			x[b] = m * (x0*math.Sin(theta) + x1*math.Cos(theta))
 		}
 	}
 }
@@ -148,59 +164,116 @@ func addBias(x, b []float64) {
 // step runs one token at position pos (positions must come in order).
 func (r *refModel) step(tok int32, pos int) []float64 {
 	c := r.c
+	blk := c.Block
 	eps := float64(c.RMSEps)
 	x := append([]float64(nil), r.embd[tok]...)
+	for i := range x {
+		x[i] *= float64(blk.EmbedScale)
+	}
 	hd := c.HeadDim
 	group := c.NumHeads / c.NumKVHeads
+	// pre is a branch's input: the normalized stream, or the stream itself.
+	pre := func(w []float64) []float64 {
+		if w == nil {
+			return r.act(x)
+		}
+		return r.act(refNorm(x, w, eps))
+	}
+	// residual adds a branch's output, post-normalized and scaled.
+	residual := func(o, post []float64) {
+		if post != nil {
+			o = refNorm(o, post, eps)
+		}
+		for i := range x {
+			x[i] += float64(blk.ResidualScale) * o[i]
+		}
+	}
+	softcap := func(v float64, cap float32) float64 {
+		if cap == 0 {
+			return v
+		}
+		return float64(cap) * math.Tanh(v/float64(cap))
+	}
 	for l, ly := range r.layers {
-		xn := r.act(refNorm(x, ly.attnNorm, eps))
+		xn := pre(ly.attnNorm)
 		q, k, v := refMatvec(ly.wq, xn), refMatvec(ly.wk, xn), refMatvec(ly.wv, xn)
 		addBias(q, ly.bq)
 		addBias(k, ly.bk)
 		addBias(v, ly.bv)
-		r.rope(q, pos)
-		r.rope(k, pos)
+		switch blk.QKNorm {
+		case model.QKNormHead: // each head by itself
+			for h := 0; h < c.NumHeads; h++ {
+				copy(q[h*hd:], refNorm(q[h*hd:(h+1)*hd], ly.qNorm, eps))
+			}
+			for h := 0; h < c.NumKVHeads; h++ {
+				copy(k[h*hd:], refNorm(k[h*hd:(h+1)*hd], ly.kNorm, eps))
+			}
+		case model.QKNormFull: // all heads together
+			q, k = refNorm(q, ly.qNorm, eps), refNorm(k, ly.kNorm, eps)
+		}
+		rp := &c.Rope
+		if c.LayerAttn[l].LocalRope {
+			rp = &c.LocalRope
+		}
+		if !c.LayerAttn[l].NoRope {
+			r.rope(q, pos, rp)
+			r.rope(k, pos, rp)
+		}
+		if blk.AttnTempScale != 0 { // Llama 4's temperature tuning
+			tmp := 1 + float64(blk.AttnTempScale)*math.Log(math.Floor(float64(pos)/float64(blk.AttnTempFloor))+1)
+			for i := range q {
+				q[i] *= tmp
+			}
+		}
 		r.k[l] = append(r.k[l][:pos], k)
 		r.v[l] = append(r.v[l][:pos], v)
+		first := 0 // sliding window: the last Window positions
+		if w := c.LayerAttn[l].Window; w > 0 {
+			first = max(0, pos-w+1)
+		}
 		att := make([]float64, c.QDim())
 		for h := 0; h < c.NumHeads; h++ {
 			kh := h / group
 			scores := make([]float64, pos+1)
 			mx := math.Inf(-1)
-			for p := 0; p <= pos; p++ {
+			for p := first; p <= pos; p++ {
 				var s float64
 				for i := 0; i < hd; i++ {
 					s += q[h*hd+i] * r.k[l][p][kh*hd+i]
 				}
-				scores[p] = s / math.Sqrt(float64(hd))
+				scores[p] = softcap(s*float64(blk.AttnScale), blk.AttnSoftcap)
 				mx = math.Max(mx, scores[p])
 			}
 			var sum float64
-			for p := range scores {
+			for p := first; p <= pos; p++ {
 				scores[p] = math.Exp(scores[p] - mx)
 				sum += scores[p]
 			}
-			for p := range scores {
+			for p := first; p <= pos; p++ {
 				for i := 0; i < hd; i++ {
 					att[h*hd+i] += scores[p] / sum * r.v[l][p][kh*hd+i]
 				}
 			}
 		}
-		o := refMatvec(ly.wo, r.act(att))
-		for i := range x {
-			x[i] += o[i]
-		}
-		xn = r.act(refNorm(x, ly.ffnNorm, eps))
+		residual(refMatvec(ly.wo, r.act(att)), ly.postAttn)
+
+		xn = pre(ly.ffnNorm)
 		g, u := refMatvec(ly.gate, xn), refMatvec(ly.up, xn)
 		for i := range g {
-			g[i] = g[i] / (1 + math.Exp(-g[i])) * u[i]
+			switch blk.Act {
+			case model.GELUTanh:
+				g[i] = 0.5 * g[i] * (1 + math.Tanh(math.Sqrt(2/math.Pi)*(g[i]+0.044715*g[i]*g[i]*g[i]))) * u[i]
+			default:
+				g[i] = g[i] / (1 + math.Exp(-g[i])) * u[i]
+			}
 		}
-		d := refMatvec(ly.down, r.act(g))
-		for i := range x {
-			x[i] += d[i]
-		}
+		residual(refMatvec(ly.down, r.act(g)), ly.postFFN)
 	}
-	return refMatvec(r.out, r.act(refNorm(x, r.norm, eps)))
+	logits := refMatvec(r.out, r.act(refNorm(x, r.norm, eps)))
+	for i := range logits {
+		logits[i] = softcap(logits[i]*float64(blk.LogitScale), blk.FinalSoftcap)
+	}
+	return logits
 }
 
 // relErr is ‖got−want‖/‖want‖; NaN anywhere makes it +Inf.
@@ -467,5 +540,100 @@ func TestUseAfterClose(t *testing.T) {
 	b.Close()
 	if _, err := b.Forward(context.Background(), []int32{1}, 0); err == nil {
 		t.Error("Forward after Close: no error")
+	}
+}
+
+// TestFamiliesMatchFloat64Reference runs each architecture synth writes
+// against the float64 reference: token by token over 40 positions, then a
+// prompt in one Forward (MaxBatch chunks; sliding windows across attention
+// tiles) against the reference's last logits. Each family's
+// features must be on in the model (Features), so the test cannot pass on
+// a plain llama block.
+func TestFamiliesMatchFloat64Reference(t *testing.T) {
+	tiny := synth.Presets["tiny"]
+	for _, tc := range []struct {
+		arch    string
+		headDim int
+		want    []string // features the model must have
+		ctxLen  int      // 0: 512
+	}{
+		{"qwen2", 0, nil, 0},
+		// Phi-3: LongRoPE's short factors in a 32-token context, the long
+		// ones in longer contexts.
+		{"phi3", 0, []string{"LongRoPE factors chosen by context"}, 32},
+		{"phi3", 0, []string{"LongRoPE factors chosen by context"}, 0},
+		{"smollm3", 0, []string{"layers without RoPE"}, 0},
+		{"mistral", 0, []string{"sliding-window attention"}, 0},
+		{"mistral3", 0, []string{"attention temperature scaling"}, 0},
+		{"qwen3", 32, []string{"per-head Q/K RMS norm"}, 0},
+		{"granite", 0, []string{"embedding scale", "residual scale", "attention scale other than 1/√head_dim", "logit scale"}, 0},
+		{"olmo2", 0, []string{"no pre-norm", "post-norms", "Q/K RMS norm over the whole projection"}, 0},
+		{"gemma2", 0, []string{"post-norms", "GELU-tanh FFN", "embedding scale", "attention soft-capping",
+			"final logit soft-capping", "sliding-window attention"}, 0},
+		{"gemma3", 32, []string{"post-norms", "per-head Q/K RMS norm", "GELU-tanh FFN", "embedding scale",
+			"final logit soft-capping", "sliding-window attention", "per-layer RoPE base"}, 0},
+	} {
+		ctxLen := cmp.Or(tc.ctxLen, 512)
+		t.Run(fmt.Sprintf("%s-ctx%d", tc.arch, ctxLen), func(t *testing.T) {
+			shape := tiny
+			// Four layers: SmolLM3's fourth has no rotation.
+			shape.Arch, shape.HeadDim, shape.RopeBase, shape.Layers = tc.arch, tc.headDim, 1e6, 4
+			m := genModel(t, shape, quant.F32, 7)
+			f := m.Config.Features()
+			for _, w := range tc.want {
+				if !slices.Contains(f, w) {
+					t.Fatalf("features %q lack %q", f, w)
+				}
+			}
+			if tc.arch == "qwen2" && !m.Config.QKVBias {
+				t.Fatal("qwen2 without Q/K/V biases")
+			}
+			// The reference rotates with the factors the context selects.
+			refModel := func() *refModel {
+				r := newRef(t, m)
+				r.c.Rope = r.c.Rope.ForContext(ctxLen)
+				return r
+			}
+			ref := refModel()
+			b, err := New(m, Options{ContextLen: ctxLen, Threads: 2})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer b.Close()
+			rng := rand.New(rand.NewPCG(3, 4))
+			for pos := 0; pos < min(40, ctxLen); pos++ {
+				tok := int32(rng.IntN(m.Config.VocabSize))
+				got, err := b.Logits(context.Background(), tok, pos)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if e := relErr(got, ref.step(tok, pos)); !(e < 1e-4) {
+					t.Fatalf("pos %d: relative error %.3g", pos, e)
+				}
+			}
+
+			// Sliding windows run across attention tiles (256 positions);
+			// the other families need only cross a MaxBatch chunk.
+			n := 80
+			if slices.Contains(f, "sliding-window attention") {
+				n = 300
+			}
+			prompt := make([]int32, min(n, ctxLen))
+			for i := range prompt {
+				prompt[i] = int32(rng.IntN(m.Config.VocabSize))
+			}
+			ref = refModel()
+			var want []float64
+			for i, tok := range prompt {
+				want = ref.step(tok, i)
+			}
+			got, err := b.Forward(context.Background(), prompt, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if e := relErr(got, want); !(e < 1e-4) {
+				t.Fatalf("%d-token prompt: relative error %.3g", len(prompt), e)
+			}
+		})
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"strings"
 
 	"gotok/backend"
 	"gotok/backend/cuda/cu"
@@ -285,6 +286,11 @@ func (b *Backend) checkConfig() error {
 	}
 	if n := residualAddends(c); n > maxResidualAddends {
 		return fmt.Errorf("cuda: %d addends per residual element and step, more than the fixed-point residual stream's %d", n, maxResidualAddends)
+	}
+	// The kernels run the llama block only: a model that needs more
+	// would run wrong, so it is refused, naming what is missing.
+	if f := c.Features(); len(f) > 0 {
+		return fmt.Errorf("cuda: %s model: %s not implemented by the CUDA kernels yet (--device cpu runs it)", c.Arch, strings.Join(f, ", "))
 	}
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -163,6 +164,9 @@ func printInfo(w io.Writer, path string, info modelInfo) {
 		fmt.Fprintln(w)
 		fmt.Fprintf(w, "rms epsilon:   %g\n", c.RMSEps)
 		fmt.Fprintf(w, "tied output:   %v\n", c.TiedEmbeddings)
+		if f := c.Features(); len(f) > 0 {
+			fmt.Fprintf(w, "block:         %s\n", strings.Join(f, ", "))
+		}
 	} else {
 		fmt.Fprintf(w, "config:        %s\n", info.ConfigError)
 	}

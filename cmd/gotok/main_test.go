@@ -142,6 +142,24 @@ func TestGenTinyRunsAndIsDeterministic(t *testing.T) {
 	}
 }
 
+// gen --arch writes another family's block, which run loads and info names.
+func TestGenArch(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "gemma3.gguf")
+	if _, _, err := cli(t, "gen", "-o", p, "--preset", "tiny", "--arch", "gemma3", "--layers", "3", "--type", "q8_0"); err != nil {
+		t.Fatal(err)
+	}
+	out, _, err := cli(t, "info", "-m", p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, "gemma3") || !strings.Contains(out, "sliding-window attention") {
+		t.Errorf("info does not name gemma3 and its features:\n%s", out)
+	}
+	if _, _, err := cli(t, "run", "-m", p, "-p", "the cat", "-n", "8", "--temp", "0", "--device", "cpu"); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestQuantizeStories260K(t *testing.T) {
 	src := filepath.Join(shared(t), "models", "stories260K.gguf")
 	dir := t.TempDir()
@@ -188,6 +206,7 @@ func TestBadInvocations(t *testing.T) {
 		{"gen", "-o", filepath.Join(dir, "x.gguf"), "--preset", "nope"},
 		{"gen", "-o", filepath.Join(dir, "x.gguf"), "--preset", "tiny", "--type", "q9_9"},
 		{"gen", "--preset", "tiny"}, // no -o
+		{"gen", "-o", filepath.Join(dir, "x.gguf"), "--preset", "tiny", "--arch", "mamba"},
 		{"quantize", junk, filepath.Join(dir, "y.gguf"), "--type", "q8_0"},
 		{"bench", "-m", junk},
 		{"run", "--bogus-flag"},

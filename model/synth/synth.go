@@ -15,9 +15,12 @@ import (
 	"gotok/quant"
 )
 
-// Shape is the architecture of a generated llama model.
+// Shape is the architecture of a generated model.
 type Shape struct {
+	// Arch is general.architecture: "" or "llama", or one of Archs.
+	Arch                             string
 	Layers, Dim, Heads, KVHeads, FFN int
+	HeadDim                          int // 0: Dim/Heads
 	Vocab                            int // used when no tokenizer is given
 	Context                          int
 	RopeBase                         float32
@@ -39,6 +42,55 @@ var Presets = map[string]Shape{
 	"test-256": {Layers: 4, Dim: 256, Heads: 4, KVHeads: 2, FFN: 768, Vocab: 512, Context: 2048, RopeBase: 10000},
 	// A tiny model for unit tests: every code path, milliseconds a token.
 	"tiny": {Layers: 2, Dim: 64, Heads: 4, KVHeads: 2, FFN: 192, Vocab: 320, Context: 256, RopeBase: 10000, Tied: true},
+}
+
+// family is what synth writes for an architecture: the tensors its block
+// binds (as model.FromFile expects them) and metadata that switches on its
+// features, with values chosen to make each one matter in a tiny model.
+type family struct {
+	noPreNorm, postNorm, qkvBias bool
+	qkNorm                       string // "", "head" or "full"
+	// fused: attn_qkv.weight for Q, K and V, and ffn_up.weight for the gate
+	// and up rows (Phi-3); longRope: rope_factors_short/long.weight.
+	fused, longRope bool
+	// untied: output.weight whatever the shape says (llama.cpp's OLMo 2
+	// graph requires it).
+	untied   bool
+	metadata map[string]any
+}
+
+// Archs are the architectures synth writes.
+var Archs = map[string]family{
+	"llama": {},
+	"qwen2": {qkvBias: true},
+	"qwen3": {qkNorm: "head"},
+	"granite": {metadata: map[string]any{
+		"embedding_scale": float32(2), "residual_scale": float32(0.5),
+		"attention.scale": float32(0.1), "logit_scale": float32(0.5),
+	}},
+	"olmo2": {noPreNorm: true, postNorm: true, qkNorm: "full", untied: true},
+	// LongRoPE's long factors apply past 32 positions of context.
+	"phi3": {fused: true, longRope: true, metadata: map[string]any{
+		"rope.scaling.original_context_length": uint32(32), "rope.scaling.attn_factor": float32(1.2),
+		"attention.sliding_window": uint32(8), // read and not applied, as llama.cpp does
+	}},
+	"smollm3": {},
+	// Ministral 3's temperature tuning, in steps of 8 positions.
+	"mistral3": {metadata: map[string]any{
+		"attention.temperature_scale": float32(0.5), "rope.scaling.original_context_length": uint32(8),
+	}},
+	// Mistral with its sliding window set (4 positions).
+	"mistral": {metadata: map[string]any{"attention.sliding_window": uint32(4)}},
+	// Windows of 4 positions on every other layer, local layers rotating
+	// with base 10000 and global ones with the file's; soft-caps small
+	// enough to bend the values they cap.
+	"gemma2": {postNorm: true, metadata: map[string]any{
+		"attention.sliding_window": uint32(4), "attn_logit_softcapping": float32(1.5), "final_logit_softcapping": float32(8),
+	}},
+	"gemma3": {postNorm: true, qkNorm: "head", metadata: map[string]any{
+		"attention.sliding_window": uint32(4), "attention.sliding_window_pattern": uint32(2),
+		"rope.freq_base_swa": float32(10000), "final_logit_softcapping": float32(8),
+	}},
 }
 
 // PresetNames lists the presets in order.
@@ -69,7 +121,7 @@ type tensorJob struct {
 	name  string
 	typ   quant.Type
 	shape []uint64
-	std   float32 // random normal weights with this deviation
+	std   float32 // random normal weights with this deviation around gain
 	gain  float32 // or, when std is 0, a constant (norm gains)
 	data  []byte
 }
@@ -77,31 +129,50 @@ type tensorJob struct {
 // Generate builds the model in a writer ready to WriteFile.
 func Generate(o Options) (*gguf.Writer, error) {
 	s := o.Shape
-	if s.Layers <= 0 || s.Dim <= 0 || s.Heads <= 0 || s.KVHeads <= 0 || s.FFN <= 0 || s.Dim%s.Heads != 0 || s.Heads%s.KVHeads != 0 {
+	headDim := s.HeadDim
+	if headDim == 0 && s.Heads > 0 {
+		headDim = s.Dim / s.Heads
+	}
+	if s.Layers <= 0 || s.Dim <= 0 || s.Heads <= 0 || s.KVHeads <= 0 || s.FFN <= 0 || headDim <= 0 || headDim%2 != 0 ||
+		(s.HeadDim == 0 && s.Dim%s.Heads != 0) || s.Heads%s.KVHeads != 0 {
 		return nil, fmt.Errorf("synth: bad shape %+v", s)
+	}
+	a := s.Arch
+	if a == "" {
+		a = "llama"
+	}
+	fam, ok := Archs[a]
+	if !ok {
+		return nil, fmt.Errorf("synth: architecture %q is not one synth writes", a)
 	}
 	for _, t := range []quant.Type{o.Type, o.EmbedType} {
 		if !quant.QuantizedSupported(t) {
 			return nil, fmt.Errorf("synth: cannot write weights of type %s", t)
 		}
 	}
-	headDim := s.Dim / s.Heads
 	w := gguf.NewWriter()
-	w.Set("general.architecture", "llama")
+	w.Set("general.architecture", a)
 	w.Set("general.name", o.Name)
 	if ft, ok := gguf.FileTypeOf(o.Type); ok {
 		w.Set("general.file_type", uint32(ft))
 	}
 	w.Set("general.quantization_version", uint32(2))
-	w.Set("llama.block_count", uint32(s.Layers))
-	w.Set("llama.context_length", uint32(s.Context))
-	w.Set("llama.embedding_length", uint32(s.Dim))
-	w.Set("llama.feed_forward_length", uint32(s.FFN))
-	w.Set("llama.attention.head_count", uint32(s.Heads))
-	w.Set("llama.attention.head_count_kv", uint32(s.KVHeads))
-	w.Set("llama.rope.freq_base", s.RopeBase)
-	w.Set("llama.rope.dimension_count", uint32(headDim))
-	w.Set("llama.attention.layer_norm_rms_epsilon", float32(1e-5))
+	w.Set(a+".block_count", uint32(s.Layers))
+	w.Set(a+".context_length", uint32(s.Context))
+	w.Set(a+".embedding_length", uint32(s.Dim))
+	w.Set(a+".feed_forward_length", uint32(s.FFN))
+	w.Set(a+".attention.head_count", uint32(s.Heads))
+	w.Set(a+".attention.head_count_kv", uint32(s.KVHeads))
+	if s.HeadDim != 0 {
+		w.Set(a+".attention.key_length", uint32(headDim))
+		w.Set(a+".attention.value_length", uint32(headDim))
+	}
+	w.Set(a+".rope.freq_base", s.RopeBase)
+	w.Set(a+".rope.dimension_count", uint32(headDim))
+	w.Set(a+".attention.layer_norm_rms_epsilon", float32(1e-5))
+	for k, v := range fam.metadata {
+		w.Set(a+"."+k, v)
+	}
 	vocab := s.Vocab
 	if o.Tokenizer != nil {
 		v, err := o.Tokenizer(w)
@@ -115,7 +186,7 @@ func Generate(o Options) (*gguf.Writer, error) {
 		}
 		setByteVocab(w, vocab)
 	}
-	w.Set("llama.vocab_size", uint32(vocab))
+	w.Set(a+".vocab_size", uint32(vocab))
 
 	u := func(n int) uint64 { return uint64(n) }
 	// Residual branches are scaled down so the stream stays O(1) through
@@ -127,21 +198,66 @@ func Generate(o Options) (*gguf.Writer, error) {
 		{name: "token_embd.weight", typ: o.EmbedType, shape: []uint64{u(s.Dim), u(vocab)}, std: 0.05},
 		{name: "output_norm.weight", typ: quant.F32, shape: []uint64{u(s.Dim)}, gain: 2.5},
 	}
-	if !s.Tied {
+	if !s.Tied || fam.untied {
 		jobs = append(jobs, &tensorJob{name: "output.weight", typ: o.Type, shape: []uint64{u(s.Dim), u(vocab)}, std: 0.05})
+	}
+	qd, kvd := s.Heads*headDim, s.KVHeads*headDim
+	// The norm gains of the other families' extra norms vary around 1, so
+	// a gain applied to the wrong element shows.
+	norm := func(name string, n int) *tensorJob {
+		return &tensorJob{name: name, typ: quant.F32, shape: []uint64{u(n)}, gain: 1, std: 0.2}
 	}
 	for l := 0; l < s.Layers; l++ {
 		p := fmt.Sprintf("blk.%d.", l)
+		if !fam.noPreNorm {
+			jobs = append(jobs, &tensorJob{name: p + "attn_norm.weight", typ: quant.F32, shape: []uint64{u(s.Dim)}, gain: 1})
+		}
+		if fam.fused {
+			jobs = append(jobs, &tensorJob{name: p + "attn_qkv.weight", typ: o.Type, shape: []uint64{u(s.Dim), u(qd + 2*kvd)}, std: inStd(s.Dim)})
+		} else {
+			jobs = append(jobs,
+				&tensorJob{name: p + "attn_q.weight", typ: o.Type, shape: []uint64{u(s.Dim), u(qd)}, std: inStd(s.Dim)},
+				&tensorJob{name: p + "attn_k.weight", typ: o.Type, shape: []uint64{u(s.Dim), u(kvd)}, std: inStd(s.Dim)},
+				&tensorJob{name: p + "attn_v.weight", typ: o.Type, shape: []uint64{u(s.Dim), u(kvd)}, std: inStd(s.Dim)},
+			)
+		}
+		jobs = append(jobs, &tensorJob{name: p + "attn_output.weight", typ: o.Type, shape: []uint64{u(qd), u(s.Dim)}, std: outStd(qd)})
+		if !fam.noPreNorm {
+			jobs = append(jobs, &tensorJob{name: p + "ffn_norm.weight", typ: quant.F32, shape: []uint64{u(s.Dim)}, gain: 1})
+		}
+		if fam.fused {
+			jobs = append(jobs, &tensorJob{name: p + "ffn_up.weight", typ: o.Type, shape: []uint64{u(s.Dim), u(2 * s.FFN)}, std: inStd(s.Dim)})
+		} else {
+			jobs = append(jobs,
+				&tensorJob{name: p + "ffn_gate.weight", typ: o.Type, shape: []uint64{u(s.Dim), u(s.FFN)}, std: inStd(s.Dim)},
+				&tensorJob{name: p + "ffn_up.weight", typ: o.Type, shape: []uint64{u(s.Dim), u(s.FFN)}, std: inStd(s.Dim)},
+			)
+		}
+		jobs = append(jobs, &tensorJob{name: p + "ffn_down.weight", typ: o.Type, shape: []uint64{u(s.FFN), u(s.Dim)}, std: outStd(s.FFN)})
+		switch fam.qkNorm {
+		case "head":
+			jobs = append(jobs, norm(p+"attn_q_norm.weight", headDim), norm(p+"attn_k_norm.weight", headDim))
+		case "full":
+			jobs = append(jobs, norm(p+"attn_q_norm.weight", qd), norm(p+"attn_k_norm.weight", kvd))
+		}
+		if fam.postNorm {
+			jobs = append(jobs, norm(p+"post_attention_norm.weight", s.Dim), norm(p+"post_ffw_norm.weight", s.Dim))
+		}
+		if fam.qkvBias {
+			jobs = append(jobs,
+				&tensorJob{name: p + "attn_q.bias", typ: quant.F32, shape: []uint64{u(qd)}, std: 0.1},
+				&tensorJob{name: p + "attn_k.bias", typ: quant.F32, shape: []uint64{u(kvd)}, std: 0.1},
+				&tensorJob{name: p + "attn_v.bias", typ: quant.F32, shape: []uint64{u(kvd)}, std: 0.1},
+			)
+		}
+	}
+	if fam.longRope {
+		// Divisors from 1 to 8 across the pairs, the long ones twice the
+		// short ones.
+		pairs := headDim / 2
 		jobs = append(jobs,
-			&tensorJob{name: p + "attn_norm.weight", typ: quant.F32, shape: []uint64{u(s.Dim)}, gain: 1},
-			&tensorJob{name: p + "attn_q.weight", typ: o.Type, shape: []uint64{u(s.Dim), u(s.Dim)}, std: inStd(s.Dim)},
-			&tensorJob{name: p + "attn_k.weight", typ: o.Type, shape: []uint64{u(s.Dim), u(s.KVHeads * headDim)}, std: inStd(s.Dim)},
-			&tensorJob{name: p + "attn_v.weight", typ: o.Type, shape: []uint64{u(s.Dim), u(s.KVHeads * headDim)}, std: inStd(s.Dim)},
-			&tensorJob{name: p + "attn_output.weight", typ: o.Type, shape: []uint64{u(s.Dim), u(s.Dim)}, std: outStd(s.Dim)},
-			&tensorJob{name: p + "ffn_norm.weight", typ: quant.F32, shape: []uint64{u(s.Dim)}, gain: 1},
-			&tensorJob{name: p + "ffn_gate.weight", typ: o.Type, shape: []uint64{u(s.Dim), u(s.FFN)}, std: inStd(s.Dim)},
-			&tensorJob{name: p + "ffn_up.weight", typ: o.Type, shape: []uint64{u(s.Dim), u(s.FFN)}, std: inStd(s.Dim)},
-			&tensorJob{name: p + "ffn_down.weight", typ: o.Type, shape: []uint64{u(s.FFN), u(s.Dim)}, std: outStd(s.FFN)},
+			&tensorJob{name: "rope_factors_short.weight", typ: quant.F32, shape: []uint64{u(pairs)}, gain: 2, std: 0.5},
+			&tensorJob{name: "rope_factors_long.weight", typ: quant.F32, shape: []uint64{u(pairs)}, gain: 6, std: 1},
 		)
 	}
 	if err := fill(jobs, o.Seed); err != nil {
@@ -199,7 +315,7 @@ func fillOne(j *tensorJob, seed, index uint64) error {
 	} else {
 		rng := rand.New(rand.NewPCG(seed, index*0x9e3779b97f4a7c15+1))
 		for i := range x {
-			x[i] = float32(rng.NormFloat64()) * j.std
+			x[i] = j.gain + float32(rng.NormFloat64())*j.std
 		}
 	}
 	size, err := j.typ.RowBytes(uint64(n))

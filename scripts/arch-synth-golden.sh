@@ -1,0 +1,42 @@
+#!/bin/sh
+# arch-synth-golden.sh: write testdata/arch_synth_golden.jsonl, llama.cpp's
+# greedy continuations on tiny synthetic models of the families that
+# ../shared/models/arch does not cover (or covers with a file llama.cpp
+# refuses), for TestArchSynthGolden. Each model is `gotok gen --preset tiny
+# --layers 4 --arch A --type f32` with the SmolLM2 tokenizer, seed 1 (four
+# layers: SmolLM3's fourth has no RoPE, Gemma's alternate local and
+# global): the test writes
+# the same model again from the same code, so only the continuations are
+# stored. Needs llama.cpp's llama-completion ($LLAMA_COMPLETION).
+set -eu
+LLAMA_COMPLETION=${LLAMA_COMPLETION:-llama-completion}
+cd "$(dirname "$0")/.."
+tok=../shared/tokenizer-tests/smollm2-135m-instruct/tokenizer.json
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+go build -o "$tmp/gotok" ./cmd/gotok
+out=testdata/arch_synth_golden.jsonl
+: >"$out.tmp"
+for arch in qwen2 qwen3 granite olmo2 gemma2 gemma3 phi3 smollm3 mistral3; do
+	"$tmp/gotok" gen -o "$tmp/$arch.gguf" --preset tiny --layers 4 --arch "$arch" --type f32 --tokenizer "$tok" 2>/dev/null
+	for prompt in "Once upon a time" "1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16"; do
+		text=$("$LLAMA_COMPLETION" -m "$tmp/$arch.gguf" -p "$prompt" -n 24 --temp 0 -no-cnv --no-display-prompt -c 256 2>/dev/null | base64 -w0)
+		printf '{"model": "%s", "prompt": "%s", "n_predict": 24, "out_b64": "%s"}\n' "$arch" "$prompt" "$text" >>"$out.tmp"
+	done
+done
+mv "$out.tmp" "$out"
+echo "wrote $(wc -l <"$out") continuations to $out"
+
+# Other prompts on the new families' files of ../shared/models/arch, for
+# TestArchGolden beside their own golden.jsonl: a longer prompt (past Gemma
+# 3's window of 8) and non-ASCII text.
+out=testdata/arch_more_golden.jsonl
+: >"$out.tmp"
+for f in qwen3 granite gemma3; do
+	for prompt in "Über café naïve — 日本語のテキスト" "In the beginning God created the heaven and the earth. And the earth was without form, and void; and darkness was upon the face of the deep."; do
+		text=$("$LLAMA_COMPLETION" -m "../shared/models/arch/$f.gguf" -p "$prompt" -n 24 --temp 0 -no-cnv --no-display-prompt 2>/dev/null | base64 -w0)
+		printf '{"model": "%s.gguf", "prompt": "%s", "n_predict": 24, "out_b64": "%s"}\n' "$f" "$prompt" "$text" >>"$out.tmp"
+	done
+done
+mv "$out.tmp" "$out"
+echo "wrote $(wc -l <"$out") continuations to $out"
