@@ -48,6 +48,12 @@ const maxLayers = 1 << 16
 // ConfigFromMetadata reads the hyper-parameters of m.
 func ConfigFromMetadata(m *gguf.Metadata) (Config, error) {
 	var c Config
+	// llama.cpp's gguf-split keeps the metadata in the first part and
+	// spreads the tensors over the rest (later parts lack even the
+	// architecture).
+	if n, ok := m.Int("split.count"); ok && n > 1 {
+		return c, fmt.Errorf("model: part %d of a %d-part GGUF model: gotok loads single-file models only; join the parts first with llama.cpp's llama-gguf-split --merge FIRST-PART OUT.gguf", m.IntOr("split.no", 0)+1, n)
+	}
 	a, ok := m.String("general.architecture")
 	if !ok {
 		return c, fmt.Errorf("model: general.architecture missing")

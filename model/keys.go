@@ -79,10 +79,6 @@ func checkKeys(m *gguf.Metadata, a string, applied []string) error {
 	prefix := a + "."
 	for _, k := range m.Keys() {
 		switch {
-		case k == "split.count":
-			if n, ok := m.Int(k); !ok || n > 1 {
-				return fmt.Errorf("model: the file is part of a split model (%s = %v); gotok reads single-file models", k, m.IntOr(k, -1))
-			}
 		case strings.HasPrefix(k, "adapter."):
 			return fmt.Errorf("model: the file is an adapter (%s), not a model", k)
 		case strings.HasPrefix(k, prefix):

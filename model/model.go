@@ -86,12 +86,6 @@ func (m *Model) WeightBytes() int64 {
 
 // FromFile binds the tensors of an opened file.
 func FromFile(f *gguf.File) (*Model, error) {
-	// llama.cpp's gguf-split keeps the metadata in the first part and spreads
-	// the tensors over the rest; binding one part alone would only report
-	// missing tensors.
-	if n, ok := f.Metadata.Int("split.count"); ok && n > 1 {
-		return nil, fmt.Errorf("part %d of a %d-part GGUF model: gotok loads single-file models only; join the parts first with llama.cpp's llama-gguf-split --merge FIRST-PART OUT.gguf", f.Metadata.IntOr("split.no", 0)+1, n)
-	}
 	c, err := ConfigFromMetadata(&f.Metadata)
 	if err != nil {
 		return nil, err
