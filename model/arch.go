@@ -2,7 +2,10 @@ package model
 
 import (
 	"fmt"
+	"maps"
 	"math"
+	"slices"
+	"strings"
 
 	"gotok/gguf"
 )
@@ -205,7 +208,7 @@ var archs = map[string]arch{
 }
 
 // archNames lists the supported architectures for error messages.
-const archNames = "llama, mistral, mistral3, granite, qwen2, qwen3, olmo2, gemma2, gemma3, phi3, smollm3"
+var archNames = strings.Join(slices.Sorted(maps.Keys(archs)), ", ")
 
 // setupTemperature reads attention.temperature_scale; the positions come
 // in steps of the original context (llama.cpp's n_ctx_orig_yarn).

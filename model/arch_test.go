@@ -234,3 +234,59 @@ func TestSlidingWindowPatterns(t *testing.T) {
 		}
 	}
 }
+
+// A fused Q/K/V bias of the wrong length is an error, not a panic.
+func TestFusedBiasWrongLength(t *testing.T) {
+	f := synthFile(t, "qwen2", 0, func(w *gguf.Writer) {
+		w.AddTensor("blk.0.attn_qkv.weight", quant.F32, []uint64{64, 128}, make([]byte, 64*128*4))
+		w.AddTensor("blk.0.attn_qkv.bias", quant.F32, []uint64{100}, make([]byte, 400))
+	})
+	if _, err := FromFile(f); err == nil || !strings.Contains(err.Error(), "attn_qkv.bias") {
+		t.Errorf("FromFile = %v, want an error naming blk.0.attn_qkv.bias", err)
+	}
+}
+
+// Every field of Block and LayerAttention that moves away from the plain
+// llama block must show in Features: the CUDA engine refuses what Features
+// lists, so a field it forgot would run wrong on the GPU.
+func TestFeaturesCoverEveryField(t *testing.T) {
+	const headDim = 64
+	base := func() Config {
+		return Config{HeadDim: headDim, Block: LlamaBlock(headDim), LayerAttn: make([]LayerAttention, 2)}
+	}
+	// change sets field v to a value other than the llama block's.
+	change := func(v reflect.Value) {
+		switch v.Kind() {
+		case reflect.Bool:
+			v.SetBool(!v.Bool())
+		case reflect.Int, reflect.Int64, reflect.Int32:
+			v.SetInt(v.Int() + 1)
+		case reflect.Float32, reflect.Float64:
+			v.SetFloat(v.Float() + 0.5)
+		default:
+			t.Fatalf("field of kind %v: teach this test how to change it", v.Kind())
+		}
+	}
+	// AttnTempFloor only matters with AttnTempScale, which is a feature.
+	skip := map[string]bool{"AttnTempFloor": true}
+	bt := reflect.TypeFor[Block]()
+	for i := range bt.NumField() {
+		name := bt.Field(i).Name
+		if skip[name] {
+			continue
+		}
+		c := base()
+		change(reflect.ValueOf(&c.Block).Elem().Field(i))
+		if len(c.Features()) == 0 {
+			t.Errorf("Block.%s changed, but Features() is empty", name)
+		}
+	}
+	lt := reflect.TypeFor[LayerAttention]()
+	for i := range lt.NumField() {
+		c := base()
+		change(reflect.ValueOf(&c.LayerAttn[1]).Elem().Field(i))
+		if len(c.Features()) == 0 {
+			t.Errorf("LayerAttention.%s changed, but Features() is empty", lt.Field(i).Name)
+		}
+	}
+}

@@ -238,6 +238,9 @@ func (t Tensor) rows(first, n int) Tensor {
 
 // elems is the n elements of the F32 vector t from element first.
 func (t Tensor) elems(first, n int) Tensor {
+	if t.Data == nil { // binding failed; the binder holds the error
+		return Tensor{}
+	}
 	return Tensor{Name: fmt.Sprintf("%s[%d:%d]", t.Name, first, first+n), Type: t.Type, Rows: 1, Cols: n,
 		Data: t.Data[4*first : 4*(first+n)]}
 }
