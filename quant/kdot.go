@@ -94,6 +94,13 @@ func checkDotK(fn string, wlen, wblock, xlen, nblocks int) {
 // nblocks Q8_K blocks of x (256·nblocks elements each).
 func DotQ4_KQ8_K(w, x []byte, nblocks int) float32 {
 	checkDotK("DotQ4_KQ8_K", len(w), q4_KBytes, len(x), nblocks)
+	if useAVX2 && nblocks > 0 {
+		return dotQ4_KQ8_KAVX2(w, x, nblocks)
+	}
+	return dotQ4_KQ8_KGeneric(w, x, nblocks)
+}
+
+func dotQ4_KQ8_KGeneric(w, x []byte, nblocks int) float32 {
 	var sum float32
 	for i := 0; i < nblocks; i++ {
 		b := (*[q4_KBytes]byte)(w[i*q4_KBytes:])

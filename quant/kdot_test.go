@@ -94,9 +94,19 @@ func TestQuantizeQ8_K(t *testing.T) {
 // operands up to float32 rounding of the per-super-block sums.
 func TestKDotMatchesDequantized(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
+	type impl struct {
+		name string
+		typ  Type
+		dot  func(w, x []byte, nblocks int) float32
+	}
+	var impls []impl
 	for _, typ := range kTypes {
-		dot := KDot(typ)
-		for _, nb := range []int{1, 2, 3, 9} {
+		impls = append(impls, impl{"exported", typ, KDot(typ)})
+	}
+	impls = append(impls, impl{"generic", Q4_K, dotQ4_KQ8_KGeneric})
+	for _, im := range impls {
+		typ, dot := im.typ, im.dot
+		for _, nb := range []int{1, 2, 3, 9, 17, 40} {
 			for trial := 0; trial < 20; trial++ {
 				var fill byte
 				switch trial {
@@ -126,7 +136,7 @@ func TestKDotMatchesDequantized(t *testing.T) {
 				}
 				got := dot(w, xq, nb)
 				if diff := math.Abs(float64(got) - want); !(diff <= 1e-5*mag+1e-30) {
-					t.Fatalf("%v nb %d trial %d: got %g, want %g (|terms| %g)", typ, nb, trial, got, want, mag)
+					t.Fatalf("%s %v nb %d trial %d: got %g, want %g (|terms| %g)", im.name, typ, nb, trial, got, want, mag)
 				}
 			}
 		}

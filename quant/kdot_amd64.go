@@ -1,0 +1,9 @@
+//go:build amd64 && !purego
+
+package quant
+
+// q4KSumsAVX2 sets out[i] to Σ_j sc[8i+j]·Σ_l q·y over the eight 32-element
+// sub-blocks j of Q4_K super-block i at w and Q8_K block i at x.
+//
+//go:noescape
+func q4KSumsAVX2(w, x *byte, sc *int16, nblocks int, out *int32)

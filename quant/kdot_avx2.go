@@ -1,0 +1,37 @@
+package quant
+
+// Go halves of the AVX2 K-quant kernels: the assembly forms the scaled
+// integer sums of each super-block, the per-block scalar work (unpacking
+// the 6-bit scales, the min terms from bsums, the float scales) stays here.
+
+// kChunk is how many super-blocks one assembly call handles.
+const kChunk = 16
+
+func dotQ4_KQ8_KAVX2(w, x []byte, nblocks int) float32 {
+	var sc [kChunk * 8]int16
+	var sums [kChunk]int32
+	var total float32
+	for i0 := 0; i0 < nblocks; i0 += kChunk {
+		n := min(kChunk, nblocks-i0)
+		for i := 0; i < n; i++ {
+			scales := (*[12]byte)(w[(i0+i)*q4_KBytes+4:])
+			for j := 0; j < 8; j++ {
+				s, _ := q4KScaleMin(j, scales)
+				sc[8*i+j] = int16(s)
+			}
+		}
+		q4KSumsAVX2(&w[i0*q4_KBytes], &x[i0*q8_KBytes], &sc[0], n, &sums[0])
+		for i := 0; i < n; i++ {
+			b := (*[q4_KBytes]byte)(w[(i0+i)*q4_KBytes:])
+			a := loadQ8K((*[q8_KBytes]byte)(x[(i0+i)*q8_KBytes:]))
+			scales := (*[12]byte)(b[4:16])
+			var summ int32
+			for j := 0; j < 8; j++ {
+				_, m := q4KScaleMin(j, scales)
+				summ += int32(m) * (a.bsums[2*j] + a.bsums[2*j+1])
+			}
+			total += a.d * (f16At(b[0:])*float32(sums[i]) - f16At(b[2:])*float32(summ))
+		}
+	}
+	return total
+}
