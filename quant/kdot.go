@@ -162,6 +162,13 @@ func DotQ5_KQ8_K(w, x []byte, nblocks int) float32 {
 // 16 elements through the bsums.
 func DotQ6_KQ8_K(w, x []byte, nblocks int) float32 {
 	checkDotK("DotQ6_KQ8_K", len(w), q6_KBytes, len(x), nblocks)
+	if useAVX2 && nblocks > 0 {
+		return dotQ6_KQ8_KAVX2(w, x, nblocks)
+	}
+	return dotQ6_KQ8_KGeneric(w, x, nblocks)
+}
+
+func dotQ6_KQ8_KGeneric(w, x []byte, nblocks int) float32 {
 	var sum float32
 	for i := 0; i < nblocks; i++ {
 		b := (*[q6_KBytes]byte)(w[i*q6_KBytes:])

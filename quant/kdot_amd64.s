@@ -60,3 +60,124 @@ loop:
 done:
 	VZEROUPPER
 	RET
+
+// VPERMD indices spreading scales 2t and 2t+1 over the low and high 128-bit
+// lanes, for t = 0..3: a Q6_K row of 32 codes spans two 16-element
+// sub-blocks, one per lane.
+DATA q6KScaleIdx<>+0x00(SB)/4, $0
+DATA q6KScaleIdx<>+0x04(SB)/4, $0
+DATA q6KScaleIdx<>+0x08(SB)/4, $0
+DATA q6KScaleIdx<>+0x0c(SB)/4, $0
+DATA q6KScaleIdx<>+0x10(SB)/4, $1
+DATA q6KScaleIdx<>+0x14(SB)/4, $1
+DATA q6KScaleIdx<>+0x18(SB)/4, $1
+DATA q6KScaleIdx<>+0x1c(SB)/4, $1
+DATA q6KScaleIdx<>+0x20(SB)/4, $2
+DATA q6KScaleIdx<>+0x24(SB)/4, $2
+DATA q6KScaleIdx<>+0x28(SB)/4, $2
+DATA q6KScaleIdx<>+0x2c(SB)/4, $2
+DATA q6KScaleIdx<>+0x30(SB)/4, $3
+DATA q6KScaleIdx<>+0x34(SB)/4, $3
+DATA q6KScaleIdx<>+0x38(SB)/4, $3
+DATA q6KScaleIdx<>+0x3c(SB)/4, $3
+DATA q6KScaleIdx<>+0x40(SB)/4, $4
+DATA q6KScaleIdx<>+0x44(SB)/4, $4
+DATA q6KScaleIdx<>+0x48(SB)/4, $4
+DATA q6KScaleIdx<>+0x4c(SB)/4, $4
+DATA q6KScaleIdx<>+0x50(SB)/4, $5
+DATA q6KScaleIdx<>+0x54(SB)/4, $5
+DATA q6KScaleIdx<>+0x58(SB)/4, $5
+DATA q6KScaleIdx<>+0x5c(SB)/4, $5
+DATA q6KScaleIdx<>+0x60(SB)/4, $6
+DATA q6KScaleIdx<>+0x64(SB)/4, $6
+DATA q6KScaleIdx<>+0x68(SB)/4, $6
+DATA q6KScaleIdx<>+0x6c(SB)/4, $6
+DATA q6KScaleIdx<>+0x70(SB)/4, $7
+DATA q6KScaleIdx<>+0x74(SB)/4, $7
+DATA q6KScaleIdx<>+0x78(SB)/4, $7
+DATA q6KScaleIdx<>+0x7c(SB)/4, $7
+GLOBL q6KScaleIdx<>(SB), RODATA|NOPTR, $128
+
+// Q6K_SUM adds the scaled sums of the 32 codes in Y1 (sub-blocks 2t, 2t+1
+// of the half at DI) to Y0, with the half's scales as dwords in Y5 and the
+// VPERMD indices for t in idx. Clobbers Y1, Y3.
+#define Q6K_SUM(t, idx) \
+	VPMADDUBSW (32*t)(DI), Y1, Y1; \
+	VPMADDWD Y12, Y1, Y1; \
+	VPERMD Y5, idx, Y3; \
+	VPMULLD Y3, Y1, Y1; \
+	VPADDD Y1, Y0, Y0
+
+// Q6K_HALF adds half h (128 codes) of the super-block at SI, against the
+// activations at DI, to Y0. Clobbers Y1-Y3, Y5-Y8.
+#define Q6K_HALF(h) \
+	VPMOVSXBD (192+8*h)(SI), Y5; \
+	VMOVDQU (128+32*h)(SI), Y6; \
+	VMOVDQU (64*h)(SI), Y7; \
+	VMOVDQU (64*h+32)(SI), Y8; \
+	VPAND Y15, Y7, Y1; \
+	VPAND Y14, Y6, Y2; \
+	VPSLLW $4, Y2, Y2; \
+	VPOR Y2, Y1, Y1; \
+	Q6K_SUM(0, Y9); \
+	VPAND Y15, Y8, Y1; \
+	VPSLLW $2, Y6, Y2; \
+	VPAND Y13, Y2, Y2; \
+	VPOR Y2, Y1, Y1; \
+	Q6K_SUM(1, Y10); \
+	VPSRLW $4, Y7, Y1; \
+	VPAND Y15, Y1, Y1; \
+	VPAND Y13, Y6, Y2; \
+	VPOR Y2, Y1, Y1; \
+	Q6K_SUM(2, Y11); \
+	VPSRLW $4, Y8, Y1; \
+	VPAND Y15, Y1, Y1; \
+	VPSRLW $2, Y6, Y2; \
+	VPAND Y13, Y2, Y2; \
+	VPOR Y2, Y1, Y1; \
+	Q6K_SUM(3, Y4); \
+	ADDQ $128, DI
+
+// func q6KSumsAVX2(w, x *byte, nblocks int, out *int32)
+TEXT ·q6KSumsAVX2(SB), NOSPLIT, $0-32
+	MOVQ w+0(FP), SI
+	MOVQ x+8(FP), DI
+	MOVQ nblocks+16(FP), CX
+	MOVQ out+24(FP), DX
+	MOVL $0x0f0f0f0f, AX
+	VMOVD AX, X15
+	VPBROADCASTD X15, Y15
+	MOVL $0x03030303, AX
+	VMOVD AX, X14
+	VPBROADCASTD X14, Y14
+	MOVL $0x30303030, AX
+	VMOVD AX, X13
+	VPBROADCASTD X13, Y13
+	VPCMPEQW Y12, Y12, Y12
+	VPSRLW $15, Y12, Y12
+	VMOVDQU q6KScaleIdx<>+0(SB), Y9
+	VMOVDQU q6KScaleIdx<>+32(SB), Y10
+	VMOVDQU q6KScaleIdx<>+64(SB), Y11
+	VMOVDQU q6KScaleIdx<>+96(SB), Y4
+	ADDQ $4, DI // codes of the first Q8_K block
+	TESTQ CX, CX
+	JLE q6done
+q6loop:
+	VPXOR Y0, Y0, Y0
+	Q6K_HALF(0)
+	Q6K_HALF(1)
+	VEXTRACTI128 $1, Y0, X1
+	VPADDD X1, X0, X0
+	VPSHUFD $0x4e, X0, X1
+	VPADDD X1, X0, X0
+	VPSHUFD $0xb1, X0, X1
+	VPADDD X1, X0, X0
+	VMOVD X0, (DX)
+	ADDQ $210, SI
+	ADDQ $36, DI // 292 − the 256 codes the halves stepped over
+	ADDQ $4, DX
+	DECQ CX
+	JNZ q6loop
+q6done:
+	VZEROUPPER
+	RET

@@ -35,3 +35,22 @@ func dotQ4_KQ8_KAVX2(w, x []byte, nblocks int) float32 {
 	}
 	return total
 }
+
+func dotQ6_KQ8_KAVX2(w, x []byte, nblocks int) float32 {
+	var sums [kChunk]int32
+	var total float32
+	for i0 := 0; i0 < nblocks; i0 += kChunk {
+		n := min(kChunk, nblocks-i0)
+		q6KSumsAVX2(&w[i0*q6_KBytes], &x[i0*q8_KBytes], n, &sums[0])
+		for i := 0; i < n; i++ {
+			b := (*[q6_KBytes]byte)(w[(i0+i)*q6_KBytes:])
+			a := loadQ8K((*[q8_KBytes]byte)(x[(i0+i)*q8_KBytes:]))
+			sumi := sums[i]
+			for j := 0; j < 16; j++ {
+				sumi -= 32 * int32(int8(b[192+j])) * a.bsums[j]
+			}
+			total += a.d * f16At(b[208:]) * float32(sumi)
+		}
+	}
+	return total
+}

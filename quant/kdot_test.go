@@ -103,7 +103,7 @@ func TestKDotMatchesDequantized(t *testing.T) {
 	for _, typ := range kTypes {
 		impls = append(impls, impl{"exported", typ, KDot(typ)})
 	}
-	impls = append(impls, impl{"generic", Q4_K, dotQ4_KQ8_KGeneric})
+	impls = append(impls, impl{"generic", Q4_K, dotQ4_KQ8_KGeneric}, impl{"generic", Q6_K, dotQ6_KQ8_KGeneric})
 	for _, im := range impls {
 		typ, dot := im.typ, im.dot
 		for _, nb := range []int{1, 2, 3, 9, 17, 40} {
