@@ -129,6 +129,13 @@ func dotQ4_KQ8_KGeneric(w, x []byte, nblocks int) float32 {
 // DotQ5_KQ8_K is DotQ4_KQ8_K for Q5_K weights.
 func DotQ5_KQ8_K(w, x []byte, nblocks int) float32 {
 	checkDotK("DotQ5_KQ8_K", len(w), q5_KBytes, len(x), nblocks)
+	if useAVX2 && nblocks > 0 {
+		return dotQ5_KQ8_KAVX2(w, x, nblocks)
+	}
+	return dotQ5_KQ8_KGeneric(w, x, nblocks)
+}
+
+func dotQ5_KQ8_KGeneric(w, x []byte, nblocks int) float32 {
 	var sum float32
 	for i := 0; i < nblocks; i++ {
 		b := (*[q5_KBytes]byte)(w[i*q5_KBytes:])

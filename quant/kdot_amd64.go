@@ -15,3 +15,8 @@ func q4KSumsAVX2(w, x *byte, sc *int16, nblocks int, out *int32)
 //
 //go:noescape
 func q6KSumsAVX2(w, x *byte, nblocks int, out *int32)
+
+// q5KSumsAVX2 is q4KSumsAVX2 for Q5_K super-blocks.
+//
+//go:noescape
+func q5KSumsAVX2(w, x *byte, sc *int16, nblocks int, out *int32)

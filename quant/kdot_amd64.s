@@ -181,3 +181,69 @@ q6loop:
 q6done:
 	VZEROUPPER
 	RET
+
+// Q5K_PAIR is Q4K_PAIR for Q5_K: the fifth bits of sub-blocks 2c and 2c+1
+// are bits 2c and 2c+1 of the 32 qh bytes in Y6, moved to bit 4 of each
+// code. The nibbles are at SI+32+32c (past qh). Clobbers Y1-Y4, Y7.
+#define Q5K_PAIR(c) \
+	VMOVDQU (32+32*c)(SI), Y1; \
+	VPSRLW $4, Y1, Y2; \
+	VPAND Y15, Y1, Y1; \
+	VPAND Y15, Y2, Y2; \
+	VPSRLW $(2*c), Y6, Y3; \
+	VPAND Y14, Y3, Y3; \
+	VPSLLW $4, Y3, Y3; \
+	VPOR Y3, Y1, Y1; \
+	VPSRLW $(2*c+1), Y6, Y3; \
+	VPAND Y14, Y3, Y3; \
+	VPSLLW $4, Y3, Y3; \
+	VPOR Y3, Y2, Y2; \
+	VPMADDUBSW (64*c)(DI), Y1, Y1; \
+	VPMADDUBSW (64*c+32)(DI), Y2, Y2; \
+	VPBROADCASTW (4*c)(BX), Y3; \
+	VPBROADCASTW (4*c+2)(BX), Y4; \
+	VPMADDWD Y3, Y1, Y1; \
+	VPMADDWD Y4, Y2, Y2; \
+	VPADDD Y1, Y0, Y0; \
+	VPADDD Y2, Y0, Y0
+
+// func q5KSumsAVX2(w, x *byte, sc *int16, nblocks int, out *int32)
+TEXT ·q5KSumsAVX2(SB), NOSPLIT, $0-40
+	MOVQ w+0(FP), SI
+	MOVQ x+8(FP), DI
+	MOVQ sc+16(FP), BX
+	MOVQ nblocks+24(FP), CX
+	MOVQ out+32(FP), DX
+	MOVL $0x0f0f0f0f, AX
+	VMOVD AX, X15
+	VPBROADCASTD X15, Y15
+	MOVL $0x01010101, AX
+	VMOVD AX, X14
+	VPBROADCASTD X14, Y14
+	ADDQ $16, SI // qh of the first super-block
+	ADDQ $4, DI
+	TESTQ CX, CX
+	JLE q5done
+q5loop:
+	VPXOR Y0, Y0, Y0
+	VMOVDQU (SI), Y6
+	Q5K_PAIR(0)
+	Q5K_PAIR(1)
+	Q5K_PAIR(2)
+	Q5K_PAIR(3)
+	VEXTRACTI128 $1, Y0, X1
+	VPADDD X1, X0, X0
+	VPSHUFD $0x4e, X0, X1
+	VPADDD X1, X0, X0
+	VPSHUFD $0xb1, X0, X1
+	VPADDD X1, X0, X0
+	VMOVD X0, (DX)
+	ADDQ $176, SI
+	ADDQ $292, DI
+	ADDQ $16, BX
+	ADDQ $4, DX
+	DECQ CX
+	JNZ q5loop
+q5done:
+	VZEROUPPER
+	RET

@@ -103,7 +103,7 @@ func TestKDotMatchesDequantized(t *testing.T) {
 	for _, typ := range kTypes {
 		impls = append(impls, impl{"exported", typ, KDot(typ)})
 	}
-	impls = append(impls, impl{"generic", Q4_K, dotQ4_KQ8_KGeneric}, impl{"generic", Q6_K, dotQ6_KQ8_KGeneric})
+	impls = append(impls, impl{"generic", Q4_K, dotQ4_KQ8_KGeneric}, impl{"generic", Q5_K, dotQ5_KQ8_KGeneric}, impl{"generic", Q6_K, dotQ6_KQ8_KGeneric})
 	for _, im := range impls {
 		typ, dot := im.typ, im.dot
 		for _, nb := range []int{1, 2, 3, 9, 17, 40} {
@@ -157,6 +157,7 @@ func TestKDotBadLengths(t *testing.T) {
 }
 
 func BenchmarkDotQ4_KQ8_K(b *testing.B) { benchKDot(b, Q4_K) }
+func BenchmarkDotQ5_KQ8_K(b *testing.B) { benchKDot(b, Q5_K) }
 func BenchmarkDotQ6_KQ8_K(b *testing.B) { benchKDot(b, Q6_K) }
 
 func benchKDot(b *testing.B, typ Type) {
