@@ -8,6 +8,25 @@
 // VPMADDWD against the broadcast sub-block scale both widens to int32 and
 // applies the scale, so one accumulator serves the whole super-block.
 
+// HSUM_D sets the low dword of xr to the sum of the 8 dwords of yr.
+// Clobbers xt.
+#define HSUM_D(yr, xr, xt) \
+	VEXTRACTI128 $1, yr, xt; \
+	VPADDD xt, xr, xr; \
+	VPSHUFD $0x4e, xr, xt; \
+	VPADDD xt, xr, xr; \
+	VPSHUFD $0xb1, xr, xt; \
+	VPADDD xt, xr, xr
+
+// MINS_SUM stores at 4(DX) Σ_j m_j·(bsums[2j] + bsums[2j+1]) for the Q8_K
+// block whose codes are at DI (its bsums follow them) and the 16 int16
+// mins, each twice, at 16(BX). Clobbers Y1, Y2.
+#define MINS_SUM \
+	VMOVDQU 256(DI), Y1; \
+	VPMADDWD 16(BX), Y1, Y1; \
+	HSUM_D(Y1, X1, X2); \
+	VMOVD X1, 4(DX)
+
 // Q4K_PAIR adds the scaled sums of sub-blocks 2c and 2c+1 (the low and high
 // nibbles of the 32 bytes at SI+32c) to Y0. Clobbers Y1-Y4.
 #define Q4K_PAIR(c) \
@@ -44,17 +63,13 @@ loop:
 	Q4K_PAIR(1)
 	Q4K_PAIR(2)
 	Q4K_PAIR(3)
-	VEXTRACTI128 $1, Y0, X1
-	VPADDD X1, X0, X0
-	VPSHUFD $0x4e, X0, X1
-	VPADDD X1, X0, X0
-	VPSHUFD $0xb1, X0, X1
-	VPADDD X1, X0, X0
+	HSUM_D(Y0, X0, X1)
 	VMOVD X0, (DX)
+	MINS_SUM
 	ADDQ $144, SI
 	ADDQ $292, DI
-	ADDQ $16, BX
-	ADDQ $4, DX
+	ADDQ $48, BX
+	ADDQ $8, DX
 	DECQ CX
 	JNZ loop
 done:
@@ -166,16 +181,16 @@ q6loop:
 	VPXOR Y0, Y0, Y0
 	Q6K_HALF(0)
 	Q6K_HALF(1)
-	VEXTRACTI128 $1, Y0, X1
-	VPADDD X1, X0, X0
-	VPSHUFD $0x4e, X0, X1
-	VPADDD X1, X0, X0
-	VPSHUFD $0xb1, X0, X1
-	VPADDD X1, X0, X0
+	HSUM_D(Y0, X0, X1)
 	VMOVD X0, (DX)
+	// Σ_j scale_j·bsums_j, for the offset of 32; DI is now at the bsums.
+	VPMOVSXBW 192(SI), Y1
+	VPMADDWD (DI), Y1, Y1
+	HSUM_D(Y1, X1, X2)
+	VMOVD X1, 4(DX)
 	ADDQ $210, SI
 	ADDQ $36, DI // 292 − the 256 codes the halves stepped over
-	ADDQ $4, DX
+	ADDQ $8, DX
 	DECQ CX
 	JNZ q6loop
 q6done:
@@ -231,17 +246,13 @@ q5loop:
 	Q5K_PAIR(1)
 	Q5K_PAIR(2)
 	Q5K_PAIR(3)
-	VEXTRACTI128 $1, Y0, X1
-	VPADDD X1, X0, X0
-	VPSHUFD $0x4e, X0, X1
-	VPADDD X1, X0, X0
-	VPSHUFD $0xb1, X0, X1
-	VPADDD X1, X0, X0
+	HSUM_D(Y0, X0, X1)
 	VMOVD X0, (DX)
+	MINS_SUM
 	ADDQ $176, SI
 	ADDQ $292, DI
-	ADDQ $16, BX
-	ADDQ $4, DX
+	ADDQ $48, BX
+	ADDQ $8, DX
 	DECQ CX
 	JNZ q5loop
 q5done:
