@@ -294,3 +294,54 @@ func KDot(t Type) func(w, x []byte, nblocks int) float32 {
 	}
 	return nil
 }
+
+// MatMulKQ8_K sets out[t*outStride+r] to the dot product of row r of w, a
+// K-quant of type typ, with token t of x, for r < rows and t < tokens. w
+// holds rows rows of nblocks super-blocks back to back, x holds tokens rows
+// of nblocks Q8_K blocks back to back. With one token it is the decode-time
+// matrix–vector product. Each weight row's scales are unpacked once for all
+// the tokens, and the row stays in L1 across them. Out cells other than
+// those it sets are left untouched, so to split the work across threads
+// give each a range of rows: w[r0*rowBytes:], rows r1−r0, out[r0:].
+// Results equal KDot(typ) row by row up to float32 summation order.
+func MatMulKQ8_K(typ Type, w []byte, nblocks, rows int, x []byte, tokens int, out []float32, outStride int) {
+	dot := KDot(typ)
+	if dot == nil {
+		panic(fmt.Sprintf("quant: MatMulKQ8_K: %v is not a K-quant", typ))
+	}
+	bs := typ.BlockBytes()
+	if nblocks < 0 || rows < 0 || tokens < 0 {
+		panic(fmt.Sprintf("quant: MatMulKQ8_K: negative size (%d blocks, %d rows, %d tokens)", nblocks, rows, tokens))
+	}
+	if rows == 0 || tokens == 0 {
+		return
+	}
+	if tokens > 1 && outStride < rows {
+		panic(fmt.Sprintf("quant: MatMulKQ8_K: output stride %d is less than %d rows", outStride, rows))
+	}
+	if len(w) < rows*nblocks*bs {
+		panic(fmt.Sprintf("quant: MatMulKQ8_K: weights have %d bytes, %d rows of %d blocks need %d", len(w), rows, nblocks, rows*nblocks*bs))
+	}
+	if len(x) < tokens*nblocks*q8_KBytes {
+		panic(fmt.Sprintf("quant: MatMulKQ8_K: activations have %d bytes, %d tokens of %d blocks need %d", len(x), tokens, nblocks, tokens*nblocks*q8_KBytes))
+	}
+	if need := (tokens-1)*outStride + rows; len(out) < need {
+		panic(fmt.Sprintf("quant: MatMulKQ8_K: output has %d floats, %d tokens at stride %d need %d", len(out), tokens, outStride, need))
+	}
+	if nblocks == 0 {
+		for t := 0; t < tokens; t++ {
+			clear(out[t*outStride : t*outStride+rows])
+		}
+		return
+	}
+	if useAVX2 && (typ == Q4_K || typ == Q5_K || typ == Q6_K) {
+		matMulKAVX2(typ, w, nblocks, rows, x, tokens, out, outStride)
+		return
+	}
+	rb, xb := nblocks*bs, nblocks*q8_KBytes
+	for r := 0; r < rows; r++ {
+		for t := 0; t < tokens; t++ {
+			out[t*outStride+r] = dot(w[r*rb:(r+1)*rb], x[t*xb:(t+1)*xb], nblocks)
+		}
+	}
+}

@@ -76,3 +76,59 @@ func dotQ6_KQ8_KAVX2(w, x []byte, nblocks int) float32 {
 	}
 	return total
 }
+
+// matMulKAVX2 is MatMulKQ8_K for Q4_K, Q5_K and Q6_K on checked arguments.
+// Per weight row it unpacks the scales and converts the fp16 super-block
+// scales once, then runs the kernel over the whole row for each token.
+func matMulKAVX2(typ Type, w []byte, nblocks, rows int, x []byte, tokens int, out []float32, outStride int) {
+	bs := typ.BlockBytes()
+	rb, xb := nblocks*bs, nblocks*q8_KBytes
+	var sc []int16
+	if typ != Q6_K {
+		sc = make([]int16, nblocks*24)
+	}
+	sums := make([]int32, nblocks*2)
+	d := make([]float32, nblocks)
+	dmin := make([]float32, nblocks)
+	xd := make([]float32, nblocks*tokens)
+	for t := 0; t < tokens; t++ {
+		for i := 0; i < nblocks; i++ {
+			xd[t*nblocks+i] = math.Float32frombits(binary.LittleEndian.Uint32(x[t*xb+i*q8_KBytes:]))
+		}
+	}
+	for r := 0; r < rows; r++ {
+		row := w[r*rb : (r+1)*rb]
+		for i := 0; i < nblocks; i++ {
+			b := row[i*bs:]
+			if typ == Q6_K {
+				d[i] = f16At(b[208:])
+				continue
+			}
+			d[i], dmin[i] = f16At(b[0:]), f16At(b[2:])
+			q4KUnpack((*[12]byte)(b[4:]), (*[24]int16)(sc[24*i:]))
+		}
+		for t := 0; t < tokens; t++ {
+			xt := x[t*xb:]
+			switch typ {
+			case Q4_K:
+				q4KSumsAVX2(&row[0], &xt[0], &sc[0], nblocks, &sums[0])
+			case Q5_K:
+				q5KSumsAVX2(&row[0], &xt[0], &sc[0], nblocks, &sums[0])
+			case Q6_K:
+				q6KSumsAVX2(&row[0], &xt[0], nblocks, &sums[0])
+			}
+			var total float32
+			xdt := xd[t*nblocks : (t+1)*nblocks]
+			if typ == Q6_K {
+				for i, s := range xdt {
+					total += s * d[i] * float32(sums[2*i]-32*sums[2*i+1])
+				}
+			} else {
+				for i, s := range xdt {
+					total += s * (d[i]*float32(sums[2*i]) - dmin[i]*float32(sums[2*i+1]))
+				}
+			}
+			out[t*outStride+r] = total
+		}
+	}
+}

@@ -187,3 +187,44 @@ func mustPanic(t *testing.T, name string, f func()) {
 	}()
 	f()
 }
+
+// MatMulKQ8_K equals KDot row by row, for one token and for a batch, with
+// the output cells it must not touch left alone.
+func TestMatMulKQ8_K(t *testing.T) {
+	rng := rand.New(rand.NewPCG(31, 32))
+	for _, typ := range kTypes {
+		for _, c := range []struct{ nb, rows, tokens int }{{1, 7, 1}, {3, 5, 4}, {20, 3, 2}, {2, 1, 9}} {
+			w := randK(rng, typ, c.nb*c.rows, 0)
+			x, _ := randQ8K(t, rng, c.nb*c.tokens, 1)
+			stride := c.rows + 3
+			out := make([]float32, c.tokens*stride)
+			for i := range out {
+				out[i] = -7
+			}
+			MatMulKQ8_K(typ, w, c.nb, c.rows, x, c.tokens, out, stride)
+			rb, xb := c.nb*typ.BlockBytes(), c.nb*Q8KBytes
+			for tk := 0; tk < c.tokens; tk++ {
+				for r := 0; r < stride; r++ {
+					got := out[tk*stride+r]
+					if r >= c.rows {
+						if got != -7 {
+							t.Fatalf("%v %+v: wrote cell %d of token %d", typ, c, r, tk)
+						}
+						continue
+					}
+					want := KDot(typ)(w[r*rb:], x[tk*xb:], c.nb)
+					if math.Abs(float64(got-want)) > 1e-5*(1+math.Abs(float64(want))) {
+						t.Fatalf("%v %+v: row %d token %d: got %g, want %g", typ, c, r, tk, got, want)
+					}
+				}
+			}
+		}
+	}
+	mustPanic(t, "MatMulKQ8_K type", func() { MatMulKQ8_K(Q4_0, nil, 1, 1, nil, 1, nil, 1) })
+	mustPanic(t, "MatMulKQ8_K short x", func() {
+		MatMulKQ8_K(Q4_K, make([]byte, 144), 1, 1, make([]byte, Q8KBytes-1), 1, make([]float32, 1), 1)
+	})
+	mustPanic(t, "MatMulKQ8_K short out", func() {
+		MatMulKQ8_K(Q4_K, make([]byte, 144), 1, 1, make([]byte, 2*Q8KBytes), 2, make([]float32, 1), 1)
+	})
+}

@@ -39,12 +39,10 @@ func (a *activations) q8krow(t int) []byte {
 	return a.q8k[t*rb : (t+1)*rb]
 }
 
-// kdot returns the Q8_K kernel for weights w, or nil when they have none.
-func kdot(w *model.Tensor) func(w, x []byte, nblocks int) float32 {
-	if w.Cols%quant.QK_K != 0 {
-		return nil
-	}
-	return quant.KDot(w.Type)
+// usesQ8K reports whether weights w are K-quants multiplied against Q8_K
+// activations by quant.MatMulKQ8_K.
+func usesQ8K(w *model.Tensor) bool {
+	return w.Cols%quant.QK_K == 0 && quant.KDot(w.Type) != nil
 }
 
 // fresh forgets stale quantized forms once the float values have changed.
@@ -102,7 +100,7 @@ func (b *Backend) matmul(x *activations, ps ...product) {
 		switch {
 		case needsQ8(p.w.Type):
 			x.quantize()
-		case kdot(p.w) != nil:
+		case usesQ8K(p.w):
 			x.quantizeK()
 		}
 		total += p.w.Rows
@@ -137,16 +135,9 @@ func matRows(x *activations, p product, lo, hi int) {
 			}
 		}
 	default:
-		if dot := kdot(w); dot != nil {
-			// Each weight row is read once for all tokens; a row of a few
-			// super-blocks stays in L1 across them.
-			nb := w.Cols / quant.QK_K
-			for r := lo; r < hi; r++ {
-				row := w.Data[r*rb : (r+1)*rb]
-				for t := 0; t < x.t; t++ {
-					*out(t, r) = dot(row, x.q8krow(t), nb)
-				}
-			}
+		if usesQ8K(w) {
+			quant.MatMulKQ8_K(w.Type, w.Data[lo*rb:hi*rb], w.Cols/quant.QK_K, hi-lo,
+				x.q8k[:x.t*x.n/quant.QK_K*quant.Q8KBytes], x.t, p.out[p.outOff+lo:], p.outStride)
 			return
 		}
 		for r := lo; r < hi; r++ {
