@@ -24,8 +24,27 @@ func randTensor(t *testing.T, rng *rand.Rand, typ quant.Type, rows, cols int) *m
 		t.Fatal(err)
 	}
 	w := &model.Tensor{Name: typ.String(), Type: typ, Rows: rows, Cols: cols, Data: make([]byte, rows*int(n))}
-	if err := quant.Quantize(typ, x, w.Data); err != nil {
-		t.Fatal(err)
+	if quant.QuantizedSupported(typ) {
+		if err := quant.Quantize(typ, x, w.Data); err != nil {
+			t.Fatal(err)
+		}
+		return w
+	}
+	// No encoder (Q2_K, Q3_K): random codes and sub-block scales, with
+	// fp16 super-block scales of realistic size.
+	for i := range w.Data {
+		w.Data[i] = byte(rng.Uint32())
+	}
+	offsets := map[quant.Type][]int{quant.Q2_K: {80, 82}, quant.Q3_K: {108}}[typ]
+	if offsets == nil {
+		t.Fatalf("no way to make %v weights", typ)
+	}
+	bs := typ.BlockBytes()
+	for b := 0; b < len(w.Data)/bs; b++ {
+		for _, off := range offsets {
+			h := quant.F32ToF16(float32(rng.NormFloat64() * 0.002))
+			w.Data[b*bs+off], w.Data[b*bs+off+1] = byte(h), byte(h>>8)
+		}
 	}
 	return w
 }
@@ -61,6 +80,8 @@ func TestMatmulKQuantDispatch(t *testing.T) {
 			randTensor(t, rng, quant.Q4_K, 37, cols),
 			randTensor(t, rng, quant.Q6_K, 19, cols),
 			randTensor(t, rng, quant.Q5_K, 8, cols),
+			randTensor(t, rng, quant.Q3_K, 6, cols),
+			randTensor(t, rng, quant.Q2_K, 5, cols),
 			randTensor(t, rng, quant.Q4_0, 11, cols),
 		}
 		for round := 0; round < 2; round++ {
@@ -80,7 +101,7 @@ func TestMatmulKQuantDispatch(t *testing.T) {
 				if err := quant.Dequantize(quant.Q8_K, xk, xkf); err != nil {
 					t.Fatal(err)
 				}
-				for _, p := range ps[:3] {
+				for _, p := range ps[:5] {
 					for r := 0; r < p.w.Rows; r++ {
 						got := p.out[ti*p.outStride+r]
 						want := quant.DotF32(p.w.Type, p.w.Row(r), xkf)
@@ -93,7 +114,7 @@ func TestMatmulKQuantDispatch(t *testing.T) {
 						}
 					}
 				}
-				p := ps[3]
+				p := ps[5]
 				for r := 0; r < p.w.Rows; r++ {
 					got, plain := p.out[ti*p.outStride+r], quant.DotF32(p.w.Type, p.w.Row(r), x.row(ti))
 					if math.Abs(float64(got-plain)) > roundingBound(p.w, r, x.row(ti)) {
@@ -112,7 +133,7 @@ func TestKQuantModelLogits(t *testing.T) {
 	shape := synth.Presets["test-256"]
 	shape.Layers = 2
 	shape.Vocab = 320
-	for _, typ := range []quant.Type{quant.Q4_K, quant.Q6_K} {
+	for _, typ := range []quant.Type{quant.Q4_K, quant.Q5_K, quant.Q6_K} {
 		t.Run(typ.String(), func(t *testing.T) {
 			m := genModelEmbed(t, shape, typ, quant.Q8_0, 3)
 			ref := newRef(t, m)
