@@ -95,7 +95,7 @@ func checkDotK(fn string, wlen, wblock, xlen, nblocks int) {
 func DotQ4_KQ8_K(w, x []byte, nblocks int) float32 {
 	checkDotK("DotQ4_KQ8_K", len(w), q4_KBytes, len(x), nblocks)
 	if useAVX2 && nblocks > 0 {
-		return dotQ4_KQ8_KAVX2(w, x, nblocks)
+		return dotQ4KRowAVX2(&w[0], &x[0], nblocks)
 	}
 	return dotQ4_KQ8_KGeneric(w, x, nblocks)
 }
@@ -130,7 +130,7 @@ func dotQ4_KQ8_KGeneric(w, x []byte, nblocks int) float32 {
 func DotQ5_KQ8_K(w, x []byte, nblocks int) float32 {
 	checkDotK("DotQ5_KQ8_K", len(w), q5_KBytes, len(x), nblocks)
 	if useAVX2 && nblocks > 0 {
-		return dotQ5_KQ8_KAVX2(w, x, nblocks)
+		return dotQ5KRowAVX2(&w[0], &x[0], nblocks)
 	}
 	return dotQ5_KQ8_KGeneric(w, x, nblocks)
 }

@@ -2,11 +2,13 @@
 
 #include "textflag.h"
 
-// AVX2 inner loops of the K-quant × Q8_K dot products. Weight codes are
+// AVX2 kernels of the K-quant × Q8_K dot products. Weight codes are
 // unsigned, so VPMADDUBSW multiplies them with the signed activation codes
-// directly (at most 2·15·127 per int16 pair, no saturation), and
-// VPMADDWD against the broadcast sub-block scale both widens to int32 and
-// applies the scale, so one accumulator serves the whole super-block.
+// directly (at most 2·63·127 per int16 pair, no saturation), and VPMADDWD
+// against the sub-block scale (Q4_K, Q5_K) or against ones followed by
+// VPMULLD (Q6_K, whose 16-element sub-blocks split a register) widens to
+// int32 and applies the scale, so one accumulator serves the whole
+// super-block.
 
 // HSUM_D sets the low dword of xr to the sum of the 8 dwords of yr.
 // Clobbers xt.
@@ -17,64 +19,6 @@
 	VPADDD xt, xr, xr; \
 	VPSHUFD $0xb1, xr, xt; \
 	VPADDD xt, xr, xr
-
-// MINS_SUM stores at 4(DX) Σ_j m_j·(bsums[2j] + bsums[2j+1]) for the Q8_K
-// block whose codes are at DI (its bsums follow them) and the 16 int16
-// mins, each twice, at 16(BX). Clobbers Y1, Y2.
-#define MINS_SUM \
-	VMOVDQU 256(DI), Y1; \
-	VPMADDWD 16(BX), Y1, Y1; \
-	HSUM_D(Y1, X1, X2); \
-	VMOVD X1, 4(DX)
-
-// Q4K_PAIR adds the scaled sums of sub-blocks 2c and 2c+1 (the low and high
-// nibbles of the 32 bytes at SI+32c) to Y0. Clobbers Y1-Y4.
-#define Q4K_PAIR(c) \
-	VMOVDQU (32*c)(SI), Y1; \
-	VPSRLW $4, Y1, Y2; \
-	VPAND Y15, Y1, Y1; \
-	VPAND Y15, Y2, Y2; \
-	VPMADDUBSW (64*c)(DI), Y1, Y1; \
-	VPMADDUBSW (64*c+32)(DI), Y2, Y2; \
-	VPBROADCASTW (4*c)(BX), Y3; \
-	VPBROADCASTW (4*c+2)(BX), Y4; \
-	VPMADDWD Y3, Y1, Y1; \
-	VPMADDWD Y4, Y2, Y2; \
-	VPADDD Y1, Y0, Y0; \
-	VPADDD Y2, Y0, Y0
-
-// func q4KSumsAVX2(w, x *byte, sc *int16, nblocks int, out *int32)
-TEXT ·q4KSumsAVX2(SB), NOSPLIT, $0-40
-	MOVQ w+0(FP), SI
-	MOVQ x+8(FP), DI
-	MOVQ sc+16(FP), BX
-	MOVQ nblocks+24(FP), CX
-	MOVQ out+32(FP), DX
-	MOVL $0x0f0f0f0f, AX
-	VMOVD AX, X15
-	VPBROADCASTD X15, Y15
-	ADDQ $16, SI // codes of the first super-block
-	ADDQ $4, DI
-	TESTQ CX, CX
-	JLE done
-loop:
-	VPXOR Y0, Y0, Y0
-	Q4K_PAIR(0)
-	Q4K_PAIR(1)
-	Q4K_PAIR(2)
-	Q4K_PAIR(3)
-	HSUM_D(Y0, X0, X1)
-	VMOVD X0, (DX)
-	MINS_SUM
-	ADDQ $144, SI
-	ADDQ $292, DI
-	ADDQ $48, BX
-	ADDQ $8, DX
-	DECQ CX
-	JNZ loop
-done:
-	VZEROUPPER
-	RET
 
 // VPERMD indices spreading scales 2t and 2t+1 over the low and high 128-bit
 // lanes, for t = 0..3: a Q6_K row of 32 codes spans two 16-element
@@ -197,64 +141,214 @@ q6done:
 	VZEROUPPER
 	RET
 
-// Q5K_PAIR is Q4K_PAIR for Q5_K: the fifth bits of sub-blocks 2c and 2c+1
-// are bits 2c and 2c+1 of the 32 qh bytes in Y6, moved to bit 4 of each
-// code. The nibbles are at SI+32+32c (past qh). Clobbers Y1-Y4, Y7.
-#define Q5K_PAIR(c) \
-	VMOVDQU (32+32*c)(SI), Y1; \
-	VPSRLW $4, Y1, Y2; \
-	VPAND Y15, Y1, Y1; \
-	VPAND Y15, Y2, Y2; \
-	VPSRLW $(2*c), Y6, Y3; \
-	VPAND Y14, Y3, Y3; \
-	VPSLLW $4, Y3, Y3; \
-	VPOR Y3, Y1, Y1; \
-	VPSRLW $(2*c+1), Y6, Y3; \
-	VPAND Y14, Y3, Y3; \
-	VPSLLW $4, Y3, Y3; \
-	VPOR Y3, Y2, Y2; \
-	VPMADDUBSW (64*c)(DI), Y1, Y1; \
-	VPMADDUBSW (64*c+32)(DI), Y2, Y2; \
-	VPBROADCASTW (4*c)(BX), Y3; \
-	VPBROADCASTW (4*c+2)(BX), Y4; \
-	VPMADDWD Y3, Y1, Y1; \
+// Whole-row kernels: each returns the float dot product of a row of
+// nblocks super-blocks with nblocks Q8_K blocks, doing in assembly what
+// the Go halves above leave to Go (scale unpacking, the min or offset
+// terms, the float scales), so a row costs no Go work per block. The
+// integer sums of a block stay in 8 int32 lanes and are converted and
+// FMA-accumulated with d·x.d without a horizontal sum per block.
+
+// VPSHUFB patterns broadcasting int16 element k of each 128-bit lane, for
+// k = 0..7.
+DATA shufK4<>+0x00(SB)/8, $0x0100010001000100
+DATA shufK4<>+0x08(SB)/8, $0x0100010001000100
+DATA shufK4<>+0x10(SB)/8, $0x0100010001000100
+DATA shufK4<>+0x18(SB)/8, $0x0100010001000100
+DATA shufK4<>+0x20(SB)/8, $0x0302030203020302
+DATA shufK4<>+0x28(SB)/8, $0x0302030203020302
+DATA shufK4<>+0x30(SB)/8, $0x0302030203020302
+DATA shufK4<>+0x38(SB)/8, $0x0302030203020302
+DATA shufK4<>+0x40(SB)/8, $0x0504050405040504
+DATA shufK4<>+0x48(SB)/8, $0x0504050405040504
+DATA shufK4<>+0x50(SB)/8, $0x0504050405040504
+DATA shufK4<>+0x58(SB)/8, $0x0504050405040504
+DATA shufK4<>+0x60(SB)/8, $0x0706070607060706
+DATA shufK4<>+0x68(SB)/8, $0x0706070607060706
+DATA shufK4<>+0x70(SB)/8, $0x0706070607060706
+DATA shufK4<>+0x78(SB)/8, $0x0706070607060706
+DATA shufK4<>+0x80(SB)/8, $0x0908090809080908
+DATA shufK4<>+0x88(SB)/8, $0x0908090809080908
+DATA shufK4<>+0x90(SB)/8, $0x0908090809080908
+DATA shufK4<>+0x98(SB)/8, $0x0908090809080908
+DATA shufK4<>+0xa0(SB)/8, $0x0b0a0b0a0b0a0b0a
+DATA shufK4<>+0xa8(SB)/8, $0x0b0a0b0a0b0a0b0a
+DATA shufK4<>+0xb0(SB)/8, $0x0b0a0b0a0b0a0b0a
+DATA shufK4<>+0xb8(SB)/8, $0x0b0a0b0a0b0a0b0a
+DATA shufK4<>+0xc0(SB)/8, $0x0d0c0d0c0d0c0d0c
+DATA shufK4<>+0xc8(SB)/8, $0x0d0c0d0c0d0c0d0c
+DATA shufK4<>+0xd0(SB)/8, $0x0d0c0d0c0d0c0d0c
+DATA shufK4<>+0xd8(SB)/8, $0x0d0c0d0c0d0c0d0c
+DATA shufK4<>+0xe0(SB)/8, $0x0f0e0f0e0f0e0f0e
+DATA shufK4<>+0xe8(SB)/8, $0x0f0e0f0e0f0e0f0e
+DATA shufK4<>+0xf0(SB)/8, $0x0f0e0f0e0f0e0f0e
+DATA shufK4<>+0xf8(SB)/8, $0x0f0e0f0e0f0e0f0e
+GLOBL shufK4<>(SB), RODATA|NOPTR, $256
+
+// Q4K_UNPACK reads the 12 packed scale bytes at 4(SI) (Q4_K, Q5_K) and
+// leaves the eight 6-bit scales as int16 in both lanes of Y3 and the eight
+// mins as dwords in Y5, as ggml unpacks them with 32-bit masks. Clobbers
+// AX, BX, DX, R8-R12.
+#define Q4K_UNPACK \
+	MOVL 4(SI), AX; \
+	MOVL 8(SI), BX; \
+	MOVL 12(SI), DX; \
+	MOVL DX, R8; \
+	SHRL $4, R8; \
+	ANDL $0x0f0f0f0f, R8; \
+	MOVL BX, R9; \
+	SHRL $6, R9; \
+	ANDL $0x03030303, R9; \
+	SHLL $4, R9; \
+	ORL R9, R8; \
+	MOVL BX, R10; \
+	ANDL $0x3f3f3f3f, R10; \
+	MOVL DX, R11; \
+	ANDL $0x0f0f0f0f, R11; \
+	MOVL AX, R12; \
+	SHRL $6, R12; \
+	ANDL $0x03030303, R12; \
+	SHLL $4, R12; \
+	ORL R12, R11; \
+	ANDL $0x3f3f3f3f, AX; \
+	VMOVD AX, X3; \
+	VPINSRD $1, R11, X3, X3; \
+	VPMOVZXBW X3, X3; \
+	VINSERTI128 $1, X3, Y3, Y3; \
+	VMOVD R10, X5; \
+	VPINSRD $1, R8, X5, X5; \
+	VPMOVZXBD X5, Y5
+
+// Q4K_ROW_PAIR adds the scaled sums of sub-blocks 2c and 2c+1, whose codes
+// are in Y1 (low) and Y2 (high), to Y0. Clobbers Y1, Y2, Y4.
+#define Q4K_ROW_PAIR(c) \
+	VPMADDUBSW (4+64*c)(DI), Y1, Y1; \
+	VPMADDUBSW (4+64*c+32)(DI), Y2, Y2; \
+	VPSHUFB shufK4<>+(64*c)(SB), Y3, Y4; \
+	VPMADDWD Y4, Y1, Y1; \
+	VPSHUFB shufK4<>+(64*c+32)(SB), Y3, Y4; \
 	VPMADDWD Y4, Y2, Y2; \
 	VPADDD Y1, Y0, Y0; \
 	VPADDD Y2, Y0, Y0
 
-// func q5KSumsAVX2(w, x *byte, sc *int16, nblocks int, out *int32)
-TEXT ·q5KSumsAVX2(SB), NOSPLIT, $0-40
+// Q4K_CODES loads the nibbles of sub-blocks 2c, 2c+1 from off(SI) into Y1
+// and Y2.
+#define Q4K_CODES(off) \
+	VMOVDQU off(SI), Y1; \
+	VPSRLW $4, Y1, Y2; \
+	VPAND Y15, Y1, Y1; \
+	VPAND Y15, Y2, Y2
+
+// Q5K_HIGH ors the fifth bits of sub-blocks 2c, 2c+1 (bits 2c, 2c+1 of the
+// qh bytes in Y6) into Y1 and Y2. Clobbers Y4.
+#define Q5K_HIGH(c) \
+	VPSRLW $(2*c), Y6, Y4; \
+	VPAND Y14, Y4, Y4; \
+	VPSLLW $4, Y4, Y4; \
+	VPOR Y4, Y1, Y1; \
+	VPSRLW $(2*c+1), Y6, Y4; \
+	VPAND Y14, Y4, Y4; \
+	VPSLLW $4, Y4, Y4; \
+	VPOR Y4, Y2, Y2
+
+// Q4K_FINISH adds x.d·(d·Y0 − dmin·Σ_j m_j·(bsums[2j]+bsums[2j+1])) to the
+// float lanes of Y10, for the block at SI (d, dmin at 0, 2) and the Q8_K
+// block at DI. Clobbers Y0, Y6-Y9.
+#define Q4K_FINISH \
+	VMOVDQU 260(DI), Y6; \
+	VPMADDWD Y13, Y6, Y6; \
+	VPMULLD Y5, Y6, Y6; \
+	VCVTDQ2PS Y0, Y0; \
+	VCVTDQ2PS Y6, Y6; \
+	VBROADCASTSS (DI), Y8; \
+	VPBROADCASTW (SI), X7; \
+	VCVTPH2PS X7, Y7; \
+	VMULPS Y8, Y7, Y7; \
+	VFMADD231PS Y7, Y0, Y10; \
+	VPBROADCASTW 2(SI), X9; \
+	VCVTPH2PS X9, Y9; \
+	VMULPS Y8, Y9, Y9; \
+	VFNMADD231PS Y9, Y6, Y10
+
+// ROW_CONSTS sets Y15 to bytes 0x0f, Y14 to bytes 0x01, Y13 to int16
+// ones, and zeroes the float accumulator Y10.
+#define ROW_CONSTS \
+	MOVL $0x0f0f0f0f, AX; \
+	VMOVD AX, X15; \
+	VPBROADCASTD X15, Y15; \
+	MOVL $0x01010101, AX; \
+	VMOVD AX, X14; \
+	VPBROADCASTD X14, Y14; \
+	VPCMPEQW Y13, Y13, Y13; \
+	VPSRLW $15, Y13, Y13; \
+	VXORPS Y10, Y10, Y10
+
+// ROW_RESULT leaves the sum of Y10's lanes in X10.
+#define ROW_RESULT \
+	VEXTRACTF128 $1, Y10, X1; \
+	VADDPS X1, X10, X10; \
+	VHADDPS X10, X10, X10; \
+	VHADDPS X10, X10, X10; \
+	VZEROUPPER
+
+// func dotQ4KRowAVX2(w, x *byte, nblocks int) float32
+TEXT ·dotQ4KRowAVX2(SB), NOSPLIT, $0-28
 	MOVQ w+0(FP), SI
 	MOVQ x+8(FP), DI
-	MOVQ sc+16(FP), BX
-	MOVQ nblocks+24(FP), CX
-	MOVQ out+32(FP), DX
-	MOVL $0x0f0f0f0f, AX
-	VMOVD AX, X15
-	VPBROADCASTD X15, Y15
-	MOVL $0x01010101, AX
-	VMOVD AX, X14
-	VPBROADCASTD X14, Y14
-	ADDQ $16, SI // qh of the first super-block
-	ADDQ $4, DI
+	MOVQ nblocks+16(FP), CX
+	ROW_CONSTS
 	TESTQ CX, CX
-	JLE q5done
-q5loop:
+	JLE q4rdone
+q4rloop:
+	Q4K_UNPACK
 	VPXOR Y0, Y0, Y0
-	VMOVDQU (SI), Y6
-	Q5K_PAIR(0)
-	Q5K_PAIR(1)
-	Q5K_PAIR(2)
-	Q5K_PAIR(3)
-	HSUM_D(Y0, X0, X1)
-	VMOVD X0, (DX)
-	MINS_SUM
+	Q4K_CODES(16)
+	Q4K_ROW_PAIR(0)
+	Q4K_CODES(48)
+	Q4K_ROW_PAIR(1)
+	Q4K_CODES(80)
+	Q4K_ROW_PAIR(2)
+	Q4K_CODES(112)
+	Q4K_ROW_PAIR(3)
+	Q4K_FINISH
+	ADDQ $144, SI
+	ADDQ $292, DI
+	DECQ CX
+	JNZ q4rloop
+q4rdone:
+	ROW_RESULT
+	MOVSS X10, ret+24(FP)
+	RET
+
+// func dotQ5KRowAVX2(w, x *byte, nblocks int) float32
+TEXT ·dotQ5KRowAVX2(SB), NOSPLIT, $0-28
+	MOVQ w+0(FP), SI
+	MOVQ x+8(FP), DI
+	MOVQ nblocks+16(FP), CX
+	ROW_CONSTS
+	TESTQ CX, CX
+	JLE q5rdone
+q5rloop:
+	Q4K_UNPACK
+	VPXOR Y0, Y0, Y0
+	VMOVDQU 16(SI), Y6
+	Q4K_CODES(48)
+	Q5K_HIGH(0)
+	Q4K_ROW_PAIR(0)
+	Q4K_CODES(80)
+	Q5K_HIGH(1)
+	Q4K_ROW_PAIR(1)
+	Q4K_CODES(112)
+	Q5K_HIGH(2)
+	Q4K_ROW_PAIR(2)
+	Q4K_CODES(144)
+	Q5K_HIGH(3)
+	Q4K_ROW_PAIR(3)
+	Q4K_FINISH
 	ADDQ $176, SI
 	ADDQ $292, DI
-	ADDQ $48, BX
-	ADDQ $8, DX
 	DECQ CX
-	JNZ q5loop
-q5done:
-	VZEROUPPER
+	JNZ q5rloop
+q5rdone:
+	ROW_RESULT
+	MOVSS X10, ret+24(FP)
 	RET

@@ -101,6 +101,7 @@ func TestKDotMatchesDequantized(t *testing.T) {
 	}
 	var impls []impl
 	for _, typ := range kTypes {
+		// On amd64 with AVX2 the exported kernels are the assembly.
 		impls = append(impls, impl{"exported", typ, KDot(typ)})
 	}
 	impls = append(impls, impl{"generic", Q4_K, dotQ4_KQ8_KGeneric}, impl{"generic", Q5_K, dotQ5_KQ8_KGeneric}, impl{"generic", Q6_K, dotQ6_KQ8_KGeneric})
