@@ -170,7 +170,7 @@ func dotQ5_KQ8_KGeneric(w, x []byte, nblocks int) float32 {
 func DotQ6_KQ8_K(w, x []byte, nblocks int) float32 {
 	checkDotK("DotQ6_KQ8_K", len(w), q6_KBytes, len(x), nblocks)
 	if useAVX2 && nblocks > 0 {
-		return dotQ6_KQ8_KAVX2(w, x, nblocks)
+		return dotQ6KRowAVX2(&w[0], &x[0], nblocks)
 	}
 	return dotQ6_KQ8_KGeneric(w, x, nblocks)
 }

@@ -10,16 +10,6 @@
 // int32 and applies the scale, so one accumulator serves the whole
 // super-block.
 
-// HSUM_D sets the low dword of xr to the sum of the 8 dwords of yr.
-// Clobbers xt.
-#define HSUM_D(yr, xr, xt) \
-	VEXTRACTI128 $1, yr, xt; \
-	VPADDD xt, xr, xr; \
-	VPSHUFD $0x4e, xr, xt; \
-	VPADDD xt, xr, xr; \
-	VPSHUFD $0xb1, xr, xt; \
-	VPADDD xt, xr, xr
-
 // VPERMD indices spreading scales 2t and 2t+1 over the low and high 128-bit
 // lanes, for t = 0..3: a Q6_K row of 32 codes spans two 16-element
 // sub-blocks, one per lane.
@@ -62,7 +52,7 @@ GLOBL q6KScaleIdx<>(SB), RODATA|NOPTR, $128
 // VPERMD indices for t in idx. Clobbers Y1, Y3.
 #define Q6K_SUM(t, idx) \
 	VPMADDUBSW (32*t)(DI), Y1, Y1; \
-	VPMADDWD Y12, Y1, Y1; \
+	VPMADDWD onesW<>(SB), Y1, Y1; \
 	VPERMD Y5, idx, Y3; \
 	VPMULLD Y3, Y1, Y1; \
 	VPADDD Y1, Y0, Y0
@@ -97,49 +87,6 @@ GLOBL q6KScaleIdx<>(SB), RODATA|NOPTR, $128
 	Q6K_SUM(3, Y4); \
 	ADDQ $128, DI
 
-// func q6KSumsAVX2(w, x *byte, nblocks int, out *int32)
-TEXT ·q6KSumsAVX2(SB), NOSPLIT, $0-32
-	MOVQ w+0(FP), SI
-	MOVQ x+8(FP), DI
-	MOVQ nblocks+16(FP), CX
-	MOVQ out+24(FP), DX
-	MOVL $0x0f0f0f0f, AX
-	VMOVD AX, X15
-	VPBROADCASTD X15, Y15
-	MOVL $0x03030303, AX
-	VMOVD AX, X14
-	VPBROADCASTD X14, Y14
-	MOVL $0x30303030, AX
-	VMOVD AX, X13
-	VPBROADCASTD X13, Y13
-	VPCMPEQW Y12, Y12, Y12
-	VPSRLW $15, Y12, Y12
-	VMOVDQU q6KScaleIdx<>+0(SB), Y9
-	VMOVDQU q6KScaleIdx<>+32(SB), Y10
-	VMOVDQU q6KScaleIdx<>+64(SB), Y11
-	VMOVDQU q6KScaleIdx<>+96(SB), Y4
-	ADDQ $4, DI // codes of the first Q8_K block
-	TESTQ CX, CX
-	JLE q6done
-q6loop:
-	VPXOR Y0, Y0, Y0
-	Q6K_HALF(0)
-	Q6K_HALF(1)
-	HSUM_D(Y0, X0, X1)
-	VMOVD X0, (DX)
-	// Σ_j scale_j·bsums_j, for the offset of 32; DI is now at the bsums.
-	VPMOVSXBW 192(SI), Y1
-	VPMADDWD (DI), Y1, Y1
-	HSUM_D(Y1, X1, X2)
-	VMOVD X1, 4(DX)
-	ADDQ $210, SI
-	ADDQ $36, DI // 292 − the 256 codes the halves stepped over
-	ADDQ $8, DX
-	DECQ CX
-	JNZ q6loop
-q6done:
-	VZEROUPPER
-	RET
 
 // Whole-row kernels: each returns the float dot product of a row of
 // nblocks super-blocks with nblocks Q8_K blocks, doing in assembly what
@@ -351,4 +298,63 @@ q5rloop:
 q5rdone:
 	ROW_RESULT
 	MOVSS X10, ret+24(FP)
+	RET
+
+// Int16 ones, read from memory: dotQ6KRowAVX2 has no register to spare.
+DATA onesW<>+0x00(SB)/8, $0x0001000100010001
+DATA onesW<>+0x08(SB)/8, $0x0001000100010001
+DATA onesW<>+0x10(SB)/8, $0x0001000100010001
+DATA onesW<>+0x18(SB)/8, $0x0001000100010001
+GLOBL onesW<>(SB), RODATA|NOPTR, $32
+
+// func dotQ6KRowAVX2(w, x *byte, nblocks int) float32
+//
+// The offset of 32 comes out of each block's integer lanes, through the
+// bsums, before they are scaled by d·x.d into the float sum in Y12.
+TEXT ·dotQ6KRowAVX2(SB), NOSPLIT, $0-28
+	MOVQ w+0(FP), SI
+	MOVQ x+8(FP), DI
+	MOVQ nblocks+16(FP), CX
+	MOVL $0x0f0f0f0f, AX
+	VMOVD AX, X15
+	VPBROADCASTD X15, Y15
+	MOVL $0x03030303, AX
+	VMOVD AX, X14
+	VPBROADCASTD X14, Y14
+	MOVL $0x30303030, AX
+	VMOVD AX, X13
+	VPBROADCASTD X13, Y13
+	VXORPS Y12, Y12, Y12
+	VMOVDQU q6KScaleIdx<>+0(SB), Y9
+	VMOVDQU q6KScaleIdx<>+32(SB), Y10
+	VMOVDQU q6KScaleIdx<>+64(SB), Y11
+	VMOVDQU q6KScaleIdx<>+96(SB), Y4
+	ADDQ $4, DI
+	TESTQ CX, CX
+	JLE q6rdone
+q6rloop:
+	VPXOR Y0, Y0, Y0
+	Q6K_HALF(0)
+	Q6K_HALF(1)
+	VPMOVSXBW 192(SI), Y1
+	VPMADDWD (DI), Y1, Y1
+	VPSLLD $5, Y1, Y1
+	VPSUBD Y1, Y0, Y0
+	VCVTDQ2PS Y0, Y0
+	VBROADCASTSS -260(DI), Y8
+	VPBROADCASTW 208(SI), X7
+	VCVTPH2PS X7, Y7
+	VMULPS Y8, Y7, Y7
+	VFMADD231PS Y7, Y0, Y12
+	ADDQ $210, SI
+	ADDQ $36, DI
+	DECQ CX
+	JNZ q6rloop
+q6rdone:
+	VEXTRACTF128 $1, Y12, X1
+	VADDPS X1, X12, X12
+	VHADDPS X12, X12, X12
+	VHADDPS X12, X12, X12
+	VZEROUPPER
+	MOVSS X12, ret+24(FP)
 	RET

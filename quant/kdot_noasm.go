@@ -2,6 +2,6 @@
 
 package quant
 
-func q6KSumsAVX2(w, x *byte, nblocks int, out *int32) { panic("unreachable") }
-func dotQ4KRowAVX2(w, x *byte, nblocks int) float32   { panic("unreachable") }
-func dotQ5KRowAVX2(w, x *byte, nblocks int) float32   { panic("unreachable") }
+func dotQ4KRowAVX2(w, x *byte, nblocks int) float32 { panic("unreachable") }
+func dotQ5KRowAVX2(w, x *byte, nblocks int) float32 { panic("unreachable") }
+func dotQ6KRowAVX2(w, x *byte, nblocks int) float32 { panic("unreachable") }
