@@ -232,13 +232,15 @@ func DotQ3_KQ8_K(w, x []byte, nblocks int) float32 {
 			for t := 0; t < 4; t++ {
 				xs := (*[32]byte)(a.qs[128*h+32*t:])
 				shift, hbit := uint(2*t), uint(4*h+t)
-				var s [2]int32
-				for l, q := range qs {
-					v := int32(q>>shift&3) - 4 + 4*int32(hmask[l]>>hbit&1)
-					s[l>>4] += v * int32(int8(xs[l]))
+				// Codes are stored 4 up where the high bit is set: sum
+				// q·x with q ∈ 0..7, then take 4·x out of each sub-block.
+				var s0, s1 int32
+				for l := 0; l < 16; l++ {
+					s0 += int32(qs[l]>>shift&3|hmask[l]>>hbit&1<<2) * int32(int8(xs[l]))
+					s1 += int32(qs[16+l]>>shift&3|hmask[16+l]>>hbit&1<<2) * int32(int8(xs[16+l]))
 				}
 				j := 8*h + 2*t
-				sumi += (scales[j]-32)*s[0] + (scales[j+1]-32)*s[1]
+				sumi += (scales[j]-32)*(s0-4*a.bsums[j]) + (scales[j+1]-32)*(s1-4*a.bsums[j+1])
 			}
 		}
 		sum += a.d * f16At(b[108:]) * float32(sumi)
@@ -261,12 +263,13 @@ func DotQ2_KQ8_K(w, x []byte, nblocks int) float32 {
 			for t := 0; t < 4; t++ {
 				xs := (*[32]byte)(a.qs[128*h+32*t:])
 				shift := uint(2 * t)
-				var s [2]int32
-				for l, q := range qs {
-					s[l>>4] += int32(q>>shift&3) * int32(int8(xs[l]))
+				var s0, s1 int32
+				for l := 0; l < 16; l++ {
+					s0 += int32(qs[l]>>shift&3) * int32(int8(xs[l]))
+					s1 += int32(qs[16+l]>>shift&3) * int32(int8(xs[16+l]))
 				}
 				j := 8*h + 2*t
-				sumi += int32(scales[j]&0xf)*s[0] + int32(scales[j+1]&0xf)*s[1]
+				sumi += int32(scales[j]&0xf)*s0 + int32(scales[j+1]&0xf)*s1
 			}
 		}
 		for j, sc := range scales {

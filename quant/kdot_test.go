@@ -157,6 +157,8 @@ func TestKDotBadLengths(t *testing.T) {
 	mustPanic(t, "QuantizeQ8_K dst", func() { QuantizeQ8_K(make([]float32, 256), make([]byte, Q8KBytes-1)) })
 }
 
+func BenchmarkDotQ2_KQ8_K(b *testing.B) { benchKDot(b, Q2_K) }
+func BenchmarkDotQ3_KQ8_K(b *testing.B) { benchKDot(b, Q3_K) }
 func BenchmarkDotQ4_KQ8_K(b *testing.B) { benchKDot(b, Q4_K) }
 func BenchmarkDotQ5_KQ8_K(b *testing.B) { benchKDot(b, Q5_K) }
 func BenchmarkDotQ6_KQ8_K(b *testing.B) { benchKDot(b, Q6_K) }
