@@ -30,33 +30,49 @@ func QuantizeQ8_K(x []float32, dst []byte) {
 	if len(dst) < nb*q8_KBytes {
 		panic(fmt.Sprintf("quant: QuantizeQ8_K: dst has %d bytes, %d blocks need %d", len(dst), nb, nb*q8_KBytes))
 	}
+	if useAVX2 && nb > 0 {
+		quantizeQ8_KAVX2(&x[0], &dst[0], nb)
+		// The assembly rounds NaN and ±Inf differently and marks such
+		// blocks with a non-finite d; they (garbage in any case) take the
+		// Go code, whose codes stay in [-127, 127].
+		for i := 0; i < nb; i++ {
+			d := math.Float32frombits(binary.LittleEndian.Uint32(dst[i*q8_KBytes:]))
+			if d-d != 0 {
+				quantQ8_KBlock((*[QK_K]float32)(x[i*QK_K:]), (*[q8_KBytes]byte)(dst[i*q8_KBytes:]))
+			}
+		}
+		return
+	}
 	for i := 0; i < nb; i++ {
-		v := (*[QK_K]float32)(x[i*QK_K:])
-		b := (*[q8_KBytes]byte)(dst[i*q8_KBytes:])
-		var amax float32
-		for _, f := range v {
-			if a := abs32(f); !(amax > a) { // NaN propagates
-				amax = a
+		quantQ8_KBlock((*[QK_K]float32)(x[i*QK_K:]), (*[q8_KBytes]byte)(dst[i*q8_KBytes:]))
+	}
+}
+
+// quantQ8_KBlock is QuantizeQ8_K for one block, in Go.
+func quantQ8_KBlock(v *[QK_K]float32, b *[q8_KBytes]byte) {
+	var amax float32
+	for _, f := range v {
+		if a := abs32(f); !(amax > a) { // NaN propagates
+			amax = a
+		}
+	}
+	d := amax / 127
+	var id float32
+	if d != 0 {
+		id = 1 / d
+	}
+	binary.LittleEndian.PutUint32(b[0:], math.Float32bits(d))
+	for g := 0; g < 16; g++ {
+		var sum int16
+		for j := 16 * g; j < 16*g+16; j++ {
+			q := roundInt8(v[j] * id)
+			if q < -127 { // only for NaN or Inf input; keep the bound
+				q = -127
 			}
+			b[4+j] = byte(q)
+			sum += int16(q)
 		}
-		d := amax / 127
-		var id float32
-		if d != 0 {
-			id = 1 / d
-		}
-		binary.LittleEndian.PutUint32(b[0:], math.Float32bits(d))
-		for g := 0; g < 16; g++ {
-			var sum int16
-			for j := 16 * g; j < 16*g+16; j++ {
-				q := roundInt8(v[j] * id)
-				if q < -127 { // only for NaN or Inf input; keep the bound
-					q = -127
-				}
-				b[4+j] = byte(q)
-				sum += int16(q)
-			}
-			binary.LittleEndian.PutUint16(b[260+2*g:], uint16(sum))
-		}
+		binary.LittleEndian.PutUint16(b[260+2*g:], uint16(sum))
 	}
 }
 

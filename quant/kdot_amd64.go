@@ -15,3 +15,10 @@ func dotQ5KRowAVX2(w, x *byte, nblocks int) float32
 //
 //go:noescape
 func dotQ6KRowAVX2(w, x *byte, nblocks int) float32
+
+// quantizeQ8_KAVX2 is QuantizeQ8_K's loop over nblocks blocks, bit for
+// bit where the values are finite; a block with NaN or ±Inf gets a
+// non-finite d, for the caller to redo.
+//
+//go:noescape
+func quantizeQ8_KAVX2(x *float32, dst *byte, nblocks int)

@@ -358,3 +358,140 @@ q6rdone:
 	VZEROUPPER
 	MOVSS X12, ret+24(FP)
 	RET
+
+// VPERMD indices that undo the lane interleaving of VPACKSSDW/VPACKSSWB.
+DATA kPackPerm<>+0x00(SB)/4, $0
+DATA kPackPerm<>+0x04(SB)/4, $4
+DATA kPackPerm<>+0x08(SB)/4, $1
+DATA kPackPerm<>+0x0c(SB)/4, $5
+DATA kPackPerm<>+0x10(SB)/4, $2
+DATA kPackPerm<>+0x14(SB)/4, $6
+DATA kPackPerm<>+0x18(SB)/4, $3
+DATA kPackPerm<>+0x1c(SB)/4, $7
+GLOBL kPackPerm<>(SB), RODATA|NOPTR, $32
+
+// ROUND_K scales v by Y8 and rounds it half away from zero to int32 lanes,
+// as roundInt8 does: trunc(v + copysign(0.49999997, v)) equals roundf(v)
+// for every float32 in the int8 range (see ROUND_Q8 in dot_amd64.s and
+// TestRoundHalfAwayTrick). Y14 holds the sign mask, Y13 0.49999997.
+#define ROUND_K(v) \
+	VMULPS Y8, v, v; \
+	VANDPS Y14, v, Y9; \
+	VORPS Y13, Y9, Y9; \
+	VADDPS Y9, v, v; \
+	VCVTTPS2DQ v, v
+
+// QK_GROUP quantizes the 32 values at (128*g)(SI) to the codes at
+// (4+32*g)(DI) and stores the sums of each 16 as bsums 2g and 2g+1. Codes
+// of -128 (only from NaN or ±Inf) are flagged in Y7; Y6 holds bytes 0x80.
+#define QK_GROUP(g) \
+	VMOVUPS (128*g)(SI), Y0; \
+	VMOVUPS (128*g+32)(SI), Y1; \
+	VMOVUPS (128*g+64)(SI), Y2; \
+	VMOVUPS (128*g+96)(SI), Y3; \
+	ROUND_K(Y0); \
+	ROUND_K(Y1); \
+	ROUND_K(Y2); \
+	ROUND_K(Y3); \
+	VPACKSSDW Y1, Y0, Y0; \
+	VPACKSSDW Y3, Y2, Y2; \
+	VPACKSSWB Y2, Y0, Y0; \
+	VPERMD Y0, Y10, Y0; \
+	VMOVDQU Y0, (4+32*g)(DI); \
+	VPCMPEQB Y0, Y6, Y5; \
+	VPOR Y5, Y7, Y7; \
+	VPMADDUBSW Y0, Y11, Y1; \
+	VPMADDWD onesW<>(SB), Y1, Y1; \
+	VPHADDD Y1, Y1, Y1; \
+	VPHADDD Y1, Y1, Y1; \
+	VMOVD X1, AX; \
+	MOVW AX, (260+4*g)(DI); \
+	VEXTRACTI128 $1, Y1, X2; \
+	VMOVD X2, AX; \
+	MOVW AX, (262+4*g)(DI)
+
+// func quantizeQ8_KAVX2(x *float32, dst *byte, nblocks int)
+TEXT ·quantizeQ8_KAVX2(SB), NOSPLIT, $0-24
+	MOVQ x+0(FP), SI
+	MOVQ dst+8(FP), DI
+	MOVQ nblocks+16(FP), CX
+	MOVL $0x7fffffff, AX
+	VMOVD AX, X15
+	VPBROADCASTD X15, Y15 // |·| mask
+	MOVL $0x80000000, AX
+	VMOVD AX, X14
+	VPBROADCASTD X14, Y14 // sign mask
+	MOVL $0x3effffff, AX
+	VMOVD AX, X13
+	VPBROADCASTD X13, Y13 // 0.49999997
+	MOVL $0x42fe0000, AX
+	VMOVD AX, X12 // 127.0
+	MOVL $0x01010101, AX
+	VMOVD AX, X11
+	VPBROADCASTD X11, Y11 // bytes 1
+	VMOVDQU kPackPerm<>(SB), Y10
+	TESTQ CX, CX
+	JLE qkdone
+qkloop:
+	// amax over the 256 values.
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	MOVQ SI, R8
+	MOVQ $8, DX
+qkmax:
+	VANDPS (R8), Y15, Y0
+	VANDPS 32(R8), Y15, Y1
+	VANDPS 64(R8), Y15, Y2
+	VANDPS 96(R8), Y15, Y3
+	VMAXPS Y0, Y4, Y4
+	VMAXPS Y1, Y5, Y5
+	VMAXPS Y2, Y4, Y4
+	VMAXPS Y3, Y5, Y5
+	ADDQ $128, R8
+	DECQ DX
+	JNZ qkmax
+	VMAXPS Y5, Y4, Y4
+	VEXTRACTF128 $1, Y4, X5
+	VMAXPS X5, X4, X4
+	VPERMILPS $0x4e, X4, X5
+	VMAXPS X5, X4, X4
+	VPERMILPS $0xb1, X4, X5
+	VMAXPS X5, X4, X4
+
+	// d = amax/127; id = d != 0 ? 1/d : 0.
+	VDIVSS X12, X4, X4
+	VMOVSS X4, (DI)
+	MOVL $0x3f800000, AX
+	VMOVD AX, X7
+	VXORPS X6, X6, X6
+	VCMPSS $4, X6, X4, X5
+	VDIVSS X4, X7, X8
+	VANDPS X5, X8, X8
+	VBROADCASTSS X8, Y8
+	MOVL $0x80808080, AX
+	VMOVD AX, X6
+	VPBROADCASTD X6, Y6
+	VPXOR Y7, Y7, Y7
+
+	QK_GROUP(0)
+	QK_GROUP(1)
+	QK_GROUP(2)
+	QK_GROUP(3)
+	QK_GROUP(4)
+	QK_GROUP(5)
+	QK_GROUP(6)
+	QK_GROUP(7)
+
+	// A code of -128 means non-finite input: mark d NaN so that the Go
+	// caller redoes the block.
+	VPTEST Y7, Y7
+	JZ qknext
+	MOVL $0x7fc00000, (DI)
+qknext:
+	ADDQ $1024, SI
+	ADDQ $292, DI
+	DECQ CX
+	JNZ qkloop
+qkdone:
+	VZEROUPPER
+	RET

@@ -231,3 +231,51 @@ func TestMatMulKQ8_K(t *testing.T) {
 		MatMulKQ8_K(Q4_K, make([]byte, 144), 1, 1, make([]byte, 2*Q8KBytes), 2, make([]float32, 1), 1)
 	})
 }
+
+// On AVX2 QuantizeQ8_K is assembly: it must match the Go code byte for
+// byte, non-finite inputs included (those blocks fall back to Go).
+func TestQuantizeQ8_KMatchesGo(t *testing.T) {
+	rng := rand.New(rand.NewPCG(41, 42))
+	const nb = 12
+	x := make([]float32, nb*QK_K)
+	for trial := 0; trial < 30; trial++ {
+		scale := math.Pow(10, float64(rng.IntN(12)-6))
+		for i := range x {
+			x[i] = float32(rng.NormFloat64() * scale)
+		}
+		switch trial {
+		case 0:
+			clear(x[:QK_K])
+		case 1:
+			x[5] = float32(math.NaN())
+			x[QK_K+9] = float32(math.Inf(-1))
+			x[2*QK_K] = float32(math.Inf(1))
+		case 2: // exact ties after scaling: multiples of d/2
+			for i := range x {
+				x[i] = float32(rng.IntN(255)-127) / 2
+			}
+		}
+		got := make([]byte, nb*Q8KBytes)
+		QuantizeQ8_K(x, got)
+		want := make([]byte, nb*Q8KBytes)
+		for i := 0; i < nb; i++ {
+			quantQ8_KBlock((*[QK_K]float32)(x[i*QK_K:]), (*[q8_KBytes]byte)(want[i*q8_KBytes:]))
+		}
+		for i := range got {
+			if got[i] != want[i] {
+				t.Fatalf("trial %d: byte %d (block %d, offset %d): got %#x, want %#x", trial, i, i/Q8KBytes, i%Q8KBytes, got[i], want[i])
+			}
+		}
+	}
+}
+
+func BenchmarkQuantizeQ8_K(b *testing.B) {
+	x := make([]float32, 2048)
+	for i := range x {
+		x[i] = float32(i%37) - 18
+	}
+	dst := make([]byte, len(x)/QK_K*Q8KBytes)
+	for i := 0; i < b.N; i++ {
+		QuantizeQ8_K(x, dst)
+	}
+}
