@@ -8,8 +8,9 @@ import "fmt"
 // Weights stay in their GGUF encoding. Activations are quantized once per
 // matrix–vector product with QuantizeQ8_0, and the integer products of each
 // block pair are scaled by the product of the two block scales, as in
-// llama.cpp (Q8_0 is the vec_dot_type of Q4_0 and Q8_0). Every other weight
-// type goes through DotF32, which dequantizes a block at a time.
+// llama.cpp (Q8_0 is the vec_dot_type of Q4_0 and Q8_0). K-quant weights
+// take Q8_K activations (kdot.go). Every other weight type goes through
+// DotF32, which dequantizes a block at a time.
 //
 // The Q8_0 activation operand must hold codes in [-127, 127], as
 // QuantizeQ8_0 always produces: the AVX2 kernels multiply with
@@ -102,7 +103,8 @@ func MatVecQ8_0Q8_0(w, x []byte, nblocks int, out []float32) {
 // DotF32 returns the dot product of row, len(x) elements of type t, with x.
 // It works for every type DequantizeSupported reports, dequantizing up to
 // 256 elements at a time into a stack buffer; it is the path for weights
-// that have no dedicated kernel (F32, F16, BF16, Q4_1, Q5_x, K-quants).
+// that have no dedicated kernel (F32, F16, BF16, Q4_1, Q5_x), and the
+// reference the K-quant kernels are tested against.
 func DotF32(t Type, row []byte, x []float32) float32 {
 	if !DequantizeSupported(t) {
 		panic(fmt.Sprintf("quant: DotF32: unsupported type %v", t))

@@ -3,7 +3,8 @@ package quant
 import "fmt"
 
 // quantizers maps each type Quantize supports to its row encoder, a port of
-// ggml's quantize_row_*_ref (the rounding used to create model files).
+// ggml's quantize_row_*_ref (the rounding used to create model files), but
+// for the K-quants (see kquantize.go).
 var quantizers = map[Type]func(src []float32, dst []byte){
 	F32:  quantF32,
 	F16:  quantF16,
@@ -13,6 +14,10 @@ var quantizers = map[Type]func(src []float32, dst []byte){
 	Q5_0: quantQ5_0,
 	Q5_1: quantQ5_1,
 	Q8_0: quantQ8_0,
+	// Not ggml's rounding; see kquantize.go.
+	Q4_K: quantQ4_K,
+	Q5_K: quantQ5_K,
+	Q6_K: quantQ6_K,
 }
 
 // QuantizedSupported reports whether Quantize can encode type t.
@@ -22,8 +27,9 @@ func QuantizedSupported(t Type) bool {
 }
 
 // Quantize encodes src as type t into dst, which must be exactly the size of
-// len(src) elements of t. The rounding is llama.cpp's reference rounding, so
-// the bytes match what ggml writes for the same input.
+// len(src) elements of t. For all but the K-quants the rounding is
+// llama.cpp's reference rounding, so the bytes match what ggml writes for
+// the same input.
 func Quantize(t Type, src []float32, dst []byte) error {
 	enc, ok := quantizers[t]
 	if !ok {

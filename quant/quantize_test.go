@@ -319,7 +319,7 @@ func TestQuantizeErrors(t *testing.T) {
 		dst  int
 		want string
 	}{
-		{Q4_K, 256, 144, "unsupported"},
+		{Q3_K, 256, 110, "unsupported"},
 		{Q2_K, 256, 84, "unsupported"},
 		{Type(77), 1, 1, "unsupported"},
 		{Q4_0, 32, 17, "take 18 bytes"},

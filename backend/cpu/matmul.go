@@ -8,14 +8,19 @@ import (
 )
 
 // activations is a batch of T input vectors for the matrix products, in
-// float32 and, for weights with an 8-bit dot product, quantized to Q8_0 once
-// for every product that reads them.
+// float32 and, for weights with an 8-bit dot product, quantized to Q8_0
+// (Q4_0, Q8_0 weights) or Q8_K (K-quant weights) once for every product
+// that reads them.
 type activations struct {
 	t    int
 	n    int       // vector length
 	f32  []float32 // t × n
 	q8   []byte    // t × n/32 Q8_0 blocks, valid when quantized
-	q8ok bool
+	q8k  []byte    // t × n/256 Q8_K blocks, allocated on first use
+	q8ok bool      // false once f32 changes: the quantized forms are stale
+	// Which forms the batch has been quantized to since q8ok was last
+	// cleared.
+	hasQ8, hasQ8K bool
 }
 
 func (a *activations) row(t int) []float32 { return a.f32[t*a.n : (t+1)*a.n] }
@@ -29,15 +34,51 @@ func (a *activations) q8row(t int) []byte {
 // activations.
 func needsQ8(t quant.Type) bool { return t == quant.Q4_0 || t == quant.Q8_0 }
 
+func (a *activations) q8krow(t int) []byte {
+	rb := a.n / quant.QK_K * quant.Q8KBytes
+	return a.q8k[t*rb : (t+1)*rb]
+}
+
+// usesQ8K reports whether weights w are K-quants multiplied against Q8_K
+// activations by quant.MatMulKQ8_K.
+func usesQ8K(w *model.Tensor) bool {
+	return w.Cols%quant.QK_K == 0 && quant.KDot(w.Type) != nil
+}
+
+// fresh forgets stale quantized forms once the float values have changed.
+func (a *activations) fresh() {
+	if !a.q8ok {
+		a.hasQ8, a.hasQ8K = false, false
+		a.q8ok = true
+	}
+}
+
 func (a *activations) quantize() {
-	if a.q8ok {
+	a.fresh()
+	if a.hasQ8 {
 		return
 	}
 	rb := a.n / 32 * quant.Q8_0.BlockBytes()
 	for t := 0; t < a.t; t++ {
 		quant.QuantizeQ8_0(a.row(t), a.q8[t*rb:(t+1)*rb])
 	}
-	a.q8ok = true
+	a.hasQ8 = true
+}
+
+// quantizeK quantizes the batch to Q8_K; n must be a multiple of 256.
+func (a *activations) quantizeK() {
+	a.fresh()
+	if a.hasQ8K {
+		return
+	}
+	rb := a.n / quant.QK_K * quant.Q8KBytes
+	if rows := len(a.f32) / a.n; len(a.q8k) < rows*rb {
+		a.q8k = make([]byte, rows*rb)
+	}
+	for t := 0; t < a.t; t++ {
+		quant.QuantizeQ8_K(a.row(t), a.q8krow(t))
+	}
+	a.hasQ8K = true
 }
 
 // product is one weight matrix applied to a shared input batch: out[t] (a
@@ -56,8 +97,11 @@ type product struct {
 func (b *Backend) matmul(x *activations, ps ...product) {
 	total := 0
 	for _, p := range ps {
-		if needsQ8(p.w.Type) {
+		switch {
+		case needsQ8(p.w.Type):
 			x.quantize()
+		case usesQ8K(p.w):
+			x.quantizeK()
 		}
 		total += p.w.Rows
 	}
@@ -91,6 +135,11 @@ func matRows(x *activations, p product, lo, hi int) {
 			}
 		}
 	default:
+		if usesQ8K(w) {
+			quant.MatMulKQ8_K(w.Type, w.Data[lo*rb:hi*rb], w.Cols/quant.QK_K, hi-lo,
+				x.q8k[:x.t*x.n/quant.QK_K*quant.Q8KBytes], x.t, p.out[p.outOff+lo:], p.outStride)
+			return
+		}
 		for r := lo; r < hi; r++ {
 			row := w.Data[r*rb : (r+1)*rb]
 			for t := 0; t < x.t; t++ {

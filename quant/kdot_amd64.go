@@ -1,0 +1,24 @@
+//go:build amd64 && !purego
+
+package quant
+
+// dotQ4KRowAVX2 and dotQ5KRowAVX2 return the dot product of nblocks Q4_K
+// (Q5_K) super-blocks at w with nblocks Q8_K blocks at x, all in assembly.
+//
+//go:noescape
+func dotQ4KRowAVX2(w, x *byte, nblocks int) float32
+
+//go:noescape
+func dotQ5KRowAVX2(w, x *byte, nblocks int) float32
+
+// dotQ6KRowAVX2 is dotQ4KRowAVX2 for Q6_K.
+//
+//go:noescape
+func dotQ6KRowAVX2(w, x *byte, nblocks int) float32
+
+// quantizeQ8_KAVX2 is QuantizeQ8_K's loop over nblocks blocks, bit for
+// bit where the values are finite; a block with NaN or ±Inf gets a
+// non-finite d, for the caller to redo.
+//
+//go:noescape
+func quantizeQ8_KAVX2(x *float32, dst *byte, nblocks int)

@@ -1,0 +1,497 @@
+//go:build amd64 && !purego
+
+#include "textflag.h"
+
+// AVX2 kernels of the K-quant × Q8_K dot products. Weight codes are
+// unsigned, so VPMADDUBSW multiplies them with the signed activation codes
+// directly (at most 2·63·127 per int16 pair, no saturation), and VPMADDWD
+// against the sub-block scale (Q4_K, Q5_K) or against ones followed by
+// VPMULLD (Q6_K, whose 16-element sub-blocks split a register) widens to
+// int32 and applies the scale, so one accumulator serves the whole
+// super-block.
+
+// VPERMD indices spreading scales 2t and 2t+1 over the low and high 128-bit
+// lanes, for t = 0..3: a Q6_K row of 32 codes spans two 16-element
+// sub-blocks, one per lane.
+DATA q6KScaleIdx<>+0x00(SB)/4, $0
+DATA q6KScaleIdx<>+0x04(SB)/4, $0
+DATA q6KScaleIdx<>+0x08(SB)/4, $0
+DATA q6KScaleIdx<>+0x0c(SB)/4, $0
+DATA q6KScaleIdx<>+0x10(SB)/4, $1
+DATA q6KScaleIdx<>+0x14(SB)/4, $1
+DATA q6KScaleIdx<>+0x18(SB)/4, $1
+DATA q6KScaleIdx<>+0x1c(SB)/4, $1
+DATA q6KScaleIdx<>+0x20(SB)/4, $2
+DATA q6KScaleIdx<>+0x24(SB)/4, $2
+DATA q6KScaleIdx<>+0x28(SB)/4, $2
+DATA q6KScaleIdx<>+0x2c(SB)/4, $2
+DATA q6KScaleIdx<>+0x30(SB)/4, $3
+DATA q6KScaleIdx<>+0x34(SB)/4, $3
+DATA q6KScaleIdx<>+0x38(SB)/4, $3
+DATA q6KScaleIdx<>+0x3c(SB)/4, $3
+DATA q6KScaleIdx<>+0x40(SB)/4, $4
+DATA q6KScaleIdx<>+0x44(SB)/4, $4
+DATA q6KScaleIdx<>+0x48(SB)/4, $4
+DATA q6KScaleIdx<>+0x4c(SB)/4, $4
+DATA q6KScaleIdx<>+0x50(SB)/4, $5
+DATA q6KScaleIdx<>+0x54(SB)/4, $5
+DATA q6KScaleIdx<>+0x58(SB)/4, $5
+DATA q6KScaleIdx<>+0x5c(SB)/4, $5
+DATA q6KScaleIdx<>+0x60(SB)/4, $6
+DATA q6KScaleIdx<>+0x64(SB)/4, $6
+DATA q6KScaleIdx<>+0x68(SB)/4, $6
+DATA q6KScaleIdx<>+0x6c(SB)/4, $6
+DATA q6KScaleIdx<>+0x70(SB)/4, $7
+DATA q6KScaleIdx<>+0x74(SB)/4, $7
+DATA q6KScaleIdx<>+0x78(SB)/4, $7
+DATA q6KScaleIdx<>+0x7c(SB)/4, $7
+GLOBL q6KScaleIdx<>(SB), RODATA|NOPTR, $128
+
+// Q6K_SUM adds the scaled sums of the 32 codes in Y1 (sub-blocks 2t, 2t+1
+// of the half at DI) to Y0, with the half's scales as dwords in Y5 and the
+// VPERMD indices for t in idx. Clobbers Y1, Y3.
+#define Q6K_SUM(t, idx) \
+	VPMADDUBSW (32*t)(DI), Y1, Y1; \
+	VPMADDWD onesW<>(SB), Y1, Y1; \
+	VPERMD Y5, idx, Y3; \
+	VPMULLD Y3, Y1, Y1; \
+	VPADDD Y1, Y0, Y0
+
+// Q6K_HALF adds half h (128 codes) of the super-block at SI, against the
+// activations at DI, to Y0. Clobbers Y1-Y3, Y5-Y8.
+#define Q6K_HALF(h) \
+	VPMOVSXBD (192+8*h)(SI), Y5; \
+	VMOVDQU (128+32*h)(SI), Y6; \
+	VMOVDQU (64*h)(SI), Y7; \
+	VMOVDQU (64*h+32)(SI), Y8; \
+	VPAND Y15, Y7, Y1; \
+	VPAND Y14, Y6, Y2; \
+	VPSLLW $4, Y2, Y2; \
+	VPOR Y2, Y1, Y1; \
+	Q6K_SUM(0, Y9); \
+	VPAND Y15, Y8, Y1; \
+	VPSLLW $2, Y6, Y2; \
+	VPAND Y13, Y2, Y2; \
+	VPOR Y2, Y1, Y1; \
+	Q6K_SUM(1, Y10); \
+	VPSRLW $4, Y7, Y1; \
+	VPAND Y15, Y1, Y1; \
+	VPAND Y13, Y6, Y2; \
+	VPOR Y2, Y1, Y1; \
+	Q6K_SUM(2, Y11); \
+	VPSRLW $4, Y8, Y1; \
+	VPAND Y15, Y1, Y1; \
+	VPSRLW $2, Y6, Y2; \
+	VPAND Y13, Y2, Y2; \
+	VPOR Y2, Y1, Y1; \
+	Q6K_SUM(3, Y4); \
+	ADDQ $128, DI
+
+
+// Whole-row kernels: each returns the float dot product of a row of
+// nblocks super-blocks with nblocks Q8_K blocks, doing in assembly what
+// the Go halves above leave to Go (scale unpacking, the min or offset
+// terms, the float scales), so a row costs no Go work per block. The
+// integer sums of a block stay in 8 int32 lanes and are converted and
+// FMA-accumulated with d·x.d without a horizontal sum per block.
+
+// VPSHUFB patterns broadcasting int16 element k of each 128-bit lane, for
+// k = 0..7.
+DATA shufK4<>+0x00(SB)/8, $0x0100010001000100
+DATA shufK4<>+0x08(SB)/8, $0x0100010001000100
+DATA shufK4<>+0x10(SB)/8, $0x0100010001000100
+DATA shufK4<>+0x18(SB)/8, $0x0100010001000100
+DATA shufK4<>+0x20(SB)/8, $0x0302030203020302
+DATA shufK4<>+0x28(SB)/8, $0x0302030203020302
+DATA shufK4<>+0x30(SB)/8, $0x0302030203020302
+DATA shufK4<>+0x38(SB)/8, $0x0302030203020302
+DATA shufK4<>+0x40(SB)/8, $0x0504050405040504
+DATA shufK4<>+0x48(SB)/8, $0x0504050405040504
+DATA shufK4<>+0x50(SB)/8, $0x0504050405040504
+DATA shufK4<>+0x58(SB)/8, $0x0504050405040504
+DATA shufK4<>+0x60(SB)/8, $0x0706070607060706
+DATA shufK4<>+0x68(SB)/8, $0x0706070607060706
+DATA shufK4<>+0x70(SB)/8, $0x0706070607060706
+DATA shufK4<>+0x78(SB)/8, $0x0706070607060706
+DATA shufK4<>+0x80(SB)/8, $0x0908090809080908
+DATA shufK4<>+0x88(SB)/8, $0x0908090809080908
+DATA shufK4<>+0x90(SB)/8, $0x0908090809080908
+DATA shufK4<>+0x98(SB)/8, $0x0908090809080908
+DATA shufK4<>+0xa0(SB)/8, $0x0b0a0b0a0b0a0b0a
+DATA shufK4<>+0xa8(SB)/8, $0x0b0a0b0a0b0a0b0a
+DATA shufK4<>+0xb0(SB)/8, $0x0b0a0b0a0b0a0b0a
+DATA shufK4<>+0xb8(SB)/8, $0x0b0a0b0a0b0a0b0a
+DATA shufK4<>+0xc0(SB)/8, $0x0d0c0d0c0d0c0d0c
+DATA shufK4<>+0xc8(SB)/8, $0x0d0c0d0c0d0c0d0c
+DATA shufK4<>+0xd0(SB)/8, $0x0d0c0d0c0d0c0d0c
+DATA shufK4<>+0xd8(SB)/8, $0x0d0c0d0c0d0c0d0c
+DATA shufK4<>+0xe0(SB)/8, $0x0f0e0f0e0f0e0f0e
+DATA shufK4<>+0xe8(SB)/8, $0x0f0e0f0e0f0e0f0e
+DATA shufK4<>+0xf0(SB)/8, $0x0f0e0f0e0f0e0f0e
+DATA shufK4<>+0xf8(SB)/8, $0x0f0e0f0e0f0e0f0e
+GLOBL shufK4<>(SB), RODATA|NOPTR, $256
+
+// Q4K_UNPACK reads the 12 packed scale bytes at 4(SI) (Q4_K, Q5_K) and
+// leaves the eight 6-bit scales as int16 in both lanes of Y3 and the eight
+// mins as dwords in Y5, as ggml unpacks them with 32-bit masks. Clobbers
+// AX, BX, DX, R8-R12.
+#define Q4K_UNPACK \
+	MOVL 4(SI), AX; \
+	MOVL 8(SI), BX; \
+	MOVL 12(SI), DX; \
+	MOVL DX, R8; \
+	SHRL $4, R8; \
+	ANDL $0x0f0f0f0f, R8; \
+	MOVL BX, R9; \
+	SHRL $6, R9; \
+	ANDL $0x03030303, R9; \
+	SHLL $4, R9; \
+	ORL R9, R8; \
+	MOVL BX, R10; \
+	ANDL $0x3f3f3f3f, R10; \
+	MOVL DX, R11; \
+	ANDL $0x0f0f0f0f, R11; \
+	MOVL AX, R12; \
+	SHRL $6, R12; \
+	ANDL $0x03030303, R12; \
+	SHLL $4, R12; \
+	ORL R12, R11; \
+	ANDL $0x3f3f3f3f, AX; \
+	VMOVD AX, X3; \
+	VPINSRD $1, R11, X3, X3; \
+	VPMOVZXBW X3, X3; \
+	VINSERTI128 $1, X3, Y3, Y3; \
+	VMOVD R10, X5; \
+	VPINSRD $1, R8, X5, X5; \
+	VPMOVZXBD X5, Y5
+
+// Q4K_ROW_PAIR adds the scaled sums of sub-blocks 2c and 2c+1, whose codes
+// are in Y1 (low) and Y2 (high), to Y0. Clobbers Y1, Y2, Y4.
+#define Q4K_ROW_PAIR(c) \
+	VPMADDUBSW (4+64*c)(DI), Y1, Y1; \
+	VPMADDUBSW (4+64*c+32)(DI), Y2, Y2; \
+	VPSHUFB shufK4<>+(64*c)(SB), Y3, Y4; \
+	VPMADDWD Y4, Y1, Y1; \
+	VPSHUFB shufK4<>+(64*c+32)(SB), Y3, Y4; \
+	VPMADDWD Y4, Y2, Y2; \
+	VPADDD Y1, Y0, Y0; \
+	VPADDD Y2, Y0, Y0
+
+// Q4K_CODES loads the nibbles of sub-blocks 2c, 2c+1 from off(SI) into Y1
+// and Y2.
+#define Q4K_CODES(off) \
+	VMOVDQU off(SI), Y1; \
+	VPSRLW $4, Y1, Y2; \
+	VPAND Y15, Y1, Y1; \
+	VPAND Y15, Y2, Y2
+
+// Q5K_HIGH ors the fifth bits of sub-blocks 2c, 2c+1 (bits 2c, 2c+1 of the
+// qh bytes in Y6) into Y1 and Y2. Clobbers Y4.
+#define Q5K_HIGH(c) \
+	VPSRLW $(2*c), Y6, Y4; \
+	VPAND Y14, Y4, Y4; \
+	VPSLLW $4, Y4, Y4; \
+	VPOR Y4, Y1, Y1; \
+	VPSRLW $(2*c+1), Y6, Y4; \
+	VPAND Y14, Y4, Y4; \
+	VPSLLW $4, Y4, Y4; \
+	VPOR Y4, Y2, Y2
+
+// Q4K_FINISH adds x.d·(d·Y0 − dmin·Σ_j m_j·(bsums[2j]+bsums[2j+1])) to the
+// float lanes of Y10, for the block at SI (d, dmin at 0, 2) and the Q8_K
+// block at DI. Clobbers Y0, Y6-Y9.
+#define Q4K_FINISH \
+	VMOVDQU 260(DI), Y6; \
+	VPMADDWD Y13, Y6, Y6; \
+	VPMULLD Y5, Y6, Y6; \
+	VCVTDQ2PS Y0, Y0; \
+	VCVTDQ2PS Y6, Y6; \
+	VBROADCASTSS (DI), Y8; \
+	VPBROADCASTW (SI), X7; \
+	VCVTPH2PS X7, Y7; \
+	VMULPS Y8, Y7, Y7; \
+	VFMADD231PS Y7, Y0, Y10; \
+	VPBROADCASTW 2(SI), X9; \
+	VCVTPH2PS X9, Y9; \
+	VMULPS Y8, Y9, Y9; \
+	VFNMADD231PS Y9, Y6, Y10
+
+// ROW_CONSTS sets Y15 to bytes 0x0f, Y14 to bytes 0x01, Y13 to int16
+// ones, and zeroes the float accumulator Y10.
+#define ROW_CONSTS \
+	MOVL $0x0f0f0f0f, AX; \
+	VMOVD AX, X15; \
+	VPBROADCASTD X15, Y15; \
+	MOVL $0x01010101, AX; \
+	VMOVD AX, X14; \
+	VPBROADCASTD X14, Y14; \
+	VPCMPEQW Y13, Y13, Y13; \
+	VPSRLW $15, Y13, Y13; \
+	VXORPS Y10, Y10, Y10
+
+// ROW_RESULT leaves the sum of Y10's lanes in X10.
+#define ROW_RESULT \
+	VEXTRACTF128 $1, Y10, X1; \
+	VADDPS X1, X10, X10; \
+	VHADDPS X10, X10, X10; \
+	VHADDPS X10, X10, X10; \
+	VZEROUPPER
+
+// func dotQ4KRowAVX2(w, x *byte, nblocks int) float32
+TEXT ·dotQ4KRowAVX2(SB), NOSPLIT, $0-28
+	MOVQ w+0(FP), SI
+	MOVQ x+8(FP), DI
+	MOVQ nblocks+16(FP), CX
+	ROW_CONSTS
+	TESTQ CX, CX
+	JLE q4rdone
+q4rloop:
+	Q4K_UNPACK
+	VPXOR Y0, Y0, Y0
+	Q4K_CODES(16)
+	Q4K_ROW_PAIR(0)
+	Q4K_CODES(48)
+	Q4K_ROW_PAIR(1)
+	Q4K_CODES(80)
+	Q4K_ROW_PAIR(2)
+	Q4K_CODES(112)
+	Q4K_ROW_PAIR(3)
+	Q4K_FINISH
+	ADDQ $144, SI
+	ADDQ $292, DI
+	DECQ CX
+	JNZ q4rloop
+q4rdone:
+	ROW_RESULT
+	MOVSS X10, ret+24(FP)
+	RET
+
+// func dotQ5KRowAVX2(w, x *byte, nblocks int) float32
+TEXT ·dotQ5KRowAVX2(SB), NOSPLIT, $0-28
+	MOVQ w+0(FP), SI
+	MOVQ x+8(FP), DI
+	MOVQ nblocks+16(FP), CX
+	ROW_CONSTS
+	TESTQ CX, CX
+	JLE q5rdone
+q5rloop:
+	Q4K_UNPACK
+	VPXOR Y0, Y0, Y0
+	VMOVDQU 16(SI), Y6
+	Q4K_CODES(48)
+	Q5K_HIGH(0)
+	Q4K_ROW_PAIR(0)
+	Q4K_CODES(80)
+	Q5K_HIGH(1)
+	Q4K_ROW_PAIR(1)
+	Q4K_CODES(112)
+	Q5K_HIGH(2)
+	Q4K_ROW_PAIR(2)
+	Q4K_CODES(144)
+	Q5K_HIGH(3)
+	Q4K_ROW_PAIR(3)
+	Q4K_FINISH
+	ADDQ $176, SI
+	ADDQ $292, DI
+	DECQ CX
+	JNZ q5rloop
+q5rdone:
+	ROW_RESULT
+	MOVSS X10, ret+24(FP)
+	RET
+
+// Int16 ones, read from memory: dotQ6KRowAVX2 has no register to spare.
+DATA onesW<>+0x00(SB)/8, $0x0001000100010001
+DATA onesW<>+0x08(SB)/8, $0x0001000100010001
+DATA onesW<>+0x10(SB)/8, $0x0001000100010001
+DATA onesW<>+0x18(SB)/8, $0x0001000100010001
+GLOBL onesW<>(SB), RODATA|NOPTR, $32
+
+// func dotQ6KRowAVX2(w, x *byte, nblocks int) float32
+//
+// The offset of 32 comes out of each block's integer lanes, through the
+// bsums, before they are scaled by d·x.d into the float sum in Y12.
+TEXT ·dotQ6KRowAVX2(SB), NOSPLIT, $0-28
+	MOVQ w+0(FP), SI
+	MOVQ x+8(FP), DI
+	MOVQ nblocks+16(FP), CX
+	MOVL $0x0f0f0f0f, AX
+	VMOVD AX, X15
+	VPBROADCASTD X15, Y15
+	MOVL $0x03030303, AX
+	VMOVD AX, X14
+	VPBROADCASTD X14, Y14
+	MOVL $0x30303030, AX
+	VMOVD AX, X13
+	VPBROADCASTD X13, Y13
+	VXORPS Y12, Y12, Y12
+	VMOVDQU q6KScaleIdx<>+0(SB), Y9
+	VMOVDQU q6KScaleIdx<>+32(SB), Y10
+	VMOVDQU q6KScaleIdx<>+64(SB), Y11
+	VMOVDQU q6KScaleIdx<>+96(SB), Y4
+	ADDQ $4, DI
+	TESTQ CX, CX
+	JLE q6rdone
+q6rloop:
+	VPXOR Y0, Y0, Y0
+	Q6K_HALF(0)
+	Q6K_HALF(1)
+	VPMOVSXBW 192(SI), Y1
+	VPMADDWD (DI), Y1, Y1
+	VPSLLD $5, Y1, Y1
+	VPSUBD Y1, Y0, Y0
+	VCVTDQ2PS Y0, Y0
+	VBROADCASTSS -260(DI), Y8
+	VPBROADCASTW 208(SI), X7
+	VCVTPH2PS X7, Y7
+	VMULPS Y8, Y7, Y7
+	VFMADD231PS Y7, Y0, Y12
+	ADDQ $210, SI
+	ADDQ $36, DI
+	DECQ CX
+	JNZ q6rloop
+q6rdone:
+	VEXTRACTF128 $1, Y12, X1
+	VADDPS X1, X12, X12
+	VHADDPS X12, X12, X12
+	VHADDPS X12, X12, X12
+	VZEROUPPER
+	MOVSS X12, ret+24(FP)
+	RET
+
+// VPERMD indices that undo the lane interleaving of VPACKSSDW/VPACKSSWB.
+DATA kPackPerm<>+0x00(SB)/4, $0
+DATA kPackPerm<>+0x04(SB)/4, $4
+DATA kPackPerm<>+0x08(SB)/4, $1
+DATA kPackPerm<>+0x0c(SB)/4, $5
+DATA kPackPerm<>+0x10(SB)/4, $2
+DATA kPackPerm<>+0x14(SB)/4, $6
+DATA kPackPerm<>+0x18(SB)/4, $3
+DATA kPackPerm<>+0x1c(SB)/4, $7
+GLOBL kPackPerm<>(SB), RODATA|NOPTR, $32
+
+// ROUND_K scales v by Y8 and rounds it half away from zero to int32 lanes,
+// as roundInt8 does: trunc(v + copysign(0.49999997, v)) equals roundf(v)
+// for every float32 in the int8 range (see ROUND_Q8 in dot_amd64.s and
+// TestRoundHalfAwayTrick). Y14 holds the sign mask, Y13 0.49999997.
+#define ROUND_K(v) \
+	VMULPS Y8, v, v; \
+	VANDPS Y14, v, Y9; \
+	VORPS Y13, Y9, Y9; \
+	VADDPS Y9, v, v; \
+	VCVTTPS2DQ v, v
+
+// QK_GROUP quantizes the 32 values at (128*g)(SI) to the codes at
+// (4+32*g)(DI) and stores the sums of each 16 as bsums 2g and 2g+1. Codes
+// of -128 (only from NaN or ±Inf) are flagged in Y7; Y6 holds bytes 0x80.
+#define QK_GROUP(g) \
+	VMOVUPS (128*g)(SI), Y0; \
+	VMOVUPS (128*g+32)(SI), Y1; \
+	VMOVUPS (128*g+64)(SI), Y2; \
+	VMOVUPS (128*g+96)(SI), Y3; \
+	ROUND_K(Y0); \
+	ROUND_K(Y1); \
+	ROUND_K(Y2); \
+	ROUND_K(Y3); \
+	VPACKSSDW Y1, Y0, Y0; \
+	VPACKSSDW Y3, Y2, Y2; \
+	VPACKSSWB Y2, Y0, Y0; \
+	VPERMD Y0, Y10, Y0; \
+	VMOVDQU Y0, (4+32*g)(DI); \
+	VPCMPEQB Y0, Y6, Y5; \
+	VPOR Y5, Y7, Y7; \
+	VPMADDUBSW Y0, Y11, Y1; \
+	VPMADDWD onesW<>(SB), Y1, Y1; \
+	VPHADDD Y1, Y1, Y1; \
+	VPHADDD Y1, Y1, Y1; \
+	VMOVD X1, AX; \
+	MOVW AX, (260+4*g)(DI); \
+	VEXTRACTI128 $1, Y1, X2; \
+	VMOVD X2, AX; \
+	MOVW AX, (262+4*g)(DI)
+
+// func quantizeQ8_KAVX2(x *float32, dst *byte, nblocks int)
+TEXT ·quantizeQ8_KAVX2(SB), NOSPLIT, $0-24
+	MOVQ x+0(FP), SI
+	MOVQ dst+8(FP), DI
+	MOVQ nblocks+16(FP), CX
+	MOVL $0x7fffffff, AX
+	VMOVD AX, X15
+	VPBROADCASTD X15, Y15 // |·| mask
+	MOVL $0x80000000, AX
+	VMOVD AX, X14
+	VPBROADCASTD X14, Y14 // sign mask
+	MOVL $0x3effffff, AX
+	VMOVD AX, X13
+	VPBROADCASTD X13, Y13 // 0.49999997
+	MOVL $0x42fe0000, AX
+	VMOVD AX, X12 // 127.0
+	MOVL $0x01010101, AX
+	VMOVD AX, X11
+	VPBROADCASTD X11, Y11 // bytes 1
+	VMOVDQU kPackPerm<>(SB), Y10
+	TESTQ CX, CX
+	JLE qkdone
+qkloop:
+	// amax over the 256 values.
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	MOVQ SI, R8
+	MOVQ $8, DX
+qkmax:
+	VANDPS (R8), Y15, Y0
+	VANDPS 32(R8), Y15, Y1
+	VANDPS 64(R8), Y15, Y2
+	VANDPS 96(R8), Y15, Y3
+	VMAXPS Y0, Y4, Y4
+	VMAXPS Y1, Y5, Y5
+	VMAXPS Y2, Y4, Y4
+	VMAXPS Y3, Y5, Y5
+	ADDQ $128, R8
+	DECQ DX
+	JNZ qkmax
+	VMAXPS Y5, Y4, Y4
+	VEXTRACTF128 $1, Y4, X5
+	VMAXPS X5, X4, X4
+	VPERMILPS $0x4e, X4, X5
+	VMAXPS X5, X4, X4
+	VPERMILPS $0xb1, X4, X5
+	VMAXPS X5, X4, X4
+
+	// d = amax/127; id = d != 0 ? 1/d : 0.
+	VDIVSS X12, X4, X4
+	VMOVSS X4, (DI)
+	MOVL $0x3f800000, AX
+	VMOVD AX, X7
+	VXORPS X6, X6, X6
+	VCMPSS $4, X6, X4, X5
+	VDIVSS X4, X7, X8
+	VANDPS X5, X8, X8
+	VBROADCASTSS X8, Y8
+	MOVL $0x80808080, AX
+	VMOVD AX, X6
+	VPBROADCASTD X6, Y6
+	VPXOR Y7, Y7, Y7
+
+	QK_GROUP(0)
+	QK_GROUP(1)
+	QK_GROUP(2)
+	QK_GROUP(3)
+	QK_GROUP(4)
+	QK_GROUP(5)
+	QK_GROUP(6)
+	QK_GROUP(7)
+
+	// A code of -128 means non-finite input: mark d NaN so that the Go
+	// caller redoes the block.
+	VPTEST Y7, Y7
+	JZ qknext
+	MOVL $0x7fc00000, (DI)
+qknext:
+	ADDQ $1024, SI
+	ADDQ $292, DI
+	DECQ CX
+	JNZ qkloop
+qkdone:
+	VZEROUPPER
+	RET

@@ -1,0 +1,8 @@
+//go:build !amd64 || purego
+
+package quant
+
+func dotQ4KRowAVX2(w, x *byte, nblocks int) float32       { panic("unreachable") }
+func dotQ5KRowAVX2(w, x *byte, nblocks int) float32       { panic("unreachable") }
+func dotQ6KRowAVX2(w, x *byte, nblocks int) float32       { panic("unreachable") }
+func quantizeQ8_KAVX2(x *float32, dst *byte, nblocks int) { panic("unreachable") }

@@ -1,0 +1,150 @@
+package quant
+
+import "math"
+
+// Encoders for Q4_K, Q5_K and Q6_K. Unlike the other quantizers these are
+// not ports of ggml's: llama.cpp searches each sub-block for the scale and
+// min with the least squared error (make_qkx2_quants, make_qx_quants),
+// while these take the plain range of each sub-block, so their files are
+// valid and decode the same everywhere but are a little less accurate than
+// llama-quantize's. They exist so that synthetic models and tests can have
+// K-quant weights.
+
+// roundClamp rounds v half away from zero and clamps it to [lo, hi]; NaN
+// becomes lo.
+func roundClamp(v float32, lo, hi int32) int32 {
+	if !(v > float32(lo)) {
+		return lo
+	}
+	if v >= float32(hi) {
+		return hi
+	}
+	return int32(math.Round(float64(v)))
+}
+
+// quantQ4_KLike encodes Q4_K (bits 4) or Q5_K (bits 5) super-blocks: each
+// sub-block of 32 maps [min(0, lowest), highest] onto codes 0..2^bits−1,
+// with 6-bit scale and min quantized against the super-block's d and dmin.
+func quantQ4_KLike(src []float32, dst []byte, bits uint) {
+	bs := q4_KBytes
+	if bits == 5 {
+		bs = q5_KBytes
+	}
+	top := int32(1)<<bits - 1
+	for i := 0; i < len(src)/QK_K; i++ {
+		x := (*[QK_K]float32)(src[i*QK_K:])
+		b := dst[i*bs : (i+1)*bs]
+		clear(b)
+		var scale, minv [8]float32
+		var maxScale, maxMin float32
+		for s := 0; s < 8; s++ {
+			lo, hi := float32(0), float32(0)
+			for _, v := range x[32*s : 32*s+32] {
+				if v < lo {
+					lo = v
+				}
+				if v > hi {
+					hi = v
+				}
+			}
+			scale[s], minv[s] = (hi-lo)/float32(top), -lo
+			maxScale, maxMin = max(maxScale, scale[s]), max(maxMin, minv[s])
+		}
+		d, dmin := maxScale/63, maxMin/63
+		putF16(b[0:], d)
+		putF16(b[2:], dmin)
+		d, dmin = f16At(b[0:]), f16At(b[2:]) // the values decoders will see
+		var sc, m [8]int32
+		for s := 0; s < 8; s++ {
+			if d > 0 {
+				sc[s] = roundClamp(scale[s]/d, 0, 63)
+			}
+			if dmin > 0 {
+				m[s] = roundClamp(minv[s]/dmin, 0, 63)
+			}
+		}
+		packQ4KScales((*[12]byte)(b[4:16]), sc, m)
+		qs := b[16:]
+		var qh []byte
+		if bits == 5 {
+			qh, qs = b[16:48], b[48:]
+		}
+		for s := 0; s < 8; s++ {
+			ds, ms := d*float32(sc[s]), dmin*float32(m[s])
+			c, shift := s/2, 4*(s%2)
+			for l := 0; l < 32; l++ {
+				var q int32
+				if ds > 0 {
+					q = roundClamp((x[32*s+l]+ms)/ds, 0, top)
+				}
+				qs[32*c+l] |= byte(q&0xf) << shift
+				if bits == 5 {
+					qh[l] |= byte(q>>4) << s
+				}
+			}
+		}
+	}
+}
+
+// packQ4KScales is the inverse of q4KScaleMin.
+func packQ4KScales(s *[12]byte, sc, m [8]int32) {
+	for j := 0; j < 8; j++ {
+		a, b := byte(sc[j]), byte(m[j])
+		if j < 4 {
+			s[j] |= a
+			s[j+4] |= b
+			continue
+		}
+		s[j+4] = a&0xf | b&0xf<<4
+		s[j-4] |= a >> 4 << 6
+		s[j] |= b >> 4 << 6
+	}
+}
+
+func quantQ4_K(src []float32, dst []byte) { quantQ4_KLike(src, dst, 4) }
+func quantQ5_K(src []float32, dst []byte) { quantQ4_KLike(src, dst, 5) }
+
+// quantQ6_K encodes Q6_K super-blocks: each sub-block of 16 gets the scale
+// that maps its largest magnitude to code ±31, quantized to int8 against
+// the super-block's d.
+func quantQ6_K(src []float32, dst []byte) {
+	for i := 0; i < len(src)/QK_K; i++ {
+		x := (*[QK_K]float32)(src[i*QK_K:])
+		b := (*[q6_KBytes]byte)(dst[i*q6_KBytes:])
+		clear(b[:])
+		var scale [16]float32
+		var maxScale float32
+		for j := 0; j < 16; j++ {
+			var amax float32
+			for _, v := range x[16*j : 16*j+16] {
+				if a := abs32(v); a > amax {
+					amax = a
+				}
+			}
+			scale[j] = amax / 31
+			maxScale = max(maxScale, scale[j])
+		}
+		putF16(b[208:], maxScale/127)
+		d := f16At(b[208:])
+		ql, qh := b[0:128], b[128:192]
+		for j := 0; j < 16; j++ {
+			var sc int32
+			if d > 0 {
+				sc = roundClamp(scale[j]/d, -127, 127)
+			}
+			b[192+j] = byte(int8(sc))
+			ds := d * float32(sc)
+			for k := 16 * j; k < 16*j+16; k++ {
+				var q int32
+				if ds > 0 {
+					q = roundClamp(x[k]/ds, -32, 31)
+				}
+				q += 32
+				h, r := k/128, k%128
+				t, l := r/32, r%32
+				ql[64*h+32*(t%2)+l] |= byte(q&0xf) << (4 * (t / 2))
+				qh[32*h+l] |= byte(q>>4) << (2 * t)
+			}
+		}
+	}
+}
