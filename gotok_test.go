@@ -7,27 +7,14 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"gotok/internal/sharedtest"
 )
 
-// sharedDir finds the project's shared/ folder beside the checkout, or
-// where $GOTOK_SHARED says (on a machine where the checkout travels alone).
+// sharedDir is the project's shared/ folder with stories260K, or skips.
 func sharedDir(t *testing.T) string {
 	t.Helper()
-	if d := os.Getenv("GOTOK_SHARED"); d != "" {
-		return d
-	}
-	dir, err := filepath.Abs(".")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for d := dir; d != filepath.Dir(d); d = filepath.Dir(d) {
-		p := filepath.Join(filepath.Dir(d), "shared")
-		if _, err := os.Stat(filepath.Join(p, "models", "stories260K.gguf")); err == nil {
-			return p
-		}
-	}
-	t.Skip("../shared/models/stories260K.gguf not found beside the checkout")
-	return ""
+	return sharedtest.Dir(t, "models/stories260K.gguf")
 }
 
 // goldenText is karpathy's greedy sample of stories260K from the README that

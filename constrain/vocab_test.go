@@ -11,28 +11,15 @@ import (
 	"testing"
 	"time"
 
+	"gotok/internal/sharedtest"
 	"gotok/tokenizer"
 )
 
-// sharedDir returns the project's shared data directory (beside the
-// repository) or skips the test.
+// sharedDir is the project's shared/ folder with the tokenizer tests, or
+// skips.
 func sharedDir(t testing.TB) string {
 	t.Helper()
-	if d := os.Getenv("GOTOK_SHARED"); d != "" {
-		return d
-	}
-	dir, err := filepath.Abs(".")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for d := dir; d != filepath.Dir(d); d = filepath.Dir(d) {
-		p := filepath.Join(filepath.Dir(d), "shared")
-		if _, err := os.Stat(filepath.Join(p, "tokenizer-tests")); err == nil {
-			return p
-		}
-	}
-	t.Skip("../shared/tokenizer-tests not found beside the checkout")
-	return ""
+	return sharedtest.Dir(t, "tokenizer-tests")
 }
 
 var smolLM2 struct {

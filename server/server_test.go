@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -19,30 +18,16 @@ import (
 	"github.com/openai/openai-go/v3/option"
 
 	"gotok"
+	"gotok/internal/sharedtest"
 	"gotok/model/synth"
 	"gotok/quant"
 	"gotok/sample"
 )
 
-// storiesPath finds ../shared/models/stories260K.gguf beside the checkout
-// (or under $GOTOK_SHARED).
+// storiesPath is shared/models/stories260K.gguf, or skips.
 func storiesPath(t *testing.T) string {
 	t.Helper()
-	if d := os.Getenv("GOTOK_SHARED"); d != "" {
-		return filepath.Join(d, "models", "stories260K.gguf")
-	}
-	dir, err := filepath.Abs(".")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for d := dir; d != filepath.Dir(d); d = filepath.Dir(d) {
-		p := filepath.Join(filepath.Dir(d), "shared", "models", "stories260K.gguf")
-		if _, err := os.Stat(p); err == nil {
-			return p
-		}
-	}
-	t.Skip("../shared/models/stories260K.gguf not found beside the checkout")
-	return ""
+	return filepath.Join(sharedtest.Dir(t, "models/stories260K.gguf"), "models", "stories260K.gguf")
 }
 
 func loadModel(t *testing.T, path string, ctxLen int) *gotok.Model {

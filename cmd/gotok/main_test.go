@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"gotok/gguf"
+	"gotok/internal/sharedtest"
 )
 
 // cli runs the CLI in-process and returns stdout, stderr and the error.
@@ -23,18 +24,10 @@ func cli(t *testing.T, args ...string) (string, string, error) {
 	return out.String(), errOut.String(), err
 }
 
-// shared finds ../shared beside the checkout or skips.
+// shared is the project's shared/ folder with stories260K, or skips.
 func shared(t *testing.T) string {
 	t.Helper()
-	dir, _ := filepath.Abs(".")
-	for d := dir; d != filepath.Dir(d); d = filepath.Dir(d) {
-		p := filepath.Join(filepath.Dir(d), "shared")
-		if _, err := os.Stat(filepath.Join(p, "models", "stories260K.gguf")); err == nil {
-			return p
-		}
-	}
-	t.Skip("../shared (with models/stories260K.gguf) not found beside the checkout")
-	return ""
+	return sharedtest.Dir(t, "models/stories260K.gguf")
 }
 
 func infoJSON(t *testing.T, path string) modelInfo {
