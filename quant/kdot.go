@@ -297,7 +297,7 @@ func DotQ2_KQ8_K(w, x []byte, nblocks int) float32 {
 }
 
 // KDot returns the Q8_K dot product kernel for weights of type t, or nil
-// when t is not a K-quant with one.
+// when t has none: the K-quants and IQ4_XS have one.
 func KDot(t Type) func(w, x []byte, nblocks int) float32 {
 	switch t {
 	case Q2_K:
@@ -310,6 +310,8 @@ func KDot(t Type) func(w, x []byte, nblocks int) float32 {
 		return DotQ5_KQ8_K
 	case Q6_K:
 		return DotQ6_KQ8_K
+	case IQ4_XS:
+		return DotIQ4_XSQ8_K
 	}
 	return nil
 }
@@ -326,7 +328,7 @@ func KDot(t Type) func(w, x []byte, nblocks int) float32 {
 func MatMulKQ8_K(typ Type, w []byte, nblocks, rows int, x []byte, tokens int, out []float32, outStride int) {
 	dot := KDot(typ)
 	if dot == nil {
-		panic(fmt.Sprintf("quant: MatMulKQ8_K: %v is not a K-quant", typ))
+		panic(fmt.Sprintf("quant: MatMulKQ8_K: %v has no Q8_K kernel", typ))
 	}
 	bs := typ.BlockBytes()
 	if nblocks < 0 || rows < 0 || tokens < 0 {
