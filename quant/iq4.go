@@ -25,7 +25,9 @@ import (
 // (scalesH>>(2·ib)&3)<<4 and value = d × (ls−32) × iq4nlValues[index].
 //
 // IQ4_NL weights multiply Q8_0 activations and IQ4_XS weights Q8_K
-// activations, the vec_dot_types llama.cpp pairs them with.
+// activations, the vec_dot_types llama.cpp pairs them with. On amd64 with
+// AVX2 the dot products are iq4_amd64.s (VPSHUFB does the table lookup);
+// elsewhere, or with the purego tag, the Go code here.
 
 const (
 	iq4_NLBytes = 18
@@ -80,6 +82,13 @@ func iq4Dot32(qs *[16]byte, xs *[32]byte) int32 {
 // nblocks Q8_0 blocks of x (32·nblocks elements each).
 func DotIQ4_NLQ8_0(w, x []byte, nblocks int) float32 {
 	checkDot("DotIQ4_NLQ8_0", len(w), iq4_NLBytes, len(x), nblocks)
+	if useAVX2 && nblocks > 0 {
+		return dotIQ4_NLQ8_0AVX2(&w[0], &x[0], nblocks)
+	}
+	return dotIQ4_NLQ8_0Generic(w, x, nblocks)
+}
+
+func dotIQ4_NLQ8_0Generic(w, x []byte, nblocks int) float32 {
 	var sum float32
 	for i := 0; i < nblocks; i++ {
 		wb := (*[iq4_NLBytes]byte)(w[i*iq4_NLBytes:])
@@ -93,6 +102,13 @@ func DotIQ4_NLQ8_0(w, x []byte, nblocks int) float32 {
 // with nblocks Q8_K blocks of x (256·nblocks elements each).
 func DotIQ4_XSQ8_K(w, x []byte, nblocks int) float32 {
 	checkDotK("DotIQ4_XSQ8_K", len(w), iq4_XSBytes, len(x), nblocks)
+	if useAVX2 && nblocks > 0 {
+		return dotIQ4_XSQ8_KAVX2(&w[0], &x[0], nblocks)
+	}
+	return dotIQ4_XSQ8_KGeneric(w, x, nblocks)
+}
+
+func dotIQ4_XSQ8_KGeneric(w, x []byte, nblocks int) float32 {
 	var sum float32
 	for i := 0; i < nblocks; i++ {
 		b := (*[iq4_XSBytes]byte)(w[i*iq4_XSBytes:])

@@ -159,18 +159,21 @@ func TestDotIQ4(t *testing.T) {
 			xq8 := make([]byte, nb*8*q8_0Bytes)
 			QuantizeQ8_0(xf, xq8)
 			w := randIQ4(rng, IQ4_NL, nb*8, 0.01)
-			got := DotIQ4_NLQ8_0(w, xq8, nb*8)
 			want, abs := dot64(t, IQ4_NL, w, Q8_0, xq8, nb*QK_K)
-			if math.Abs(float64(got)-want) > 1e-5*abs+1e-30 {
-				t.Fatalf("IQ4_NL %d blocks: got %g, want %g", nb*8, got, want)
+			for _, got := range []float32{DotIQ4_NLQ8_0(w, xq8, nb*8), dotIQ4_NLQ8_0Generic(w, xq8, nb*8)} {
+				if math.Abs(float64(got)-want) > 1e-5*abs+1e-30 {
+					t.Fatalf("IQ4_NL %d blocks: got %g, want %g", nb*8, got, want)
+				}
 			}
 			xk := make([]byte, nb*q8_KBytes)
 			QuantizeQ8_K(xf, xk)
 			w = randIQ4(rng, IQ4_XS, nb, 0.001)
-			got = DotIQ4_XSQ8_K(w, xk, nb)
+			got := DotIQ4_XSQ8_K(w, xk, nb)
 			want, abs = dot64(t, IQ4_XS, w, Q8_K, xk, nb*QK_K)
-			if math.Abs(float64(got)-want) > 1e-5*abs+1e-30 {
-				t.Fatalf("IQ4_XS %d blocks: got %g, want %g", nb, got, want)
+			for _, got := range []float32{got, dotIQ4_XSQ8_KGeneric(w, xk, nb)} {
+				if math.Abs(float64(got)-want) > 1e-5*abs+1e-30 {
+					t.Fatalf("IQ4_XS %d blocks: got %g, want %g", nb, got, want)
+				}
 			}
 			if KDot(IQ4_XS)(w, xk, nb) != got {
 				t.Fatal("KDot(IQ4_XS) is not DotIQ4_XSQ8_K")
@@ -243,6 +246,16 @@ func BenchmarkRowDotIQ4(b *testing.B) {
 	b.Run("IQ4_NL/DotF32", func(b *testing.B) {
 		for range b.N {
 			DotF32(IQ4_NL, nl, xf)
+		}
+	})
+	b.Run("IQ4_NL/Q8_0-go", func(b *testing.B) {
+		for range b.N {
+			dotIQ4_NLQ8_0Generic(nl, xq8, n/32)
+		}
+	})
+	b.Run("IQ4_XS/Q8_K-go", func(b *testing.B) {
+		for range b.N {
+			dotIQ4_XSQ8_KGeneric(xs, xk, n/QK_K)
 		}
 	})
 	b.Run("IQ4_NL/Q8_0", func(b *testing.B) {
