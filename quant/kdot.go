@@ -318,9 +318,8 @@ func KDot(t Type) func(w, x []byte, nblocks int) float32 {
 
 // MatMulKQ8_K sets out[t*outStride+r] to the dot product of row r of w, of
 // type typ (a K-quant or IQ4_XS: KDot(typ) is not nil), with token t of x,
-// for r < rows and t < tokens. w
-// holds rows rows of nblocks super-blocks back to back, x holds tokens rows
-// of nblocks Q8_K blocks back to back. With one token it is the decode-time
+// for r < rows and t < tokens. w holds rows rows of nblocks super-blocks
+// back to back, x holds tokens rows of nblocks Q8_K blocks back to back. With one token it is the decode-time
 // matrix–vector product. Each weight row's scales are unpacked once for all
 // the tokens, and the row stays in L1 across them. Out cells other than
 // those it sets are left untouched, so to split the work across threads
