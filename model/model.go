@@ -260,6 +260,7 @@ var computeTypes = map[quant.Type]bool{
 	quant.F32: true, quant.F16: true, quant.BF16: true,
 	quant.Q4_0: true, quant.Q4_1: true, quant.Q5_0: true, quant.Q5_1: true, quant.Q8_0: true,
 	quant.Q2_K: true, quant.Q3_K: true, quant.Q4_K: true, quant.Q5_K: true, quant.Q6_K: true,
+	quant.IQ4_NL: true, quant.IQ4_XS: true, // CPU only: CUDA refuses them by name
 }
 
 type binder struct {

@@ -36,6 +36,10 @@ func dequantRow(t Type, src []byte, dst []float32) bool {
 		dequantQ5_K(src, dst)
 	case Q6_K:
 		dequantQ6_K(src, dst)
+	case IQ4_NL:
+		dequantIQ4_NL(src, dst)
+	case IQ4_XS:
+		dequantIQ4_XS(src, dst)
 	default:
 		return false
 	}

@@ -335,7 +335,7 @@ func TestDequantizeErrors(t *testing.T) {
 			t.Errorf("Dequantize(%v, %d bytes, %d values) = %v, want error containing %q", c.typ, len(c.src), len(c.dst), err, c.want)
 		}
 	}
-	for _, typ := range []Type{F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q8_K, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K} {
+	for _, typ := range []Type{F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q8_K, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS} {
 		if !DequantizeSupported(typ) {
 			t.Errorf("DequantizeSupported(%v) = false", typ)
 		}

@@ -8,9 +8,9 @@ import "fmt"
 // Weights stay in their GGUF encoding. Activations are quantized once per
 // matrix–vector product with QuantizeQ8_0, and the integer products of each
 // block pair are scaled by the product of the two block scales, as in
-// llama.cpp (Q8_0 is the vec_dot_type of Q4_0 and Q8_0). K-quant weights
-// take Q8_K activations (kdot.go). Every other weight type goes through
-// DotF32, which dequantizes a block at a time.
+// llama.cpp (Q8_0 is the vec_dot_type of Q4_0, Q8_0 and IQ4_NL). K-quant
+// and IQ4_XS weights take Q8_K activations (kdot.go, iq4.go). Every other
+// weight type goes through DotF32, which dequantizes a block at a time.
 //
 // The Q8_0 activation operand must hold codes in [-127, 127], as
 // QuantizeQ8_0 always produces: the AVX2 kernels multiply with

@@ -297,7 +297,7 @@ func DotQ2_KQ8_K(w, x []byte, nblocks int) float32 {
 }
 
 // KDot returns the Q8_K dot product kernel for weights of type t, or nil
-// when t is not a K-quant with one.
+// when t has none: the K-quants and IQ4_XS have one.
 func KDot(t Type) func(w, x []byte, nblocks int) float32 {
 	switch t {
 	case Q2_K:
@@ -310,14 +310,16 @@ func KDot(t Type) func(w, x []byte, nblocks int) float32 {
 		return DotQ5_KQ8_K
 	case Q6_K:
 		return DotQ6_KQ8_K
+	case IQ4_XS:
+		return DotIQ4_XSQ8_K
 	}
 	return nil
 }
 
-// MatMulKQ8_K sets out[t*outStride+r] to the dot product of row r of w, a
-// K-quant of type typ, with token t of x, for r < rows and t < tokens. w
-// holds rows rows of nblocks super-blocks back to back, x holds tokens rows
-// of nblocks Q8_K blocks back to back. With one token it is the decode-time
+// MatMulKQ8_K sets out[t*outStride+r] to the dot product of row r of w, of
+// type typ (a K-quant or IQ4_XS: KDot(typ) is not nil), with token t of x,
+// for r < rows and t < tokens. w holds rows rows of nblocks super-blocks
+// back to back, x holds tokens rows of nblocks Q8_K blocks back to back. With one token it is the decode-time
 // matrix–vector product. Each weight row's scales are unpacked once for all
 // the tokens, and the row stays in L1 across them. Out cells other than
 // those it sets are left untouched, so to split the work across threads
@@ -326,7 +328,7 @@ func KDot(t Type) func(w, x []byte, nblocks int) float32 {
 func MatMulKQ8_K(typ Type, w []byte, nblocks, rows int, x []byte, tokens int, out []float32, outStride int) {
 	dot := KDot(typ)
 	if dot == nil {
-		panic(fmt.Sprintf("quant: MatMulKQ8_K: %v is not a K-quant", typ))
+		panic(fmt.Sprintf("quant: MatMulKQ8_K: %v has no Q8_K kernel", typ))
 	}
 	bs := typ.BlockBytes()
 	if nblocks < 0 || rows < 0 || tokens < 0 {

@@ -4,7 +4,7 @@ import "fmt"
 
 // quantizers maps each type Quantize supports to its row encoder, a port of
 // ggml's quantize_row_*_ref (the rounding used to create model files), but
-// for the K-quants (see kquantize.go).
+// for the K-quants and IQ4s (see kquantize.go and iq4.go).
 var quantizers = map[Type]func(src []float32, dst []byte){
 	F32:  quantF32,
 	F16:  quantF16,
@@ -18,6 +18,9 @@ var quantizers = map[Type]func(src []float32, dst []byte){
 	Q4_K: quantQ4_K,
 	Q5_K: quantQ5_K,
 	Q6_K: quantQ6_K,
+	// Not ggml's rounding; see iq4.go.
+	IQ4_NL: quantIQ4_NL,
+	IQ4_XS: quantIQ4_XS,
 }
 
 // QuantizedSupported reports whether Quantize can encode type t.
@@ -27,7 +30,7 @@ func QuantizedSupported(t Type) bool {
 }
 
 // Quantize encodes src as type t into dst, which must be exactly the size of
-// len(src) elements of t. For all but the K-quants the rounding is
+// len(src) elements of t. For all but the K-quants and IQ4s the rounding is
 // llama.cpp's reference rounding, so the bytes match what ggml writes for
 // the same input.
 func Quantize(t Type, src []float32, dst []byte) error {

@@ -82,7 +82,9 @@ func TestMatmulKQuantDispatch(t *testing.T) {
 			randTensor(t, rng, quant.Q5_K, 8, cols),
 			randTensor(t, rng, quant.Q3_K, 6, cols),
 			randTensor(t, rng, quant.Q2_K, 5, cols),
+			randTensor(t, rng, quant.IQ4_XS, 7, cols),
 			randTensor(t, rng, quant.Q4_0, 11, cols),
+			randTensor(t, rng, quant.IQ4_NL, 9, cols),
 		}
 		for round := 0; round < 2; round++ {
 			for i := range x.f32 {
@@ -101,7 +103,7 @@ func TestMatmulKQuantDispatch(t *testing.T) {
 				if err := quant.Dequantize(quant.Q8_K, xk, xkf); err != nil {
 					t.Fatal(err)
 				}
-				for _, p := range ps[:5] {
+				for _, p := range ps[:6] {
 					for r := 0; r < p.w.Rows; r++ {
 						got := p.out[ti*p.outStride+r]
 						want := quant.DotF32(p.w.Type, p.w.Row(r), xkf)
@@ -114,11 +116,24 @@ func TestMatmulKQuantDispatch(t *testing.T) {
 						}
 					}
 				}
-				p := ps[5]
-				for r := 0; r < p.w.Rows; r++ {
-					got, plain := p.out[ti*p.outStride+r], quant.DotF32(p.w.Type, p.w.Row(r), x.row(ti))
-					if math.Abs(float64(got-plain)) > roundingBound(p.w, r, x.row(ti)) {
-						t.Fatalf("T=%d Q4_0 row %d: got %g, float path %g", T, r, got, plain)
+				// Q8_0 products: against the Q8_0-rounded activations exactly
+				// and the float path within the rounding bound.
+				x8 := make([]byte, cols/32*quant.Q8_0.BlockBytes())
+				quant.QuantizeQ8_0(x.row(ti), x8)
+				x8f := make([]float32, cols)
+				if err := quant.Dequantize(quant.Q8_0, x8, x8f); err != nil {
+					t.Fatal(err)
+				}
+				for _, p := range ps[6:] {
+					for r := 0; r < p.w.Rows; r++ {
+						got, plain := p.out[ti*p.outStride+r], quant.DotF32(p.w.Type, p.w.Row(r), x.row(ti))
+						want := quant.DotF32(p.w.Type, p.w.Row(r), x8f)
+						if math.Abs(float64(got-want)) > 1e-4*(1+math.Abs(float64(want))) {
+							t.Fatalf("T=%d round %d %v row %d token %d: got %g, want %g", T, round, p.w.Type, r, ti, got, want)
+						}
+						if math.Abs(float64(got-plain)) > roundingBound(p.w, r, x.row(ti)) {
+							t.Fatalf("T=%d %v row %d: got %g, float path %g", T, p.w.Type, r, got, plain)
+						}
 					}
 				}
 			}
@@ -133,7 +148,7 @@ func TestKQuantModelLogits(t *testing.T) {
 	shape := synth.Presets["test-256"]
 	shape.Layers = 2
 	shape.Vocab = 320
-	for _, typ := range []quant.Type{quant.Q4_K, quant.Q5_K, quant.Q6_K} {
+	for _, typ := range []quant.Type{quant.Q4_K, quant.Q5_K, quant.Q6_K, quant.IQ4_NL, quant.IQ4_XS} {
 		t.Run(typ.String(), func(t *testing.T) {
 			m := genModelEmbed(t, shape, typ, quant.Q8_0, 3)
 			ref := newRef(t, m)

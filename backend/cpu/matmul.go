@@ -9,8 +9,8 @@ import (
 
 // activations is a batch of T input vectors for the matrix products, in
 // float32 and, for weights with an 8-bit dot product, quantized to Q8_0
-// (Q4_0, Q8_0 weights) or Q8_K (K-quant weights) once for every product
-// that reads them.
+// (Q4_0, Q8_0, IQ4_NL weights) or Q8_K (K-quant, IQ4_XS weights) once for
+// every product that reads them.
 type activations struct {
 	t    int
 	n    int       // vector length
@@ -32,15 +32,15 @@ func (a *activations) q8row(t int) []byte {
 
 // needsQ8 reports whether weights of type t are multiplied against Q8_0
 // activations.
-func needsQ8(t quant.Type) bool { return t == quant.Q4_0 || t == quant.Q8_0 }
+func needsQ8(t quant.Type) bool { return t == quant.Q4_0 || t == quant.Q8_0 || t == quant.IQ4_NL }
 
 func (a *activations) q8krow(t int) []byte {
 	rb := a.n / quant.QK_K * quant.Q8KBytes
 	return a.q8k[t*rb : (t+1)*rb]
 }
 
-// usesQ8K reports whether weights w are K-quants multiplied against Q8_K
-// activations by quant.MatMulKQ8_K.
+// usesQ8K reports whether weights w (K-quants, IQ4_XS) are multiplied
+// against Q8_K activations by quant.MatMulKQ8_K.
 func usesQ8K(w *model.Tensor) bool {
 	return w.Cols%quant.QK_K == 0 && quant.KDot(w.Type) != nil
 }
@@ -127,6 +127,14 @@ func matRows(x *activations, p product, lo, hi int) {
 		q8Rows(x, p, lo, hi, quant.MatVecQ4_0Q8_0, quant.MatMulQ4_0Q8_0)
 	case quant.Q8_0:
 		q8Rows(x, p, lo, hi, quant.MatVecQ8_0Q8_0, quant.MatMulQ8_0Q8_0)
+	case quant.IQ4_NL:
+		nb := w.Cols / 32
+		for r := lo; r < hi; r++ {
+			row := w.Data[r*rb : (r+1)*rb]
+			for t := 0; t < x.t; t++ {
+				*out(t, r) = quant.DotIQ4_NLQ8_0(row, x.q8row(t), nb)
+			}
+		}
 	case quant.F32:
 		for r := lo; r < hi; r++ {
 			row := f32s(w.Data[r*rb : (r+1)*rb])

@@ -1,0 +1,145 @@
+//go:build amd64 && !purego
+
+#include "textflag.h"
+
+// AVX2 IQ4 dot products. VPSHUFB looks each 4-bit index up in ggml's
+// 16-entry table (kept in both lanes), giving the weights as int8; the
+// signs then move onto the activations (VPSIGNB) so VPMADDUBSW can multiply
+// |w| (unsigned) by ±x (signed), as in the Q4_0 kernels. |w| ≤ 127 and
+// |x| ≤ 127, so the int16 pair sums cannot saturate.
+
+DATA iq4tab<>+0(SB)/8, $0xf6eaddcfbfad9881
+DATA iq4tab<>+8(SB)/8, $0x7159453526190d01
+GLOBL iq4tab<>(SB), RODATA|NOPTR, $16
+
+DATA iq4nib<>+0(SB)/8, $0x0f0f0f0f0f0f0f0f
+DATA iq4nib<>+8(SB)/8, $0x0f0f0f0f0f0f0f0f
+DATA iq4nib<>+16(SB)/8, $0x0f0f0f0f0f0f0f0f
+DATA iq4nib<>+24(SB)/8, $0x0f0f0f0f0f0f0f0f
+GLOBL iq4nib<>(SB), RODATA|NOPTR, $32
+
+DATA iq4one<>+0(SB)/8, $0x0001000100010001
+DATA iq4one<>+8(SB)/8, $0x0001000100010001
+DATA iq4one<>+16(SB)/8, $0x0001000100010001
+DATA iq4one<>+24(SB)/8, $0x0001000100010001
+GLOBL iq4one<>(SB), RODATA|NOPTR, $32
+
+#define IQ4_CONSTS \
+	VBROADCASTI128 iq4tab<>(SB), Y10; \
+	VMOVDQU iq4nib<>(SB), Y11; \
+	VMOVDQU iq4one<>(SB), Y12
+
+// IQ4_DOT32 leaves in dst the eight int32 partial sums of the 32 table
+// values indexed by the 16 bytes at qs with the 32 int8s at xs.
+// Clobbers Y1–Y3.
+#define IQ4_DOT32(qs, xs, dst) \
+	VMOVDQU qs, X1; \
+	VPSRLW $4, X1, X2; \
+	VINSERTI128 $1, X2, Y1, Y1; \
+	VPAND Y11, Y1, Y1; \
+	VPSHUFB Y1, Y10, Y1; \
+	VMOVDQU xs, Y3; \
+	VPSIGNB Y1, Y1, Y2; \
+	VPSIGNB Y1, Y3, Y3; \
+	VPMADDUBSW Y3, Y2, Y2; \
+	VPMADDWD Y12, Y2, dst
+
+#define IQ4_HSUM \
+	VEXTRACTF128 $1, Y0, X1; \
+	VADDPS X1, X0, X0; \
+	VPERMILPS $0x4e, X0, X1; \
+	VADDPS X1, X0, X0; \
+	VPERMILPS $0xb1, X0, X1; \
+	VADDSS X1, X0, X0
+
+// func dotIQ4_NLQ8_0AVX2(w, x *byte, nblocks int) float32
+TEXT ·dotIQ4_NLQ8_0AVX2(SB), NOSPLIT, $0-28
+	MOVQ w+0(FP), SI
+	MOVQ x+8(FP), DI
+	MOVQ nblocks+16(FP), CX
+	IQ4_CONSTS
+	VXORPS Y0, Y0, Y0
+	TESTQ CX, CX
+	JZ nldone
+
+nlloop:
+	IQ4_DOT32(2(SI), 2(DI), Y2)
+	VCVTDQ2PS Y2, Y2
+	MOVWLZX (SI), AX
+	MOVWLZX (DI), BX
+	VMOVD AX, X4
+	VPINSRW $1, BX, X4, X4
+	VCVTPH2PS X4, X4
+	VMOVSHDUP X4, X5
+	VMULSS X5, X4, X4
+	VBROADCASTSS X4, Y4
+	VFMADD231PS Y4, Y2, Y0
+	ADDQ $18, SI
+	ADDQ $34, DI
+	DECQ CX
+	JNZ nlloop
+
+nldone:
+	IQ4_HSUM
+	VZEROUPPER
+	MOVSS X0, ret+24(FP)
+	RET
+
+// func dotIQ4_XSQ8_KAVX2(w, x *byte, nblocks int) float32
+TEXT ·dotIQ4_XSQ8_KAVX2(SB), NOSPLIT, $0-28
+	MOVQ w+0(FP), SI
+	MOVQ x+8(FP), DI
+	MOVQ nblocks+16(FP), CX
+	IQ4_CONSTS
+	VXORPS Y0, Y0, Y0
+	TESTQ CX, CX
+	JZ xsdone
+
+xsblock:
+	// Sub-block ib's scale: the low nibbles come in order from the 32-bit
+	// scales_l shifted by 4 each time, the high bit pairs from scales_h
+	// shifted by 2.
+	MOVWLZX 2(SI), R8
+	MOVL 4(SI), R9
+	LEAQ 8(SI), R10
+	LEAQ 4(DI), R11
+	MOVQ $8, DX
+	VPXOR Y5, Y5, Y5
+
+xssub:
+	IQ4_DOT32((R10), (R11), Y2)
+	MOVL R9, AX
+	ANDL $15, AX
+	MOVL R8, BX
+	ANDL $3, BX
+	SHLL $4, BX
+	ORL BX, AX
+	SUBL $32, AX
+	VMOVD AX, X6
+	VPBROADCASTD X6, Y6
+	VPMULLD Y6, Y2, Y2
+	VPADDD Y2, Y5, Y5
+	SHRL $4, R9
+	SHRL $2, R8
+	ADDQ $16, R10
+	ADDQ $32, R11
+	DECQ DX
+	JNZ xssub
+
+	VCVTDQ2PS Y5, Y5
+	MOVWLZX (SI), AX
+	VMOVD AX, X4
+	VCVTPH2PS X4, X4
+	VMULSS (DI), X4, X4
+	VBROADCASTSS X4, Y4
+	VFMADD231PS Y4, Y5, Y0
+	ADDQ $136, SI
+	ADDQ $292, DI
+	DECQ CX
+	JNZ xsblock
+
+xsdone:
+	IQ4_HSUM
+	VZEROUPPER
+	MOVSS X0, ret+24(FP)
+	RET

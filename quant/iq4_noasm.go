@@ -1,0 +1,6 @@
+//go:build !amd64 || purego
+
+package quant
+
+func dotIQ4_NLQ8_0AVX2(w, x *byte, nblocks int) float32 { panic("unreachable") }
+func dotIQ4_XSQ8_KAVX2(w, x *byte, nblocks int) float32 { panic("unreachable") }
