@@ -24,8 +24,8 @@ tensors (norms, rows of the wrong length) keep their type, said on stderr.
 Tensors that are already quantized keep their type too unless
 --allow-requantize is given (requantizing loses quality, as in llama.cpp).
 Q4_K, Q5_K and Q6_K are encoded with a plain per-sub-block range rounding,
-a little less accurate than llama-quantize's search (fine for tests, not
-for shipping a model). The output is written atomically: a failed run leaves no file behind.`,
+IQ4_NL and IQ4_XS with the nearest table value: a little less accurate than
+llama-quantize's search (fine for tests, not for shipping a model). The output is written atomically: a failed run leaves no file behind.`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			t, err := quant.ParseType(typ)
