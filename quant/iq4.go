@@ -211,3 +211,7 @@ func iq4Nearest(v float32) byte {
 	}
 	return best
 }
+
+// IQ4NLValues returns the 16 values a 4-bit IQ4_NL or IQ4_XS code stands
+// for (ggml's kvalues_iq4nl), for backends that decode the codes themselves.
+func IQ4NLValues() [16]int8 { return iq4nlValues }

@@ -50,10 +50,14 @@ const (
 
 type layerWeights struct {
 	attnNorm, ffnNorm cu.DevicePtr
-	qkv, wo           deviceMatrix
-	bias              cu.DevicePtr
-	gate, up, down    deviceMatrix
-	kCache, vCache    cu.DevicePtr
+	// qkv is Q, K and V stacked when they share a kernel family other than
+	// wtMix (zero otherwise); wq, wk and wv are the three, views of it when
+	// stacked.
+	qkv, wq, wk, wv deviceMatrix
+	wo              deviceMatrix
+	bias            cu.DevicePtr
+	gate, up, down  deviceMatrix
+	kCache, vCache  cu.DevicePtr
 }
 
 // tuning holds the decode step's shape choices: fixed by the engine, swept
@@ -406,10 +410,12 @@ func (b *Backend) alloc(n int) (cu.DevicePtr, error) {
 	return p, err
 }
 
-// stagedUpload is one weight buffer waiting for its place in the arena.
+// stagedUpload is one weight buffer waiting for its place in the arena;
+// tag is added to its address (a wtMix header's layout code).
 type stagedUpload struct {
 	dst  *cu.DevicePtr
 	data []byte
+	tag  cu.DevicePtr
 }
 
 // weightStage collects the weights in the kernels' layout before one
@@ -421,33 +427,75 @@ type weightStage struct {
 }
 
 func (s *weightStage) add(dst *cu.DevicePtr, data []byte) {
-	s.ups = append(s.ups, stagedUpload{dst, data})
+	s.ups = append(s.ups, stagedUpload{dst: dst, data: data})
 	s.bytes += int64(len(data))
 }
 
-// matrix lays out ms (stacked when several) as dst.
-func (s *weightStage) matrix(dst *deviceMatrix, ms ...*model.Tensor) error {
-	var hs []hostMatrix
-	for _, t := range ms {
-		h, err := layoutMatrix(t)
-		if err != nil {
-			return err
-		}
-		hs = append(hs, h)
+// matrix lays out t as dst.
+func (s *weightStage) matrix(dst *deviceMatrix, t *model.Tensor) error {
+	h, err := layoutMatrix(t)
+	if err != nil {
+		return err
 	}
-	h := hs[0]
-	if len(hs) > 1 {
-		var err error
-		if h, err = stackRows(hs...); err != nil {
-			return fmt.Errorf("cuda: %s…%s: %w", ms[0].Name, ms[len(ms)-1].Name, err)
-		}
-	}
-	*dst = deviceMatrix{Type: h.Type, Rows: h.Rows, Cols: h.Cols, Bytes: len(h.Q) + len(h.D)}
+	s.put(dst, h)
+	return nil
+}
+
+// put stages h as dst.
+func (s *weightStage) put(dst *deviceMatrix, h hostMatrix) {
+	*dst = deviceMatrix{Type: h.Type, Quant: h.Quant, Rows: h.Rows, Cols: h.Cols, QBytes: len(h.Q), DBytes: len(h.D)}
 	s.add(&dst.Q, h.Q)
 	if len(h.D) > 0 {
 		s.add(&dst.D, h.D)
+		s.ups[len(s.ups)-1].tag = h.tag()
 	}
-	return nil
+}
+
+// group lays out the matrices that one fused kernel reads (fuseLayouts).
+func (s *weightStage) group(ts ...*model.Tensor) ([]hostMatrix, error) {
+	hs := make([]hostMatrix, len(ts))
+	for i, t := range ts {
+		var err error
+		if hs[i], err = layoutMatrix(t); err != nil {
+			return nil, err
+		}
+	}
+	hs, err := fuseLayouts(hs)
+	if err != nil {
+		var names []string
+		for _, t := range ts {
+			names = append(names, t.Name)
+		}
+		return nil, fmt.Errorf("cuda: %s: %w", strings.Join(names, ", "), err)
+	}
+	return hs, nil
+}
+
+// fuseLayouts readies matrices that one fused kernel reads. They keep
+// their own family's kernels when they share one of F32, F16, BF16, Q4_0
+// or Q8_0; any other set of quantized types goes to the wtMix kernels,
+// each matrix with its own layout. A set that no one family reads (F16
+// beside Q4_K, say) is an error naming the types.
+func fuseLayouts(hs []hostMatrix) ([]hostMatrix, error) {
+	same := true
+	for _, h := range hs {
+		same = same && h.Type == hs[0].Type && h.Quant == hs[0].Quant
+	}
+	if same && hs[0].Type != wtMix {
+		return hs, nil
+	}
+	out := make([]hostMatrix, len(hs))
+	for i, h := range hs {
+		var err error
+		if out[i], err = h.mix(); err != nil {
+			var types []string
+			for _, h := range hs {
+				types = append(types, h.Quant.String())
+			}
+			return nil, fmt.Errorf("one fused kernel cannot read %s together: %w", strings.Join(types, ", "), err)
+		}
+	}
+	return out, nil
 }
 
 // vector lays out the float32 tensors ts, concatenated, as dst.
@@ -481,6 +529,7 @@ func (s *weightStage) upload(b *Backend) error {
 		if err := b.c.CopyHtoD(*u.dst, u.data); err != nil {
 			return err
 		}
+		*u.dst += u.tag
 		off += alignUp(len(u.data))
 	}
 	b.weightBytes += s.bytes
@@ -510,6 +559,9 @@ func (b *Backend) uploadWeights(m *model.Model) error {
 	if b.cfg.TiedEmbeddings {
 		b.output = b.embd
 	}
+	for i := range b.layers {
+		b.layers[i].splitQKV(&b.cfg)
+	}
 	return nil
 }
 
@@ -518,8 +570,22 @@ func (s *weightStage) layer(i int, m *model.Model, dst *layerWeights) error {
 	src := &m.Layers[i]
 	s.vector(&dst.attnNorm, &src.AttnNorm)
 	s.vector(&dst.ffnNorm, &src.FFNNorm)
-	if err := s.matrix(&dst.qkv, &src.Wq, &src.Wk, &src.Wv); err != nil {
+	qkv, err := s.group(&src.Wq, &src.Wk, &src.Wv)
+	if err != nil {
 		return err
+	}
+	if qkv[0].Type == wtMix {
+		s.put(&dst.wq, qkv[0])
+		s.put(&dst.wk, qkv[1])
+		s.put(&dst.wv, qkv[2])
+	} else {
+		// One matrix: the prefill multiplies it in one product; the decode
+		// kernel's three parts are views of it (Backend.uploadWeights).
+		h, err := stackRows(qkv...)
+		if err != nil {
+			return fmt.Errorf("cuda: %s…%s: %w", src.Wq.Name, src.Wv.Name, err)
+		}
+		s.put(&dst.qkv, h)
 	}
 	if src.Bq != nil {
 		s.vector(&dst.bias, src.Bq, src.Bk, src.Bv)
@@ -527,20 +593,26 @@ func (s *weightStage) layer(i int, m *model.Model, dst *layerWeights) error {
 	if err := s.matrix(&dst.wo, &src.Wo); err != nil {
 		return err
 	}
-	if err := s.matrix(&dst.gate, &src.Gate); err != nil {
+	ffn, err := s.group(&src.Gate, &src.Up, &src.Down)
+	if err != nil {
 		return err
 	}
-	if err := s.matrix(&dst.up, &src.Up); err != nil {
-		return err
-	}
-	if err := s.matrix(&dst.down, &src.Down); err != nil {
-		return err
-	}
-	if dst.gate.Type != dst.up.Type || dst.gate.Type != dst.down.Type {
-		return fmt.Errorf("cuda: layer %d: ffn_gate, ffn_up and ffn_down are %s, %s and %s; the fused FFN kernel takes one type",
-			i, dst.gate.Type.suffix(), dst.up.Type.suffix(), dst.down.Type.suffix())
-	}
+	s.put(&dst.gate, ffn[0])
+	s.put(&dst.up, ffn[1])
+	s.put(&dst.down, ffn[2])
 	return nil
+}
+
+// splitQKV sets the Q, K and V parts of a layer whose projections were
+// stacked, as views of the uploaded matrix.
+func (ly *layerWeights) splitQKV(c *model.Config) {
+	if ly.qkv.Rows == 0 {
+		return
+	}
+	q, kv := c.QDim(), c.KVDim()
+	ly.wq = ly.qkv.rowsFrom(0, q)
+	ly.wk = ly.qkv.rowsFrom(q, kv)
+	ly.wv = ly.qkv.rowsFrom(q+kv, kv)
 }
 
 func (b *Backend) allocState() error {
@@ -625,7 +697,7 @@ func (b *Backend) recordStep(l *launcher, k stepKind, afterLayer func(i int) err
 	for i := range b.layers {
 		ly := &b.layers[i]
 		cur, next := b.res[i%2], b.res[(i+1)%2]
-		err := l.qkvRope(qkvArgs{res: cur, resNext: next, poison: b.poison, normW: ly.attnNorm, eps: c.RMSEps, w: &ly.qkv,
+		err := l.qkvRope(qkvArgs{res: cur, resNext: next, poison: b.poison, normW: ly.attnNorm, eps: c.RMSEps, wq: &ly.wq, wk: &ly.wk, wv: &ly.wv,
 			bias: ly.bias, nHead: c.NumHeads, nKV: c.NumKVHeads, headDim: c.HeadDim, ropeCS: b.ropeCS, ropeDim: c.Rope.Dim,
 			neox: c.Rope.Neox, pos: pos, q: b.q, kCache: ly.kCache, vCache: ly.vCache, ctxMax: b.ctxLen})
 		if err != nil {

@@ -38,6 +38,7 @@ func TestKernelDurations(t *testing.T) {
 		dim, nHead, nKV, hd, ffn, vocab, ctx = 576, 9, 3, 64, 1536, 49152, 4096
 	)
 	qkv := g.matrix(randLayout(r, quant.Q4_0, (nHead+2*nKV)*hd, dim))
+	wq, wk, wv := qkv.rowsFrom(0, nHead*hd), qkv.rowsFrom(nHead*hd, nKV*hd), qkv.rowsFrom((nHead+nKV)*hd, nKV*hd)
 	wo := g.matrix(randLayout(r, quant.Q4_0, dim, nHead*hd))
 	gate, up := g.matrix(randLayout(r, quant.Q4_0, ffn, dim)), g.matrix(randLayout(r, quant.Q4_0, ffn, dim))
 	down := g.matrix(randLayout(r, quant.Q4_0, dim, ffn))
@@ -55,7 +56,7 @@ func TestKernelDurations(t *testing.T) {
 	for _, pos := range []int{100, 2148} {
 		dpos := g.int32s(int32(pos))
 		for rep := 0; rep < 3; rep++ {
-			err := g.l.qkvRope(qkvArgs{res: res, resNext: next, poison: poison, normW: nw, eps: 1e-5, w: qkv, nHead: nHead,
+			err := g.l.qkvRope(qkvArgs{res: res, resNext: next, poison: poison, normW: nw, eps: 1e-5, wq: &wq, wk: &wk, wv: &wv, nHead: nHead,
 				nKV: nKV, headDim: hd, ropeCS: cs, ropeDim: hd, pos: dpos, q: q, kCache: kc, vCache: vc, ctxMax: ctx})
 			if err != nil {
 				t.Fatal(err)

@@ -17,18 +17,18 @@ const ptxDirEnv = "GOTOK_CUDA_PTX_DIR"
 type kernelSet struct {
 	modules []*cu.Module
 
-	embed, qkvRope, logits [4]*cu.Function
+	embed, qkvRope, logits [numGPUTypes]*cu.Function
 	// The _r2 variants: two rows per warp.
-	qkvRope2, logits2 [4]*cu.Function
+	qkvRope2, logits2 [numGPUTypes]*cu.Function
 	// logitsFloat reads a float32 row (the prefill's) instead of the
 	// fixed-point residual stream.
-	logitsFloat [4]*cu.Function
+	logitsFloat [numGPUTypes]*cu.Function
 	// attention by W_o's layout and float4s per lane; ffn by layout and
 	// ffnShapes (nil: not compiled).
-	attention [4][attMaxNQ + 1]*cu.Function
+	attention [numGPUTypes][attMaxNQ + 1]*cu.Function
 	// attentionCluster: attention_cl, for contexts run whole (sm_90+).
-	attentionCluster [4][attMaxNQ + 1]*cu.Function
-	ffn              [4][len(ffnShapes)]*cu.Function
+	attentionCluster [numGPUTypes][attMaxNQ + 1]*cu.Function
+	ffn              [numGPUTypes][len(ffnShapes)]*cu.Function
 	sampleChain      *cu.Function
 
 	pre prefillKernels // the batched prefill's kernels (prefill_kernels.go)
@@ -56,7 +56,7 @@ func loadKernels(c *cu.Context) (_ *kernelSet, err error) {
 		}
 		k.modules = append(k.modules, m)
 		var names []string
-		for t := wtF32; t <= wtQ8_0; t++ {
+		for t := range numGPUTypes {
 			s := t.suffix()
 			switch op {
 			case "embed":
@@ -71,7 +71,7 @@ func loadKernels(c *cu.Context) (_ *kernelSet, err error) {
 				}
 			case "ffn":
 				for i := range ffnShapes {
-					if i == 0 || t == wtQ4_0 || t == wtQ8_0 {
+					if i == 0 || t.quantized() {
 						names = append(names, ffnName(t, i))
 					}
 				}
@@ -89,7 +89,7 @@ func loadKernels(c *cu.Context) (_ *kernelSet, err error) {
 		}
 	}
 	var decode []*cu.Function
-	for t := wtF32; t <= wtQ8_0; t++ {
+	for t := range numGPUTypes {
 		s := t.suffix()
 		k.embed[t] = funcs["embed_"+s]
 		k.qkvRope[t] = funcs["qkv_rope_"+s]

@@ -88,7 +88,7 @@ func (l *launcher) launchWith(f *cu.Function, lc cu.Launch, args cu.Args) error 
 // rowsPerWarp mirrors mv_shape<T>::R in kernels/decode.cuh: the rows one
 // warp of a matrix kernel takes at a time.
 func rowsPerWarp(t gpuType) int {
-	if t == wtQ4_0 || t == wtQ8_0 {
+	if t.quantized() {
 		return 4
 	}
 	return 2
@@ -135,7 +135,7 @@ type qkvArgs struct {
 	poison     cu.DevicePtr
 	normW      cu.DevicePtr
 	eps        float32
-	w          *deviceMatrix // Q, K, V stacked
+	wq, wk, wv *deviceMatrix // one kernel family, their rows as long
 	bias       cu.DevicePtr  // Q, K, V biases stacked, or 0
 	nHead, nKV int
 	headDim    int
@@ -150,19 +150,24 @@ type qkvArgs struct {
 }
 
 func (l *launcher) qkvRope(a qkvArgs) error {
+	t := a.wq.Type
+	if a.wk.Type != t || a.wv.Type != t || a.wk.Cols != a.wq.Cols || a.wv.Cols != a.wq.Cols {
+		return fmt.Errorf("cuda: the QKV kernel needs Q, K and V of one kernel family and row length (%s, %s, %s)",
+			a.wq.Type.suffix(), a.wk.Type.suffix(), a.wv.Type.suffix())
+	}
 	pairs := (a.nHead + 2*a.nKV) * a.headDim / 2
-	r, f := 2, l.k.qkvRope2[a.w.Type] // l.rows 0 (layerRows), 1 or 2
+	r, f := 2, l.k.qkvRope2[t] // l.rows 0 (layerRows), 1 or 2
 	if l.rows > 2 {
-		r, f = rowsPerWarp(a.w.Type), l.k.qkvRope[a.w.Type]
+		r, f = rowsPerWarp(t), l.k.qkvRope[t]
 	}
 	perWarp := r / 2 // pairs of rows
 	neox := int32(0)
 	if a.neox {
 		neox = 1
 	}
-	return l.launch(f, cu.Dim(l.warpBlocks((pairs+perWarp-1)/perWarp, 0)), 32*l.warps(), stagedNormBytes(a.w.Cols), cu.Args{
-		a.res, a.resNext, a.poison, a.normW, a.eps, i32(a.w.Cols), a.w.Q, a.w.D, a.bias, i32(a.nHead), i32(a.nKV), i32(a.headDim),
-		a.ropeCS, i32(a.ropeDim), neox, a.pos, a.q, a.kCache, a.vCache, i32(a.ctxMax)})
+	return l.launch(f, cu.Dim(l.warpBlocks((pairs+perWarp-1)/perWarp, 0)), 32*l.warps(), stagedNormBytes(a.wq.Cols), cu.Args{
+		a.res, a.resNext, a.poison, a.normW, a.eps, i32(a.wq.Cols), a.wq.Q, a.wq.D, a.wk.Q, a.wk.D, a.wv.Q, a.wv.D, a.bias,
+		i32(a.nHead), i32(a.nKV), i32(a.headDim), a.ropeCS, i32(a.ropeDim), neox, a.pos, a.q, a.kCache, a.vCache, i32(a.ctxMax)})
 }
 
 // The attention kernel's shape: ATT_SPLITS in kernels/attention.cu, the

@@ -98,8 +98,28 @@ func (g *gpu) matrix(m hostMatrix) *deviceMatrix {
 	if err != nil {
 		g.t.Fatal(err)
 	}
-	g.t.Cleanup(func() { g.c.Free(d.Q); g.c.Free(d.D) })
+	g.t.Cleanup(func() { g.c.Free(d.Q); g.c.Free(d.header()) })
 	return &d
+}
+
+// qkv uploads Q, K and V as the engine does: stacked when they share a
+// family of their own, else three mixed-type matrices.
+func (g *gpu) qkv(q, k, v hostMatrix) (wq, wk, wv *deviceMatrix) {
+	g.t.Helper()
+	hs, err := fuseLayouts([]hostMatrix{q, k, v})
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	if hs[0].Type == wtMix {
+		return g.matrix(hs[0]), g.matrix(hs[1]), g.matrix(hs[2])
+	}
+	s, err := stackRows(hs...)
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	d := g.matrix(s)
+	a, b, c := d.rowsFrom(0, q.Rows), d.rowsFrom(q.Rows, k.Rows), d.rowsFrom(q.Rows+k.Rows, v.Rows)
+	return &a, &b, &c
 }
 
 // residual uploads f as a fixed-point residual stream and frees it with the
@@ -177,7 +197,12 @@ func randWeights(t *testing.T, r *rand.Rand, typ quant.Type, rows, cols int) ([]
 	}
 	data := make([]byte, int(rb)*rows)
 	for i := 0; i < rows; i++ {
-		if err := quant.Quantize(typ, randFloats(r, cols, 0.1), data[i*int(rb):(i+1)*int(rb)]); err != nil {
+		row := data[i*int(rb) : (i+1)*int(rb)]
+		if !quant.QuantizedSupported(typ) {
+			randBlocks(r, typ, row)
+			continue
+		}
+		if err := quant.Quantize(typ, randFloats(r, cols, 0.1), row); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -190,6 +215,31 @@ func randWeights(t *testing.T, r *rand.Rand, typ quant.Type, rows, cols int) ([]
 		t.Fatal(err)
 	}
 	return data, ref, m
+}
+
+// randBlocks fills dst with random blocks of a type that quant cannot
+// encode (Q2_K, Q3_K): random codes and scales, with the f16 super-block
+// scales set to small finite values.
+func randBlocks(r *rand.Rand, typ quant.Type, dst []byte) {
+	for i := range dst {
+		dst[i] = byte(r.Uint32())
+	}
+	var scales []int // offsets of the f16 scales in a block
+	switch typ {
+	case quant.Q2_K:
+		scales = []int{80, 82}
+	case quant.Q3_K:
+		scales = []int{108}
+	default:
+		panic("randBlocks: " + typ.String())
+	}
+	bb := typ.BlockBytes()
+	for b := 0; b+bb <= len(dst); b += bb {
+		for _, o := range scales {
+			h := quant.F32ToF16(float32(0.002 + 0.004*r.Float64()))
+			dst[b+o], dst[b+o+1] = byte(h), byte(h>>8)
+		}
+	}
 }
 
 // f32Tol is the relative error allowed where the GPU sums float32 products
@@ -493,30 +543,39 @@ func TestAttentionStep(t *testing.T) {
 		dim, nHead, nKV, headDim, ropeD int
 		neox, bias                      bool
 		ctx, minChunk                   int
+		vTyp                            quant.Type // V's type when it is not typ's (0: typ)
 	}{
-		{quant.F32, 64, 8, 4, 8, 8, false, false, 512, 8},
-		{quant.Q4_0, 576, 9, 3, 64, 64, false, false, 300, 32},
-		{quant.Q8_0, 576, 9, 3, 64, 64, true, true, 2100, 32},
-		{quant.F16, 256, 4, 4, 64, 32, true, false, 100, 16},
-		{quant.Q4_0, 512, 4, 1, 128, 128, false, true, 1100, 16},
-		{quant.Q8_0, 384, 12, 1, 32, 32, false, false, 700, 4},
-		{quant.Q4_0, 256, 16, 2, 16, 16, true, false, 64, 1},
-		{quant.Q8_0, 384, 4, 2, 96, 64, true, false, 500, 8},    // 8 lanes × 3 float4s
-		{quant.F16, 512, 4, 1, 256, 128, false, false, 300, 32}, // 32 lanes × 2 float4s
-		{quant.Q4_0, 256, 2, 2, 48, 48, false, false, 260, 16},  // 4 lanes × 3 float4s
+		{quant.Q4_K, 256, 4, 2, 64, 64, false, true, 300, 16, quant.Q6_K}, // Q4_K_M's mix
+		{quant.Q5_K, 512, 8, 2, 64, 64, true, false, 200, 16, 0},
+		{quant.Q2_K, 256, 4, 4, 64, 64, false, false, 150, 8, quant.Q3_K},
+		{quant.IQ4_XS, 256, 2, 1, 128, 128, false, false, 100, 16, quant.IQ4_NL},
+		{quant.Q4_1, 96, 4, 2, 24, 24, true, false, 90, 8, quant.Q5_0},
+		{quant.Q5_1, 128, 4, 4, 32, 32, false, false, 64, 4, quant.Q8_0},
+		{quant.BF16, 64, 4, 2, 16, 16, false, true, 80, 8, 0},
+		{quant.F32, 64, 8, 4, 8, 8, false, false, 512, 8, 0},
+		{quant.Q4_0, 576, 9, 3, 64, 64, false, false, 300, 32, 0},
+		{quant.Q8_0, 576, 9, 3, 64, 64, true, true, 2100, 32, 0},
+		{quant.F16, 256, 4, 4, 64, 32, true, false, 100, 16, 0},
+		{quant.Q4_0, 512, 4, 1, 128, 128, false, true, 1100, 16, 0},
+		{quant.Q8_0, 384, 12, 1, 32, 32, false, false, 700, 4, 0},
+		{quant.Q4_0, 256, 16, 2, 16, 16, true, false, 64, 1, 0},
+		{quant.Q8_0, 384, 4, 2, 96, 64, true, false, 500, 8, 0},    // 8 lanes × 3 float4s
+		{quant.F16, 512, 4, 1, 256, 128, false, false, 300, 32, 0}, // 32 lanes × 2 float4s
+		{quant.Q4_0, 256, 2, 2, 48, 48, false, false, 260, 16, 0},  // 4 lanes × 3 float4s
 	}
 	for ci, tc := range cases {
 		g.l.rows = []int{4, 2, 1}[ci%3]
 		qd, kvd := tc.nHead*tc.headDim, tc.nKV*tc.headDim
 		_, wq, hq := randWeights(t, r, tc.typ, qd, tc.dim)
 		_, wk, hk := randWeights(t, r, tc.typ, kvd, tc.dim)
-		_, wv, hv := randWeights(t, r, tc.typ, kvd, tc.dim)
-		_, wo, ho := randWeights(t, r, tc.typ, tc.dim, qd)
-		qkv, err := stackRows(hq, hk, hv)
-		if err != nil {
-			t.Fatal(err)
+		vTyp := tc.typ
+		if tc.vTyp != 0 {
+			vTyp = tc.vTyp
 		}
-		dqkv, dwo := g.matrix(qkv), g.matrix(ho)
+		_, wv, hv := randWeights(t, r, vTyp, kvd, tc.dim)
+		_, wo, ho := randWeights(t, r, tc.typ, tc.dim, qd)
+		dwq, dwk, dwv := g.qkv(hq, hk, hv)
+		dwo := g.matrix(ho)
 		oBlocks := []int{16, 1, 5, 32, 3}[ci%5]
 		var bias []float32
 		var dbias cu.DevicePtr
@@ -548,7 +607,7 @@ func TestAttentionStep(t *testing.T) {
 			dq := g.floats(nil, qd)
 			dpos := g.int32s(int32(pos))
 			eps := float32(1e-5)
-			err = g.l.qkvRope(qkvArgs{res: res, resNext: next, poison: poison, normW: g.floats(nw, 0), eps: eps, w: dqkv, bias: dbias,
+			err := g.l.qkvRope(qkvArgs{res: res, resNext: next, poison: poison, normW: g.floats(nw, 0), eps: eps, wq: dwq, wk: dwk, wv: dwv, bias: dbias,
 				nHead: tc.nHead, nKV: tc.nKV, headDim: tc.headDim, ropeCS: dcs, ropeDim: tc.ropeD, neox: tc.neox,
 				pos: dpos, q: dq, kCache: dkc, vCache: dvc, ctxMax: tc.ctx})
 			if err != nil {

@@ -60,7 +60,7 @@ func (b *Backend) prefillUnsupported() string {
 	}
 	for i := range b.layers {
 		ly := &b.layers[i]
-		for _, w := range []*deviceMatrix{&ly.qkv, &ly.wo, &ly.gate, &ly.up, &ly.down} {
+		for _, w := range []*deviceMatrix{&ly.wq, &ly.wk, &ly.wv, &ly.wo, &ly.gate, &ly.up, &ly.down} {
 			if k.gemm[w.Type][gemmStore] == nil {
 				return fmt.Sprintf("layer %d: no prefill gemm for %s weights", i, w.Type.suffix())
 			}
@@ -187,7 +187,7 @@ func (b *Backend) recordPrefill(l *launcher, tok cu.DevicePtr, m, pos0 int) erro
 		if err := l.prefillNorm(p.x, ly.attnNorm, c.RMSEps, m, c.Dim, p.xn); err != nil {
 			return err
 		}
-		if err := l.gemm(p.xn, m, &ly.qkv, nil, gemmStore, p.qkv); err != nil {
+		if err := b.prefillQKV(l, ly, m); err != nil {
 			return err
 		}
 		err := l.prefillRope(ropeArgs{qkv: p.qkv, bias: ly.bias, m: m, pos0: pos0, nHead: c.NumHeads, nKV: c.NumKVHeads,
@@ -219,6 +219,24 @@ func (b *Backend) recordPrefill(l *launcher, tok cu.DevicePtr, m, pos0 int) erro
 
 // sampleLogits draws the next token from the logits of position pos on the
 // host (samplers the device does not run).
+// prefillQKV multiplies the chunk's normalized rows by Q, K and V into
+// p.qkv: one product when they are stacked, else one each, side by side.
+func (b *Backend) prefillQKV(l *launcher, ly *layerWeights, m int) error {
+	p := b.pre
+	if ly.qkv.Rows > 0 {
+		return l.gemm(p.xn, m, &ly.qkv, nil, gemmStore, p.qkv)
+	}
+	n := ly.wq.Rows + ly.wk.Rows + ly.wv.Rows
+	col := 0
+	for _, w := range []*deviceMatrix{&ly.wq, &ly.wk, &ly.wv} {
+		if err := l.gemmInto(p.xn, m, w, nil, gemmStore, p.qkv.Offset(4*col), n); err != nil {
+			return err
+		}
+		col += w.Rows
+	}
+	return nil
+}
+
 func (b *Backend) sampleLogits(s *sample.Sampler, pos int) (int32, error) {
 	logits, err := b.readLogits(pos)
 	if err != nil {

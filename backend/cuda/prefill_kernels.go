@@ -22,11 +22,15 @@ func (e gemmEpilogue) String() string { return [...]string{"store", "add", "glu"
 // prefillHeadDims are the head dimensions prefill_attention is built for.
 var prefillHeadDims = []int{16, 32, 64, 128}
 
-// prefillKernels are the batched-prefill entry points. gemm has kernels
-// for Q4_0 and Q8_0 weights only (nil elsewhere).
+// gemmTypes are the families the prefill gemm reads: every one but F32
+// (whose models prefill through the decode graph).
+var gemmTypes = []gpuType{wtQ4_0, wtQ8_0, wtF16, wtBF16, wtMix}
+
+// prefillKernels are the batched-prefill entry points; gemm is nil for the
+// families not in gemmTypes.
 type prefillKernels struct {
-	embed     [4]*cu.Function
-	gemm      [4][3]*cu.Function // by weight type and epilogue
+	embed     [numGPUTypes]*cu.Function
+	gemm      [numGPUTypes][3]*cu.Function // by weight type and epilogue
 	norm      *cu.Function
 	rope      *cu.Function
 	attention map[int]*cu.Function // by head dimension
@@ -55,7 +59,7 @@ func (k *kernelSet) loadPrefill(c *cu.Context, target, dir string) error {
 	}
 	p := &k.pre
 	var names []string
-	for t := wtF32; t <= wtQ8_0; t++ {
+	for t := range numGPUTypes {
 		names = append(names, "prefill_embed_"+t.suffix())
 	}
 	fs, err := load("prefill_embed", names...)
@@ -65,7 +69,7 @@ func (k *kernelSet) loadPrefill(c *cu.Context, target, dir string) error {
 	copy(p.embed[:], fs)
 
 	names = names[:0]
-	for _, t := range []gpuType{wtQ4_0, wtQ8_0} {
+	for _, t := range gemmTypes {
 		for e := gemmStore; e <= gemmGLU; e++ {
 			names = append(names, "gemm_"+t.suffix()+"_"+e.String())
 		}
@@ -73,8 +77,9 @@ func (k *kernelSet) loadPrefill(c *cu.Context, target, dir string) error {
 	if fs, err = load("gemm", names...); err != nil {
 		return err
 	}
-	copy(p.gemm[wtQ4_0][:], fs[:3])
-	copy(p.gemm[wtQ8_0][:], fs[3:])
+	for i, t := range gemmTypes {
+		copy(p.gemm[t][:], fs[3*i:])
+	}
 
 	if fs, err = load("prefill_norm", "prefill_norm"); err != nil {
 		return err

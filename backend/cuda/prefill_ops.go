@@ -33,8 +33,15 @@ func (l *launcher) prefillNorm(x, w cu.DevicePtr, eps float32, m, k int, out cu.
 }
 
 // gemm multiplies the f16 activations a ([m][w.Cols]) by w's rows into out
-// as epi says. For gemmGLU, w is the gate and w2 the up projection.
+// ([m][w.Rows]) as epi says. For gemmGLU, w is the gate and w2 the up
+// projection.
 func (l *launcher) gemm(a cu.DevicePtr, m int, w, w2 *deviceMatrix, epi gemmEpilogue, out cu.DevicePtr) error {
+	return l.gemmInto(a, m, w, w2, epi, out, w.Rows)
+}
+
+// gemmInto is gemm writing rows ldo elements apart: out may be a column
+// range of a wider matrix (Q, K and V multiplied apart into one output).
+func (l *launcher) gemmInto(a cu.DevicePtr, m int, w, w2 *deviceMatrix, epi gemmEpilogue, out cu.DevicePtr, ldo int) error {
 	f := l.k.pre.gemm[w.Type][epi]
 	if f == nil {
 		return fmt.Errorf("cuda: no prefill gemm for %s weights", w.Type.suffix())
@@ -52,7 +59,7 @@ func (l *launcher) gemm(a cu.DevicePtr, m int, w, w2 *deviceMatrix, epi gemmEpil
 		tilesN = (w.Rows + gemmTileN/2 - 1) / (gemmTileN / 2)
 	}
 	return l.launch(f, cu.Dim3{X: tilesN, Y: (m + gemmTileM - 1) / gemmTileM, Z: 1}, 128, 0,
-		cu.Args{a, i32(m), i32(w.Cols), w.Q, w.D, q2, d2, i32(w.Rows), out})
+		cu.Args{a, i32(m), i32(w.Cols), w.Q, w.D, q2, d2, i32(w.Rows), out, i32(ldo)})
 }
 
 // ropeArgs are prefill_rope's operands: qkv is the store gemm's output.

@@ -276,30 +276,33 @@ func TestPrefillAttentionKernel(t *testing.T) {
 }
 
 // TestPrefillUnsupported checks the path choice without a GPU: the batched
-// prefill needs Q4_0/Q8_0 gemms for every projection and an attention
-// kernel for the head dimension.
+// prefill needs a gemm for every projection's family (not F32) and an
+// attention kernel for the head dimension.
 func TestPrefillUnsupported(t *testing.T) {
 	f := &cu.Function{}
 	k := &kernelSet{}
 	k.pre.attention = map[int]*cu.Function{64: f}
-	for typ := wtF32; typ <= wtQ8_0; typ++ {
+	for typ := range numGPUTypes {
 		k.pre.embed[typ] = f
 	}
-	k.pre.gemm[wtQ4_0][gemmStore], k.pre.gemm[wtQ8_0][gemmStore] = f, f
+	for _, typ := range gemmTypes {
+		k.pre.gemm[typ][gemmStore] = f
+	}
 	b := &Backend{k: k, cfg: model.Config{HeadDim: 64}, embd: deviceMatrix{Type: wtQ8_0}, layers: make([]layerWeights, 2)}
 	for i := range b.layers {
 		ly := &b.layers[i]
-		for _, w := range []*deviceMatrix{&ly.qkv, &ly.wo, &ly.gate, &ly.up, &ly.down} {
+		for _, w := range []*deviceMatrix{&ly.wq, &ly.wk, &ly.wv, &ly.wo, &ly.gate, &ly.up, &ly.down} {
 			w.Type = wtQ4_0
 		}
 	}
 	b.layers[0].wo.Type = wtQ8_0
+	b.layers[1].wv.Type = wtMix
 	if why := b.prefillUnsupported(); why != "" {
-		t.Errorf("Q4_0/Q8_0 model refused: %s", why)
+		t.Errorf("Q4_0/Q8_0/mixed model refused: %s", why)
 	}
-	b.layers[1].down.Type = wtF16
+	b.layers[1].down.Type = wtF32
 	if why := b.prefillUnsupported(); !strings.Contains(why, "layer 1") {
-		t.Errorf("F16 down projection: reason %q does not name layer 1", why)
+		t.Errorf("F32 down projection: reason %q does not name layer 1", why)
 	}
 	b.layers[1].down.Type = wtQ8_0
 	b.cfg.HeadDim = 80

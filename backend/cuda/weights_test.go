@@ -1,6 +1,7 @@
 package cuda
 
 import (
+	"math"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -13,27 +14,45 @@ import (
 // GGML values.
 func TestLayoutRoundTrip(t *testing.T) {
 	r := rand.New(rand.NewPCG(7, 7))
-	for _, typ := range []quant.Type{quant.Q4_0, quant.Q8_0, quant.F16, quant.F32} {
-		for _, cols := range []int{32, 96, 172} {
-			if cols%32 != 0 && typ.BlockSize() == 32 {
+	types := []quant.Type{quant.Q4_0, quant.Q8_0, quant.F16, quant.BF16, quant.F32}
+	for typ := range mixLayouts {
+		types = append(types, typ)
+	}
+	for _, typ := range types {
+		for _, cols := range []int{32, 96, 172, 512} {
+			if cols%typ.BlockSize() != 0 {
 				continue
 			}
 			rows := 5
 			_, want, m := randWeights(t, r, typ, rows, cols)
-			nb := m.blocks()
-			for row := 0; row < rows; row++ {
-				for c := 0; c < cols; c++ {
-					got := layoutValue(m, row, c)
-					if got != want[row][c] {
-						t.Fatalf("%s cols %d: [%d][%d] = %v, want %v", typ, cols, row, c, got, want[row][c])
-					}
+			if typ == quant.Q4_0 || typ == quant.Q8_0 {
+				// Their own layout, and the same bytes read as a mixed one.
+				mm, err := m.mix()
+				if err != nil {
+					t.Fatal(err)
 				}
-				// Padding past the row must be zero for the kernels' whole-block loads.
-				for c := cols; c < nb*32; c++ {
-					if v := layoutValue(m, row, c); v != 0 {
-						t.Fatalf("%s cols %d: padding [%d][%d] = %v", typ, cols, row, c, v)
-					}
-				}
+				checkLayout(t, mm, want, rows, cols)
+			}
+			checkLayout(t, m, want, rows, cols)
+		}
+	}
+}
+
+// checkLayout checks every element of m against want, and the padding.
+func checkLayout(t *testing.T, m hostMatrix, want [][]float64, rows, cols int) {
+	t.Helper()
+	nb := m.blocks()
+	for row := 0; row < rows; row++ {
+		for c := 0; c < cols; c++ {
+			got := layoutValue(m, row, c)
+			if d := math.Abs(got - want[row][c]); d > 1e-6*math.Abs(want[row][c]) {
+				t.Fatalf("%s (%s) cols %d: [%d][%d] = %v, want %v", m.Quant, m.Type.suffix(), cols, row, c, got, want[row][c])
+			}
+		}
+		// Padding past the row must be zero for the kernels' whole-block loads.
+		for c := cols; c < nb*32; c++ {
+			if v := layoutValue(m, row, c); v != 0 {
+				t.Fatalf("%s cols %d: padding [%d][%d] = %v", m.Quant, cols, row, c, v)
 			}
 		}
 	}
@@ -50,6 +69,12 @@ func layoutValue(m hostMatrix, row, c int) float64 {
 	case wtF16:
 		i := 2 * (row*nb*32 + c)
 		return float64(quant.F16ToF32(uint16(m.Q[i]) | uint16(m.Q[i+1])<<8))
+	case wtBF16:
+		i := 2 * (row*nb*32 + c)
+		return float64(quant.BF16ToF32(uint16(m.Q[i]) | uint16(m.Q[i+1])<<8))
+	case wtMix:
+		q, s, mn, off := m.mixBlock(blk)
+		return float64(s[j/16]*float32(q[j]-off) + mn[j/16])
 	case wtQ4_0:
 		d := quant.F16ToF32(uint16(m.D[2*blk]) | uint16(m.D[2*blk+1])<<8)
 		b := m.Q[blk*16+j%16]
@@ -67,9 +92,12 @@ func layoutValue(m hostMatrix, row, c int) float64 {
 
 func TestLayoutRejectsUnsupportedTypes(t *testing.T) {
 	data := make([]byte, 144)
-	_, err := layoutRows(quant.Q4_K, data, 1, 256)
-	if err == nil || !strings.Contains(err.Error(), "Q4_K") {
-		t.Errorf("Q4_K layout: %v, want an error naming the type", err)
+	_, err := layoutRows(quant.IQ2_XS, data[:74], 1, 256)
+	if err == nil || !strings.Contains(err.Error(), "IQ2_XS") {
+		t.Errorf("IQ2_XS layout: %v, want an error naming the type", err)
+	}
+	if _, err := (hostMatrix{Type: wtF16, Quant: quant.F16}).mix(); err == nil {
+		t.Error("an F16 matrix went to the mixed-type kernels")
 	}
 	if _, err := layoutRows(quant.Q4_0, data[:17], 1, 32); err == nil {
 		t.Error("a short Q4_0 tensor was accepted")

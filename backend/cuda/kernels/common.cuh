@@ -9,11 +9,14 @@
 typedef unsigned char u8;
 typedef unsigned short f16; // raw IEEE binary16 bits: no cuda_fp16.h needed
 
-// Weight types, numbered like the Go side's gpuType.
+// Weight types, numbered like the Go side's gpuType. WT_MIX kernels read
+// every quantized layout of weights.cuh, chosen per matrix at run time.
 #define WT_F32 0
 #define WT_F16 1
 #define WT_Q4_0 2
 #define WT_Q8_0 3
+#define WT_BF16 4
+#define WT_MIX 5
 
 __device__ __forceinline__ float f16_to_f32(f16 h) {
 	float f;
@@ -109,5 +112,6 @@ __device__ __forceinline__ void res_add(long long *r, float v, long long carry, 
 __device__ __forceinline__ float rms_factor(float ss, int k, float eps) { return rsqrtf(ss / (float)k + eps); }
 
 // Instantiate a kernel template once per weight type under extern "C" names
-// name_f32, name_f16, name_q4_0, name_q8_0.
-#define FOR_EACH_WEIGHT_TYPE(M) M(f32, WT_F32) M(f16, WT_F16) M(q4_0, WT_Q4_0) M(q8_0, WT_Q8_0)
+// name_f32, name_f16, name_q4_0, name_q8_0, name_bf16, name_mix.
+#define FOR_EACH_WEIGHT_TYPE(M)                                                                                    \
+	M(f32, WT_F32) M(f16, WT_F16) M(q4_0, WT_Q4_0) M(q8_0, WT_Q8_0) M(bf16, WT_BF16) M(mix, WT_MIX)

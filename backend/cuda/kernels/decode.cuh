@@ -8,55 +8,9 @@
 // kernel), so after the wait the critical path is one load of the
 // activations, the arithmetic and one warp reduction.
 //
-// Weights as laid out at upload (see backend/cuda/weights.go): for row r and
-// 32-element block b, blk = r*nb + b.
-//   F32:  q = floats, rows padded to nb*32 elements
-//   F16:  q = halves, rows padded likewise
-//   Q4_0: q = 16 nibble bytes per block (ggml order), d = one f16 scale per block
-//   Q8_0: q = 32 int8 per block, d = one f16 scale per block
+// Weights as laid out at upload: weights.cuh.
 #pragma once
-#include "common.cuh"
-
-// wblk is one 32-element block of one row, in registers.
-template <int T> struct wblk;
-template <> struct wblk<WT_Q4_0> { uint4 q; float d; };
-template <> struct wblk<WT_Q8_0> { uint4 q0, q1; float d; };
-template <> struct wblk<WT_F16> { uint4 q[4]; };
-template <> struct wblk<WT_F32> { float4 q[8]; };
-
-template <int T> __device__ __forceinline__ void wload(wblk<T> &w, const u8 *q, const f16 *d, long blk);
-template <> __device__ __forceinline__ void wload<WT_Q4_0>(wblk<WT_Q4_0> &w, const u8 *q, const f16 *d, long blk) {
-	w.q = ((const uint4 *)q)[blk];
-	w.d = f16_to_f32(d[blk]);
-}
-template <> __device__ __forceinline__ void wload<WT_Q8_0>(wblk<WT_Q8_0> &w, const u8 *q, const f16 *d, long blk) {
-	const uint4 *p = (const uint4 *)q + 2 * blk;
-	w.q0 = p[0];
-	w.q1 = p[1];
-	w.d = f16_to_f32(d[blk]);
-}
-template <> __device__ __forceinline__ void wload<WT_F16>(wblk<WT_F16> &w, const u8 *q, const f16 *, long blk) {
-	const uint4 *p = (const uint4 *)q + 4 * blk;
-#pragma unroll
-	for (int j = 0; j < 4; j++) w.q[j] = p[j];
-}
-template <> __device__ __forceinline__ void wload<WT_F32>(wblk<WT_F32> &w, const u8 *q, const f16 *, long blk) {
-	const float4 *p = (const float4 *)q + 8 * blk;
-#pragma unroll
-	for (int j = 0; j < 8; j++) w.q[j] = p[j];
-}
-
-// bytes_f32 turns the four bytes of u into floats with the magic-number
-// trick (0x4B000000|b is the float 2^23+b; selector 0x754i puts byte i
-// under the exponent byte 0x4B): integer permutes and one add
-// each, where a conversion instruction runs at a quarter of the rate. off is
-// subtracted as well (2^23 plus the quantization offset).
-__device__ __forceinline__ void bytes_f32(unsigned u, float off, float &a, float &b, float &c, float &d) {
-	a = __int_as_float(__byte_perm(u, 0x4B000000u, 0x7540)) - off;
-	b = __int_as_float(__byte_perm(u, 0x4B000000u, 0x7541)) - off;
-	c = __int_as_float(__byte_perm(u, 0x4B000000u, 0x7542)) - off;
-	d = __int_as_float(__byte_perm(u, 0x4B000000u, 0x7543)) - off;
-}
+#include "weights.cuh"
 
 // xblk is the lane's 32 activations of one block.
 struct xblk {
@@ -119,6 +73,43 @@ template <> __device__ __forceinline__ float wdot<WT_F32>(const wblk<WT_F32> &w,
 #pragma unroll
 	for (int j = 0; j < 8; j++) s += w.q[j].x * x.v[j].x + w.q[j].y * x.v[j].y + w.q[j].z * x.v[j].z + w.q[j].w * x.v[j].w;
 	return s;
+}
+
+template <> __device__ __forceinline__ float wdot<WT_BF16>(const wblk<WT_BF16> &w, const xblk &x) {
+	float s = 0.f;
+#pragma unroll
+	for (int j = 0; j < 4; j++) {
+		unsigned u[4] = {w.q[j].x, w.q[j].y, w.q[j].z, w.q[j].w};
+		float4 a = x.v[2 * j], b = x.v[2 * j + 1];
+		s += bf16_lo(u[0]) * a.x + bf16_hi(u[0]) * a.y + bf16_lo(u[1]) * a.z + bf16_hi(u[1]) * a.w +
+		     bf16_lo(u[2]) * b.x + bf16_hi(u[2]) * b.y + bf16_lo(u[3]) * b.z + bf16_hi(u[3]) * b.w;
+	}
+	return s;
+}
+
+// mix_half is Σ (c_i − off)·x_i and Σ x_i over the 16 elements of words
+// [W, W+4) of a mixed block's codes (mix_codes), x the matching float4s.
+template <int W>
+__device__ __forceinline__ void mix_half(const unsigned c[8], float off, const float4 *x, float &acc, float &sum) {
+	acc = 0.f;
+	sum = 0.f;
+#pragma unroll
+	for (int j = W; j < W + 4; j++) {
+		float a, b, cc, d;
+		bytes_f32(c[j], off, a, b, cc, d);
+		float4 v = x[j - W];
+		acc += a * v.x + b * v.y + cc * v.z + d * v.w;
+		sum += v.x + v.y + v.z + v.w;
+	}
+}
+
+template <> __device__ __forceinline__ float wdot<WT_MIX>(const wblk<WT_MIX> &w, const xblk &x) {
+	unsigned c[8];
+	mix_codes(w, c);
+	float a0, x0, a1, x1;
+	mix_half<0>(c, w.off, x.v, a0, x0);
+	mix_half<4>(c, w.off, x.v + 4, a1, x1);
+	return w.s0 * a0 + w.m0 * x0 + (w.s1 * a1 + w.m1 * x1);
 }
 
 // res_stage converts the fixed-point residual stream's k elements
@@ -348,6 +339,6 @@ __device__ __forceinline__ int grid_warps() { return gridDim.x * (blockDim.x >> 
 // are the model width and preload one block a lane (rows up to 1024
 // elements whole).
 template <int T> struct mv_shape {
-	static constexpr bool quant = T == WT_Q4_0 || T == WT_Q8_0;
+	static constexpr bool quant = T == WT_Q4_0 || T == WT_Q8_0 || T == WT_MIX;
 	static constexpr int R = quant ? 4 : 2;
 };

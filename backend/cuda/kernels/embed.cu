@@ -11,26 +11,7 @@
 // poisons the step.
 // The row layout is the uploaded one (the output head shares it when
 // embeddings are tied).
-#include "common.cuh"
-
-template <int T> __device__ __forceinline__ float embed_elem(const u8 *q, const f16 *d, long row, int nb, int e);
-
-template <> __device__ __forceinline__ float embed_elem<WT_F32>(const u8 *q, const f16 *, long row, int nb, int e) {
-	return ((const float *)q)[row * nb * 32 + e];
-}
-template <> __device__ __forceinline__ float embed_elem<WT_F16>(const u8 *q, const f16 *, long row, int nb, int e) {
-	return f16_to_f32(((const f16 *)q)[row * nb * 32 + e]);
-}
-template <> __device__ __forceinline__ float embed_elem<WT_Q4_0>(const u8 *q, const f16 *d, long row, int nb, int e) {
-	long blk = row * nb + (e >> 5);
-	int j = e & 31;
-	int nib = j < 16 ? q[blk * 16 + j] & 15 : q[blk * 16 + j - 16] >> 4;
-	return f16_to_f32(d[blk]) * (float)(nib - 8);
-}
-template <> __device__ __forceinline__ float embed_elem<WT_Q8_0>(const u8 *q, const f16 *d, long row, int nb, int e) {
-	long blk = row * nb + (e >> 5);
-	return f16_to_f32(d[blk]) * (float)(signed char)q[blk * 32 + (e & 31)];
-}
+#include "weights.cuh"
 
 #define IO_PARAMS 4
 #define EMBED_MAX_PARAMS 32
@@ -56,7 +37,7 @@ template <> __device__ __forceinline__ float embed_elem<WT_Q8_0>(const u8 *q, co
 		}                                                                                                          \
 		for (int e = threadIdx.x; e < k; e += blockDim.x) {                                                        \
 			long long v;                                                                                           \
-			if (!res_fixed(embed_elem<T>(q, d, tok, (k + 31) >> 5, e), v)) atomicOr(poison, 1u);                   \
+			if (!res_fixed(weight_elem<T>(q, d, tok, (k + 31) >> 5, e), v)) atomicOr(poison, 1u);                   \
 			res[e] = v;                                                                                            \
 		}                                                                                                          \
 	}

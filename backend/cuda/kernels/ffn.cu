@@ -102,6 +102,54 @@ template <int U> struct dseg<WT_F16, U> {
 	}
 };
 
+template <int U> struct dseg<WT_BF16, U> {
+	uint4 q[U / 8];
+	__device__ __forceinline__ void load(const u8 *wq, const f16 *, long r, int nb, int e0) {
+		const uint4 *p = (const uint4 *)wq + (r * nb * 32 + e0) / 8;
+#pragma unroll
+		for (int j = 0; j < U / 8; j++) q[j] = p[j];
+	}
+	__device__ __forceinline__ float dot(const float4 h[U / 4], int) const {
+		float s = 0.f;
+#pragma unroll
+		for (int j = 0; j < U / 8; j++) {
+			unsigned u[4] = {q[j].x, q[j].y, q[j].z, q[j].w};
+			float4 a = h[2 * j], b = h[2 * j + 1];
+			s += bf16_lo(u[0]) * a.x + bf16_hi(u[0]) * a.y + bf16_lo(u[1]) * a.z + bf16_hi(u[1]) * a.w +
+			     bf16_lo(u[2]) * b.x + bf16_hi(u[2]) * b.y + bf16_lo(u[3]) * b.z + bf16_hi(u[3]) * b.w;
+		}
+		return s;
+	}
+};
+
+// Any quantized type: the block holding the segment; U = 16 takes its
+// first or second half (each with its own scale and min).
+template <int U> struct dseg<WT_MIX, U> {
+	wblk<WT_MIX> w;
+	__device__ __forceinline__ void load(const u8 *wq, const f16 *wd, long r, int nb, int e0) {
+		wload<WT_MIX>(w, wq, wd, r * nb + (e0 >> 5));
+	}
+	__device__ __forceinline__ float dot(const float4 h[U / 4], int e0) const {
+		unsigned c[8];
+		float a0, x0;
+		if (U == 32) {
+			float a1, x1;
+			mix_codes(w, c);
+			mix_half<0>(c, w.off, h, a0, x0);
+			mix_half<4>(c, w.off, h + 4, a1, x1);
+			return w.s0 * a0 + w.m0 * x0 + (w.s1 * a1 + w.m1 * x1);
+		}
+		if (e0 & 16) {
+			mix_codes<4, 8>(w, c);
+			mix_half<4>(c, w.off, h, a0, x0);
+			return w.s1 * a0 + w.m1 * x0;
+		}
+		mix_codes<0, 4>(w, c);
+		mix_half<0>(c, w.off, h, a0, x0);
+		return w.s0 * a0 + w.m0 * x0;
+	}
+};
+
 template <int U> struct dseg<WT_F32, U> {
 	float4 q[U / 4];
 	__device__ __forceinline__ void load(const u8 *wq, const f16 *, long r, int nb, int e0) {
@@ -196,5 +244,7 @@ __device__ __forceinline__ void ffn(const long long *res, long long *out, unsign
 #define FFN_QUANT(name, T) FFN_V(name, T, 16, 1) FFN_V(name, T, 16, 2) FFN_V(name, T, 32, 2) FFN_V(name, T, 32, 4)
 FFN_QUANT(q4_0, WT_Q4_0)
 FFN_QUANT(q8_0, WT_Q8_0)
+FFN_QUANT(mix, WT_MIX)
 FFN_V(f16, WT_F16, 16, 1)
+FFN_V(bf16, WT_BF16, 16, 1)
 FFN_V(f32, WT_F32, 16, 1)

@@ -21,8 +21,15 @@
 // pair (c0, c1) is one unit's gate and up value: SiLU·up in registers.
 //
 // Rows of A past m and weight rows past n are zero-filled and never stored;
-// k must be a multiple of 32 (whole quant blocks), m and n are free.
+// k must be a multiple of 32 (whole quant blocks), m and n are free. Rows of
+// out are ldo elements apart (≥ n: Q, K and V of different types are
+// multiplied apart into column ranges of one output).
+//
+// F16, BF16 and the mixed layouts (weights.cuh) load a block as the decode
+// kernels do and round its values to f16 (BF16 and the K-quants' products
+// of scales are not exact in f16: rounded to nearest).
 #include "prefill.cuh"
+#include "weights.cuh"
 
 #define GEMM_BM 64
 #define GEMM_BN 64
@@ -105,9 +112,72 @@ template <> __device__ __forceinline__ void store_wblock<WT_Q8_0>(f16 *dst, cons
 	for (int i = 0; i < 4; i++) store16(dst + 8 * i, o + 4 * i);
 }
 
+// The float and mixed layouts hold the block as the decode kernels do.
+template <> struct wblock<WT_F16> { wblk<WT_F16> w; };
+template <> struct wblock<WT_BF16> { wblk<WT_BF16> w; };
+template <> struct wblock<WT_MIX> { wblk<WT_MIX> w; };
+
+template <> __device__ __forceinline__ wblock<WT_F16> load_wblock<WT_F16>(const u8 *wq, const f16 *wd, long blk, bool valid) {
+	wblock<WT_F16> b;
+	if (valid) {
+		wload<WT_F16>(b.w, wq, wd, blk);
+	} else {
+#pragma unroll
+		for (int j = 0; j < 4; j++) b.w.q[j] = make_zero4();
+	}
+	return b;
+}
+template <> __device__ __forceinline__ wblock<WT_BF16> load_wblock<WT_BF16>(const u8 *wq, const f16 *wd, long blk, bool valid) {
+	wblock<WT_BF16> b;
+	if (valid) {
+		wload<WT_BF16>(b.w, wq, wd, blk);
+	} else {
+#pragma unroll
+		for (int j = 0; j < 4; j++) b.w.q[j] = make_zero4();
+	}
+	return b;
+}
+template <> __device__ __forceinline__ wblock<WT_MIX> load_wblock<WT_MIX>(const u8 *wq, const f16 *wd, long blk, bool valid) {
+	wblock<WT_MIX> b;
+	if (valid) {
+		wload<WT_MIX>(b.w, wq, wd, blk);
+	} else { // zero codes, zero scales
+		b.w.q = b.w.x = make_zero4();
+		b.w.s0 = b.w.s1 = b.w.m0 = b.w.m1 = 0.f;
+		b.w.off = 8388608.f;
+		b.w.t = MX_Q4_1;
+	}
+	return b;
+}
+
+template <> __device__ __forceinline__ void store_wblock<WT_F16>(f16 *dst, const wblock<WT_F16> &b) {
+#pragma unroll
+	for (int j = 0; j < 4; j++) *(uint4 *)(dst + 8 * j) = b.w.q[j];
+}
+
+template <> __device__ __forceinline__ void store_wblock<WT_BF16>(f16 *dst, const wblock<WT_BF16> &b) {
+#pragma unroll
+	for (int j = 0; j < 4; j++) {
+		const uint4 q = b.w.q[j];
+		u32 o[4] = {pack_half2(bf16_lo(q.x), bf16_hi(q.x)), pack_half2(bf16_lo(q.y), bf16_hi(q.y)),
+		            pack_half2(bf16_lo(q.z), bf16_hi(q.z)), pack_half2(bf16_lo(q.w), bf16_hi(q.w))};
+		store16(dst + 8 * j, o);
+	}
+}
+
+template <> __device__ __forceinline__ void store_wblock<WT_MIX>(f16 *dst, const wblock<WT_MIX> &b) {
+	unsigned c[8];
+	mix_codes(b.w, c);
+	u32 o[16];
+#pragma unroll
+	for (int i = 0; i < 16; i++) o[i] = pack_half2(mix_value(b.w, c, 2 * i), mix_value(b.w, c, 2 * i + 1));
+#pragma unroll
+	for (int j = 0; j < 4; j++) store16(dst + 8 * j, o + 4 * j);
+}
+
 template <int T, int EPI>
 __device__ __forceinline__ void gemm(const f16 *a, int m, int k, const u8 *wq, const f16 *wd, const u8 *wq2,
-                                     const f16 *wd2, int n, void *out) {
+                                     const f16 *wd2, int n, void *out, int ldo) {
 	const int THREADS = 128, WN = 2; // 2×2 warps
 	const int WTN = GEMM_BN / WN;    // a warp tile's columns
 	const int NJ = WTN / 8;          // its n8 tiles
@@ -218,10 +288,10 @@ __device__ __forceinline__ void gemm(const f16 *a, int m, int k, const u8 *wq, c
 				int col = wn * WTN + j * 8 + 2 * tq; // column within the tile
 				if (EPI == EPI_GLU) {
 					int u = blockIdx.x * (GEMM_BN / 2) + (col >> 1);
-					if (u < n) ((f16 *)out)[(long)row * n + u] = to_half(v0 / (1.f + expf(-v0)) * v1);
+					if (u < n) ((f16 *)out)[(long)row * ldo + u] = to_half(v0 / (1.f + expf(-v0)) * v1);
 				} else {
 					int c = blockIdx.x * GEMM_BN + col;
-					float *o = (float *)out + (long)row * n + c;
+					float *o = (float *)out + (long)row * ldo + c;
 					if (EPI == EPI_ADD) {
 						if (c < n) o[0] += v0;
 						if (c + 1 < n) o[1] += v1;
@@ -236,9 +306,12 @@ __device__ __forceinline__ void gemm(const f16 *a, int m, int k, const u8 *wq, c
 #define GEMM_KERNEL(name, T, epi, EPI)                                                                            \
 	extern "C" __global__ void __launch_bounds__(128)                                                              \
 	    gemm_##name##_##epi(const f16 *a, int m, int k, const u8 *wq, const f16 *wd, const u8 *wq2, const f16 *wd2, \
-	                        int n, void *out) {                                                                    \
-		gemm<T, EPI>(a, m, k, wq, wd, wq2, wd2, n, out);                                                           \
+	                        int n, void *out, int ldo) {                                                           \
+		gemm<T, EPI>(a, m, k, wq, wd, wq2, wd2, n, out, ldo);                                                      \
 	}
 #define GEMM_EPILOGUES(name, T) GEMM_KERNEL(name, T, store, EPI_STORE) GEMM_KERNEL(name, T, add, EPI_ADD) GEMM_KERNEL(name, T, glu, EPI_GLU)
 GEMM_EPILOGUES(q4_0, WT_Q4_0)
 GEMM_EPILOGUES(q8_0, WT_Q8_0)
+GEMM_EPILOGUES(f16, WT_F16)
+GEMM_EPILOGUES(bf16, WT_BF16)
+GEMM_EPILOGUES(mix, WT_MIX)

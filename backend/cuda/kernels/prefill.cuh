@@ -12,7 +12,6 @@
 #include "common.cuh"
 
 #ifdef __clang__
-struct __attribute__((aligned(8))) uint2 { unsigned x, y; };
 extern "C" __device__ float exp2f(float);
 #endif
 

@@ -3,7 +3,9 @@
 // memory), the Q, K and V projections as
 // one matrix (rows: Q heads, then K heads, then V heads), optional biases,
 // RoPE on Q and K, and the K/V rows appended to the cache at the current
-// position. It also zeroes res_next, the buffer the layer's FFN sums its
+// position. Q, K and V come as three matrices of one kernel family (views
+// of one stacked upload, or three mixed-type matrices); a row's head says
+// which it reads. It also zeroes res_next, the buffer the layer's FFN sums its
 // output into: nothing reads it between the previous layer's FFN and that.
 //
 // The rotation's cos and sin come from a table computed on the host in
@@ -30,16 +32,34 @@ __device__ __forceinline__ void pair_rows(int i, int rhalf, int rope_dim, int ne
 	}
 }
 
+// qkv_w is the three projections' weights.
+struct qkv_w {
+	const u8 *q, *kq, *vq;
+	const f16 *d, *kd, *vd;
+	int n_head, n_kv_head;
+};
+
 template <int T, int R>
-__device__ __forceinline__ void qkv_rows(mv<T, R, 1> &m, int grp, int pairs, int half, int head_dim,
+__device__ __forceinline__ void qkv_rows(mv<T, R, 1> &m, const qkv_w &w, int grp, int pairs, int half, int head_dim,
                                          int rhalf, int rope_dim, int neox) {
 #pragma unroll
 	for (int i = 0; i < R / 2; i++) {
 		int p = grp * (R / 2) + i;
 		m.row[2 * i] = m.row[2 * i + 1] = -1;
+		m.q[2 * i] = m.q[2 * i + 1] = w.q;
+		m.d[2 * i] = m.d[2 * i + 1] = w.d;
 		if (p < pairs) {
 			int h = p / half, a, b;
 			pair_rows(p % half, rhalf, rope_dim, neox, a, b);
+			if (h >= w.n_head + w.n_kv_head) {
+				h -= w.n_head + w.n_kv_head;
+				m.q[2 * i] = m.q[2 * i + 1] = w.vq;
+				m.d[2 * i] = m.d[2 * i + 1] = w.vd;
+			} else if (h >= w.n_head) {
+				h -= w.n_head;
+				m.q[2 * i] = m.q[2 * i + 1] = w.kq;
+				m.d[2 * i] = m.d[2 * i + 1] = w.kd;
+			}
 			m.row[2 * i] = (long)h * head_dim + a;
 			m.row[2 * i + 1] = (long)h * head_dim + b;
 		}
@@ -48,21 +68,16 @@ __device__ __forceinline__ void qkv_rows(mv<T, R, 1> &m, int grp, int pairs, int
 
 template <int T, int R>
 __device__ __forceinline__ void qkv_rope(const long long *res, long long *res_next, const unsigned *poison,
-                                         const float *norm_w, float eps, int k, const u8 *wq,
-                                         const f16 *wd, const float *bias, int n_head, int n_kv_head, int head_dim,
+                                         const float *norm_w, float eps, int k, const qkv_w &w,
+                                         const float *bias, int n_head, int n_kv_head, int head_dim,
                                          const float *rope_cs, int rope_dim, int neox, const int *pos_ptr, float *q_out,
                                          float *k_cache, float *v_cache, int ctx_max) {
 	int nb = (k + 31) >> 5, lane = threadIdx.x & 31;
 	int half = head_dim >> 1, rhalf = rope_dim >> 1;
 	int pairs = (n_head + 2 * n_kv_head) * half;
 	mv<T, R, 1> m;
-#pragma unroll
-	for (int i = 0; i < R; i++) {
-		m.q[i] = wq;
-		m.d[i] = wd;
-	}
 	int grp = grid_warp();
-	qkv_rows<T, R>(m, grp, pairs, half, head_dim, rhalf, rope_dim, neox);
+	qkv_rows<T, R>(m, w, grp, pairs, half, head_dim, rhalf, rope_dim, neox);
 	m.preload(nb);
 	extern __shared__ float4 xs4[]; // the staged residual, then the norm weights (norm_offset)
 	float *gs = (float *)xs4 + norm_offset(k);
@@ -75,7 +90,7 @@ __device__ __forceinline__ void qkv_rope(const long long *res, long long *res_ne
 	const float *x = res_stage(res, k, (float *)xs4);
 	for (bool first = true; grp * (R / 2) < pairs; grp += grid_warps(), first = false) {
 		if (!first) {
-			qkv_rows<T, R>(m, grp, pairs, half, head_dim, rhalf, rope_dim, neox);
+			qkv_rows<T, R>(m, w, grp, pairs, half, head_dim, rhalf, rope_dim, neox);
 			m.preload(nb);
 		}
 		// Lane i < R/2 owns pair i. Its rotation and biases are loaded
@@ -130,10 +145,12 @@ __device__ __forceinline__ void qkv_rope(const long long *res, long long *res_ne
 #define QKV_ROPE_R(name, T, R)                                                                                     \
 	extern "C" __global__ void __launch_bounds__(128)                                                              \
 	    qkv_rope_##name(const long long *res, long long *res_next, const unsigned *poison, const float *norm_w,     \
-	                    float eps, int k, const u8 *wq, const f16 *wd, const float *bias, int n_head, int n_kv_head, \
-	                    int head_dim, const float *rope_cs, int rope_dim, int neox, const int *pos_ptr,             \
-	                    float *q_out, float *k_cache, float *v_cache, int ctx_max) {                               \
-		qkv_rope<T, R>(res, res_next, poison, norm_w, eps, k, wq, wd, bias, n_head, n_kv_head, head_dim, rope_cs,   \
+	                    float eps, int k, const u8 *wq, const f16 *wd, const u8 *wkq, const f16 *wkd,             \
+	                    const u8 *wvq, const f16 *wvd, const float *bias, int n_head, int n_kv_head, int head_dim, \
+	                    const float *rope_cs, int rope_dim, int neox, const int *pos_ptr, float *q_out,           \
+	                    float *k_cache, float *v_cache, int ctx_max) {                                             \
+		const qkv_w w = {wq, wkq, wvq, wd, wkd, wvd, n_head, n_kv_head};                                           \
+		qkv_rope<T, R>(res, res_next, poison, norm_w, eps, k, w, bias, n_head, n_kv_head, head_dim, rope_cs,        \
 		               rope_dim, neox, pos_ptr, q_out, k_cache, v_cache, ctx_max);                                 \
 	}
 // qkv_rope_<type> with decode.cuh's rows per warp, qkv_rope_<type>_r2 with two.

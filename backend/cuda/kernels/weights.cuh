@@ -1,0 +1,298 @@
+// weights.cuh: the weight layouts as uploaded (backend/cuda/weights.go), one
+// place per type: wblk<T> holds one 32-element block of one row in
+// registers, wload<T> reads it, and weight_elem<T> reads one element (the
+// embeddings). The decode kernels (decode.cuh) and the prefill gemm build
+// on these.
+//
+// For row r and 32-element block b, blk = r*nb + b:
+//   F32:  q = floats, rows padded to nb*32 elements
+//   F16, BF16: q = halves, rows padded likewise
+//   Q4_0: q = 16 nibble bytes per block (ggml order), d = one f16 scale per block
+//   Q8_0: q = 32 int8 per block, d = one f16 scale per block
+//   MIX:  any quantized type (the MX_* codes below), its code in the low
+//         MIX_TAG_BITS bits of d; weights.go's mixLayout describes the bytes.
+#pragma once
+#include "common.cuh"
+
+// wblk is one 32-element block of one row, in registers.
+template <int T> struct wblk;
+template <> struct wblk<WT_Q4_0> { uint4 q; float d; };
+template <> struct wblk<WT_Q8_0> { uint4 q0, q1; float d; };
+template <> struct wblk<WT_F16> { uint4 q[4]; };
+template <> struct wblk<WT_BF16> { uint4 q[4]; };
+template <> struct wblk<WT_F32> { float4 q[8]; };
+
+template <int T> __device__ __forceinline__ void wload(wblk<T> &w, const u8 *q, const f16 *d, long blk);
+template <> __device__ __forceinline__ void wload<WT_Q4_0>(wblk<WT_Q4_0> &w, const u8 *q, const f16 *d, long blk) {
+	w.q = ((const uint4 *)q)[blk];
+	w.d = f16_to_f32(d[blk]);
+}
+template <> __device__ __forceinline__ void wload<WT_Q8_0>(wblk<WT_Q8_0> &w, const u8 *q, const f16 *d, long blk) {
+	const uint4 *p = (const uint4 *)q + 2 * blk;
+	w.q0 = p[0];
+	w.q1 = p[1];
+	w.d = f16_to_f32(d[blk]);
+}
+template <> __device__ __forceinline__ void wload<WT_F16>(wblk<WT_F16> &w, const u8 *q, const f16 *, long blk) {
+	const uint4 *p = (const uint4 *)q + 4 * blk;
+#pragma unroll
+	for (int j = 0; j < 4; j++) w.q[j] = p[j];
+}
+template <> __device__ __forceinline__ void wload<WT_BF16>(wblk<WT_BF16> &w, const u8 *q, const f16 *, long blk) {
+	const uint4 *p = (const uint4 *)q + 4 * blk;
+#pragma unroll
+	for (int j = 0; j < 4; j++) w.q[j] = p[j];
+}
+template <> __device__ __forceinline__ void wload<WT_F32>(wblk<WT_F32> &w, const u8 *q, const f16 *, long blk) {
+	const float4 *p = (const float4 *)q + 8 * blk;
+#pragma unroll
+	for (int j = 0; j < 8; j++) w.q[j] = p[j];
+}
+
+// bf16_lo and bf16_hi widen the low and high bf16 of a word, exactly.
+__device__ __forceinline__ float bf16_lo(unsigned u) { return __int_as_float((int)(u << 16)); }
+__device__ __forceinline__ float bf16_hi(unsigned u) { return __int_as_float((int)(u & 0xffff0000u)); }
+
+// bytes_f32 turns the four bytes of u into floats with the magic-number
+// trick (0x4B000000|b is the float 2^23+b; selector 0x754i puts byte i
+// under the exponent byte 0x4B): integer permutes and one add
+// each, where a conversion instruction runs at a quarter of the rate. off is
+// subtracted as well (2^23 plus the quantization offset).
+__device__ __forceinline__ void bytes_f32(unsigned u, float off, float &a, float &b, float &c, float &d) {
+	a = __int_as_float(__byte_perm(u, 0x4B000000u, 0x7540)) - off;
+	b = __int_as_float(__byte_perm(u, 0x4B000000u, 0x7541)) - off;
+	c = __int_as_float(__byte_perm(u, 0x4B000000u, 0x7542)) - off;
+	d = __int_as_float(__byte_perm(u, 0x4B000000u, 0x7543)) - off;
+}
+
+// The mixed layouts' codes: mixLayouts in weights.go.
+#define MIX_TAG_BITS 4
+#define MX_Q4_0 1
+#define MX_Q8_0 2
+#define MX_Q4_1 3
+#define MX_Q5_0 4
+#define MX_Q5_1 5
+#define MX_IQ4_NL 6
+#define MX_Q2_K 7
+#define MX_Q3_K 8
+#define MX_Q4_K 9
+#define MX_Q5_K 10
+#define MX_Q6_K 11
+#define MX_IQ4_XS 12
+
+// A block of any mixed layout: element i is s[i/16]·(c_i − off) + m[i/16],
+// c_i its code (0…255) from mix_codes, off the type's code offset. q holds
+// the codes' low bits (16 bytes; 8 for the 2-bit types, 32 for Q8_0 with
+// x), x the high bits (one word, or two for Q6_K).
+template <> struct wblk<WT_MIX> {
+	uint4 q, x;
+	float s0, s1, m0, m1, off;
+	int t;
+};
+
+__device__ __forceinline__ float ld_f16(const u8 *p) { return f16_to_f32(*(const f16 *)p); }
+__device__ __forceinline__ unsigned ld_u32(const u8 *p) { return *(const unsigned *)p; }
+
+template <> __device__ __forceinline__ void wload<WT_MIX>(wblk<WT_MIX> &w, const u8 *q, const f16 *dt, long blk) {
+	const int t = (int)((unsigned long long)dt & ((1u << MIX_TAG_BITS) - 1));
+	const u8 *h = (const u8 *)((unsigned long long)dt & ~(unsigned long long)((1u << MIX_TAG_BITS) - 1));
+	const int j = blk & 7; // sub-block of a K-quant super-block
+	w.t = t;
+	w.x = uint4{0, 0, 0, 0};
+	w.m0 = w.m1 = 0.f;
+	w.off = 8388608.f; // 2^23: bytes_f32's magic number, plus the type's offset below
+	float s = 0.f;
+	if (t == MX_Q2_K || t == MX_Q3_K) {
+		uint2 v = ((const uint2 *)q)[blk];
+		w.q = uint4{v.x, v.y, 0, 0};
+	} else if (t == MX_Q8_0) {
+		const uint4 *p = (const uint4 *)q + 2 * blk;
+		w.q = p[0];
+		w.x = p[1];
+	} else {
+		w.q = ((const uint4 *)q)[blk];
+	}
+	switch (t) {
+	case MX_Q4_0:
+		s = ld_f16(h + 2 * blk);
+		w.off += 8.f;
+		break;
+	case MX_Q8_0:
+		s = ld_f16(h + 2 * blk);
+		w.off += 128.f;
+		break;
+	case MX_IQ4_NL:
+		s = ld_f16(h + 2 * blk);
+		w.off += 128.f;
+		break;
+	case MX_Q4_1:
+		s = ld_f16(h + 4 * blk);
+		w.m0 = w.m1 = ld_f16(h + 4 * blk + 2);
+		break;
+	case MX_Q5_0: {
+		const u8 *p = h + 6 * blk;
+		s = ld_f16(p);
+		w.x.x = (unsigned)*(const unsigned short *)(p + 2) | (unsigned)*(const unsigned short *)(p + 4) << 16;
+		w.off += 16.f;
+		break;
+	}
+	case MX_Q5_1: {
+		const u8 *p = h + 8 * blk;
+		s = ld_f16(p);
+		w.m0 = w.m1 = ld_f16(p + 2);
+		w.x.x = ld_u32(p + 4);
+		break;
+	}
+	case MX_Q2_K: {
+		const u8 *p = h + 20 * (blk >> 3);
+		float d = ld_f16(p), dmin = ld_f16(p + 2);
+		unsigned sc0 = p[4 + 2 * j], sc1 = p[5 + 2 * j];
+		w.s0 = d * (float)(sc0 & 15);
+		w.s1 = d * (float)(sc1 & 15);
+		w.m0 = -(dmin * (float)(sc0 >> 4));
+		w.m1 = -(dmin * (float)(sc1 >> 4));
+		return;
+	}
+	case MX_Q3_K: {
+		const u8 *p = h + 48 * (blk >> 3);
+		float d = ld_f16(p);
+		int n0 = 2 * j, n1 = 2 * j + 1;
+		int sc0 = ((p[4 + n0 % 8] >> (4 * (n0 / 8))) & 15) | ((p[12 + n0 % 4] >> (2 * (n0 / 4))) & 3) << 4;
+		int sc1 = ((p[4 + n1 % 8] >> (4 * (n1 / 8))) & 15) | ((p[12 + n1 % 4] >> (2 * (n1 / 4))) & 3) << 4;
+		w.s0 = d * (float)(sc0 - 32);
+		w.s1 = d * (float)(sc1 - 32);
+		w.x.x = ld_u32(p + 16 + 4 * j);
+		w.off += 4.f;
+		return;
+	}
+	case MX_Q4_K:
+	case MX_Q5_K: {
+		const u8 *p = h + (t == MX_Q4_K ? 16 : 48) * (blk >> 3);
+		const u8 *sc = p + 4;
+		unsigned a, m;
+		if (j < 4) {
+			a = sc[j] & 63;
+			m = sc[j + 4] & 63;
+		} else {
+			a = (sc[j + 4] & 15) | (sc[j - 4] >> 6) << 4;
+			m = (sc[j + 4] >> 4) | (sc[j] >> 6) << 4;
+		}
+		s = ld_f16(p) * (float)a;
+		w.m0 = w.m1 = -(ld_f16(p + 2) * (float)m);
+		if (t == MX_Q5_K) w.x.x = ld_u32(p + 16 + 4 * j);
+		break;
+	}
+	case MX_Q6_K: {
+		const u8 *p = h + 84 * (blk >> 3);
+		float d = ld_f16(p);
+		w.s0 = d * (float)(signed char)p[4 + 2 * j];
+		w.s1 = d * (float)(signed char)p[5 + 2 * j];
+		w.x.x = ld_u32(p + 20 + 8 * j);
+		w.x.y = ld_u32(p + 24 + 8 * j);
+		w.off += 32.f;
+		return;
+	}
+	case MX_IQ4_XS: {
+		const u8 *p = h + 8 * (blk >> 3);
+		int ls = ((p[4 + j / 2] >> (4 * (j & 1))) & 15) | ((*(const unsigned short *)(p + 2) >> (2 * j)) & 3) << 4;
+		s = ld_f16(p) * (float)(ls - 32);
+		w.off += 128.f;
+		break;
+	}
+	}
+	w.s0 = w.s1 = s;
+}
+
+// spread1 puts the four low bits of x in the low bit of four bytes; spread2
+// the four 2-bit fields of the low byte of x in the low bits of four bytes.
+__device__ __forceinline__ unsigned spread1(unsigned x) { return ((x & 15) * 0x00204081u) & 0x01010101u; }
+__device__ __forceinline__ unsigned spread2(unsigned x) {
+	return (x & 3) | ((x >> 2) & 3) << 8 | ((x >> 4) & 3) << 16 | ((x >> 6) & 3) << 24;
+}
+
+// iq4_map replaces four 4-bit codes (one a byte) by their IQ4_NL values
+// plus 128 (kvalues_iq4nl + 128, four bytes a word, low first): two
+// byte permutes pick from the table's halves and the codes' bit 3 chooses.
+__device__ __forceinline__ unsigned iq4_map(unsigned v) {
+	const unsigned t0 = 0x3f2d1801u, t1 = 0x766a5d4fu, t2 = 0xa6998d81u, t3 = 0xf1d9c5b5u;
+	unsigned c = v | (v >> 4);
+	unsigned sel = ((c & 0xffu) | ((c >> 8) & 0xff00u)) & 0x7777u;
+	unsigned lo = __byte_perm(t0, t1, sel), hi = __byte_perm(t2, t3, sel);
+	unsigned m = ((v >> 3) & 0x01010101u) * 0xffu;
+	return (hi & m) | (lo & ~m);
+}
+
+// mix_codes writes the block's 32 codes as bytes, four a word (word i:
+// elements 4i…4i+3, low byte first); words [lo, hi) only.
+template <int LO = 0, int HI = 8> __device__ __forceinline__ void mix_codes(const wblk<WT_MIX> &w, unsigned c[8]) {
+	const unsigned q[4] = {w.q.x, w.q.y, w.q.z, w.q.w};
+	if (w.t == MX_Q8_0) {
+		const unsigned x[4] = {w.x.x, w.x.y, w.x.z, w.x.w};
+#pragma unroll
+		for (int i = LO; i < HI; i++) c[i] = (i < 4 ? q[i] : x[i - 4]) ^ 0x80808080u;
+		return;
+	}
+	if (w.t == MX_Q2_K || w.t == MX_Q3_K) {
+#pragma unroll
+		for (int i = LO; i < HI; i++) c[i] = spread2(q[i >> 2] >> (8 * (i & 3)));
+		if (w.t == MX_Q3_K) {
+#pragma unroll
+			for (int i = LO; i < HI; i++) c[i] |= spread1(w.x.x >> (4 * i)) << 2;
+		}
+		return;
+	}
+#pragma unroll
+	for (int i = LO; i < HI; i++) c[i] = (q[i & 3] >> (4 * (i >> 2))) & 0x0f0f0f0fu;
+	switch (w.t) {
+	case MX_Q5_0:
+	case MX_Q5_1:
+	case MX_Q5_K:
+#pragma unroll
+		for (int i = LO; i < HI; i++) c[i] |= spread1(w.x.x >> (4 * i)) << 4;
+		break;
+	case MX_Q6_K:
+#pragma unroll
+		for (int i = LO; i < HI; i++) c[i] |= spread2((i < 4 ? w.x.x : w.x.y) >> (8 * (i & 3))) << 4;
+		break;
+	case MX_IQ4_NL:
+	case MX_IQ4_XS:
+#pragma unroll
+		for (int i = LO; i < HI; i++) c[i] = iq4_map(c[i]);
+		break;
+	}
+}
+
+// mix_value is element i of a decoded block (c from mix_codes).
+__device__ __forceinline__ float mix_value(const wblk<WT_MIX> &w, const unsigned c[8], int i) {
+	float v = (float)((c[i >> 2] >> (8 * (i & 3))) & 255u) - (w.off - 8388608.f);
+	return i < 16 ? w.s0 * v + w.m0 : w.s1 * v + w.m1;
+}
+
+// weight_elem is element e of row `row` (nb blocks a row).
+template <int T> __device__ __forceinline__ float weight_elem(const u8 *q, const f16 *d, long row, int nb, int e);
+template <> __device__ __forceinline__ float weight_elem<WT_F32>(const u8 *q, const f16 *, long row, int nb, int e) {
+	return ((const float *)q)[row * nb * 32 + e];
+}
+template <> __device__ __forceinline__ float weight_elem<WT_F16>(const u8 *q, const f16 *, long row, int nb, int e) {
+	return f16_to_f32(((const f16 *)q)[row * nb * 32 + e]);
+}
+template <> __device__ __forceinline__ float weight_elem<WT_BF16>(const u8 *q, const f16 *, long row, int nb, int e) {
+	return bf16_lo(((const f16 *)q)[row * nb * 32 + e]);
+}
+template <> __device__ __forceinline__ float weight_elem<WT_Q4_0>(const u8 *q, const f16 *d, long row, int nb, int e) {
+	long blk = row * nb + (e >> 5);
+	int j = e & 31;
+	int nib = j < 16 ? q[blk * 16 + j] & 15 : q[blk * 16 + j - 16] >> 4;
+	return f16_to_f32(d[blk]) * (float)(nib - 8);
+}
+template <> __device__ __forceinline__ float weight_elem<WT_Q8_0>(const u8 *q, const f16 *d, long row, int nb, int e) {
+	long blk = row * nb + (e >> 5);
+	return f16_to_f32(d[blk]) * (float)(signed char)q[blk * 32 + (e & 31)];
+}
+template <> __device__ __forceinline__ float weight_elem<WT_MIX>(const u8 *q, const f16 *d, long row, int nb, int e) {
+	wblk<WT_MIX> w;
+	wload<WT_MIX>(w, q, d, row * nb + (e >> 5));
+	unsigned c[8];
+	mix_codes(w, c);
+	return mix_value(w, c, e & 31);
+}
