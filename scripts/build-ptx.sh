@@ -1,8 +1,9 @@
 #!/bin/sh
 # build-ptx.sh: compile backend/cuda/kernels/*.cu to PTX with nvcc (on a GPU
-# machine: nvcc is not needed anywhere else) and write the manifest of source
-# hashes that the kernels package's test checks. Output goes to
-# backend/cuda/kernels/ptx/, or to $1 when given.
+# machine: nvcc is not needed anywhere else), gzipped as the kernels package
+# embeds it, and write the manifest of source hashes that the kernels
+# package's test checks. Output goes to backend/cuda/kernels/ptx/, or to $1
+# when given.
 #
 #   compute_80: runs on Ampere and every newer GPU (the driver JITs it)
 #   compute_90: Hopper and newer; adds programmatic dependent launch
@@ -16,8 +17,9 @@ for f in *.cu; do
 	"$NVCC" -ptx -O3 -std=c++17 -arch=compute_80 -o "$out/$op.sm80.ptx" "$f"
 	"$NVCC" -ptx -O3 -std=c++17 -arch=compute_90 -o "$out/$op.sm90.ptx" "$f"
 done
+gzip -9nf "$out"/*.ptx
 {
 	echo "# sha256 of the kernel sources; $("$NVCC" --version | tail -n 2 | head -n 1)"
 	sha256sum *.cu *.cuh
 } >"$out/manifest.txt"
-echo "built $(ls "$out"/*.ptx | wc -l) PTX files in $out"
+echo "built $(ls "$out"/*.ptx.gz | wc -l) PTX files in $out"

@@ -33,7 +33,38 @@ func skipWithoutGPU(t *testing.T) {
 
 func genModel(t *testing.T, shape synth.Shape, typ quant.Type, seed uint64) *model.Model {
 	t.Helper()
-	w, err := synth.Generate(synth.Options{Shape: shape, Type: typ, EmbedType: synth.DefaultEmbedType(typ), Seed: seed})
+	return genModelWith(t, synth.Options{Shape: shape, Type: typ, EmbedType: synth.DefaultEmbedType(typ), Seed: seed})
+}
+
+// q4KMLike is a Q4_K_M-shaped mix (llama.cpp's per-tensor choices, in
+// short): Q4_K weights and embedding, a Q6_K output head, and Q6_K V and
+// down projections in every other layer, so layers of both kinds run.
+func q4KMLike(shape synth.Shape, seed uint64) synth.Options {
+	return synth.Options{Shape: shape, Type: quant.Q4_K, EmbedType: quant.Q4_K, Seed: seed,
+		TypeOf: func(name string) (quant.Type, bool) {
+			if name == "output.weight" {
+				return quant.Q6_K, true
+			}
+			var layer int
+			var what string
+			if _, err := fmt.Sscanf(name, "blk.%d.%s", &layer, &what); err == nil && layer%2 == 0 &&
+				(what == "attn_v.weight" || what == "ffn_down.weight") {
+				return quant.Q6_K, true
+			}
+			return 0, false
+		}}
+}
+
+// q4_0Like is llama.cpp's Q4_0 file: Q4_0 weights and embedding, a Q6_K
+// output head.
+func q4_0Like(shape synth.Shape, seed uint64) synth.Options {
+	return synth.Options{Shape: shape, Type: quant.Q4_0, EmbedType: quant.Q4_0, Seed: seed,
+		TypeOf: func(name string) (quant.Type, bool) { return quant.Q6_K, name == "output.weight" }}
+}
+
+func genModelWith(t *testing.T, o synth.Options) *model.Model {
+	t.Helper()
+	w, err := synth.Generate(o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,6 +142,32 @@ func TestEngineMatchesCPU(t *testing.T) {
 		m := genModel(t, tiny, tc.typ, 3)
 		worst := compareWithCPU(t, m, 40, tc.tol, 9)
 		t.Logf("%s: worst logits relative error over 40 steps %.3g (bound %.1g)", tc.typ, worst, tc.tol)
+	}
+	// Every other type on a shape whose rows fit the K-quants, and the mixes
+	// llama.cpp writes. The CPU engine multiplies Q4_1, Q5_0 and Q5_1 in
+	// float (1e-6 apart), and rounds activations to Q8_0 for IQ4_NL and to
+	// Q8_K for the K-quants and IQ4_XS: a few percent, as the stress test
+	// bounds them (5e-2).
+	t256 := synth.Presets["test-256"]
+	for _, tc := range []struct {
+		name string
+		o    synth.Options
+		tol  float64
+	}{
+		{"bf16", synth.Options{Shape: t256, Type: quant.BF16, EmbedType: quant.BF16, Seed: 3}, 1e-4},
+		{"q4_1", synth.Options{Shape: t256, Type: quant.Q4_1, EmbedType: quant.Q8_0, Seed: 3}, 1e-4},
+		{"q5_0", synth.Options{Shape: t256, Type: quant.Q5_0, EmbedType: quant.Q5_0, Seed: 3}, 1e-4},
+		{"q5_1", synth.Options{Shape: t256, Type: quant.Q5_1, EmbedType: quant.Q8_0, Seed: 3}, 1e-4},
+		{"iq4_nl", synth.Options{Shape: t256, Type: quant.IQ4_NL, EmbedType: quant.Q8_0, Seed: 3}, 5e-2},
+		{"iq4_xs", synth.Options{Shape: t256, Type: quant.IQ4_XS, EmbedType: quant.Q8_0, Seed: 3}, 5e-2},
+		{"q4_k", synth.Options{Shape: t256, Type: quant.Q4_K, EmbedType: quant.Q8_0, Seed: 3}, 5e-2},
+		{"q5_k", synth.Options{Shape: t256, Type: quant.Q5_K, EmbedType: quant.Q5_K, Seed: 3}, 5e-2},
+		{"q6_k", synth.Options{Shape: t256, Type: quant.Q6_K, EmbedType: quant.Q6_K, Seed: 3}, 5e-2},
+		{"q4_k_m-like", q4KMLike(t256, 3), 5e-2},
+		{"q4_0 with a q6_k head", q4_0Like(t256, 3), 5e-2},
+	} {
+		worst := compareWithCPU(t, genModelWith(t, tc.o), 40, tc.tol, 9)
+		t.Logf("%s: worst logits relative error over 40 steps %.3g (bound %.1g)", tc.name, worst, tc.tol)
 	}
 	untied := tiny
 	untied.Tied = false

@@ -255,7 +255,20 @@ func check(t *testing.T, what string, got []float32, want []float64, tol float64
 	}
 }
 
-var testTypes = []quant.Type{quant.F32, quant.F16, quant.BF16, quant.Q4_0, quant.Q8_0}
+// testTypes are the weight types the kernel tests run: every family's own,
+// and every type the mixed-type kernels read.
+var testTypes = []quant.Type{quant.F32, quant.F16, quant.BF16, quant.Q4_0, quant.Q8_0,
+	quant.Q4_1, quant.Q5_0, quant.Q5_1, quant.IQ4_NL, quant.Q2_K, quant.Q3_K, quant.Q4_K, quant.Q5_K, quant.Q6_K, quant.IQ4_XS}
+
+// fits reports whether rows of each length in ks are whole blocks of typ.
+func fits(typ quant.Type, ks ...int) bool {
+	for _, k := range ks {
+		if typ.BlockSize() > 1 && k%typ.BlockSize() != 0 {
+			return false
+		}
+	}
+	return true
+}
 
 // TestFFNKernel checks the fused feed-forward block against its twin
 // (norm, gate and up, SiLU·up, down, residual) for every layout and
@@ -266,8 +279,8 @@ func TestFFNKernel(t *testing.T) {
 	g := newGPU(t)
 	r := rand.New(rand.NewPCG(2, 2))
 	for _, typ := range testTypes {
-		for _, sh := range []struct{ hidden, k int }{{1536, 576}, {160, 64}, {96, 2080}, {176, 100}, {40, 36}} {
-			if (sh.hidden%32 != 0 || sh.k%32 != 0) && typ.BlockSize() == 32 {
+		for _, sh := range []struct{ hidden, k int }{{1536, 576}, {160, 64}, {96, 2080}, {176, 100}, {40, 36}, {768, 512}} {
+			if !fits(typ, sh.hidden, sh.k) {
 				continue
 			}
 			_, wg, hg := randWeights(t, r, typ, sh.hidden, sh.k)
@@ -275,7 +288,7 @@ func TestFFNKernel(t *testing.T) {
 			_, wd, hd := randWeights(t, r, typ, sh.k, sh.hidden)
 			gate, up, down := g.matrix(hg), g.matrix(hu), g.matrix(hd)
 			shapes := ffnShapes[:]
-			if typ != quant.Q4_0 && typ != quant.Q8_0 {
+			if !hg.Type.quantized() {
 				shapes = shapes[:1]
 			}
 			for _, fs := range shapes {
@@ -334,6 +347,9 @@ func TestEmbedKernel(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 3))
 	for _, typ := range testTypes {
 		cols := 576
+		if !fits(typ, cols) {
+			cols = 512
+		}
 		_, w, hm := randWeights(t, r, typ, 50, cols)
 		tok, pos := int32(r.IntN(50)), int32(r.IntN(1000))
 		io := []int32{tok, pos, -1, -1}
@@ -346,6 +362,12 @@ func TestEmbedKernel(t *testing.T) {
 		}
 		if got, want := g.readInt64s(res, cols), residualFixed(f32s(w[tok])); !slices.Equal(got, want) {
 			t.Errorf("%s: residual stream %v…, want %v…", typ, got[:4], want[:4])
+			for i := range got {
+				if got[i] != want[i] {
+					t.Logf("%s: first difference at %d: %d, want %d", typ, i, got[i], want[i])
+					break
+				}
+			}
 		}
 		if p := math.Float32bits(g.read(poison, 1)[0]); p != 0 {
 			t.Errorf("%s: poison word %d", typ, p)
@@ -388,7 +410,10 @@ func TestLogitsKernel(t *testing.T) {
 	}
 	defer g.c.FreeHost(host)
 	for _, typ := range testTypes {
-		for _, sh := range []struct{ rows, cols int }{{512, 64}, {49152, 576}, {7, 96}, {300, 2080}} {
+		for _, sh := range []struct{ rows, cols int }{{512, 64}, {49152, 576}, {7, 96}, {300, 2080}, {1000, 512}} {
+			if !fits(typ, sh.cols) || (sh.rows == 49152 && typ.BlockSize() > 32) {
+				continue
+			}
 			_, w, hm := randWeights(t, r, typ, sh.rows, sh.cols)
 			if sh.rows > 100 {
 				// Two identical rows: equal logits, the lower index must win.

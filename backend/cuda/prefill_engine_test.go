@@ -101,19 +101,28 @@ func TestPrefillMatchesSteps(t *testing.T) {
 	skipWithoutGPU(t)
 	r := rand.New(rand.NewPCG(21, 21))
 	hd64 := synth.Shape{Layers: 2, Dim: 256, Heads: 4, KVHeads: 1, FFN: 320, Vocab: 512, Context: 1024, RopeBase: 10000}
+	opts := func(s synth.Shape, typ quant.Type) synth.Options {
+		return synth.Options{Shape: s, Type: typ, EmbedType: synth.DefaultEmbedType(typ), Seed: 7}
+	}
+	t256 := synth.Presets["test-256"]
 	for _, tc := range []struct {
 		name    string
-		shape   synth.Shape
-		typ     quant.Type
+		o       synth.Options
 		chunk   int
 		prompts []int
 	}{
-		{"tiny q4_0", synth.Presets["tiny"], quant.Q4_0, 64, []int{1, 7, 100, 200}},
-		{"tiny q8_0", synth.Presets["tiny"], quant.Q8_0, 512, []int{1, 7, 200}},
-		{"hd64 q4_0 untied", hd64, quant.Q4_0, 512, []int{1, 7, 130, 600}},
+		{"tiny q4_0", opts(synth.Presets["tiny"], quant.Q4_0), 64, []int{1, 7, 100, 200}},
+		{"tiny q8_0", opts(synth.Presets["tiny"], quant.Q8_0), 512, []int{1, 7, 200}},
+		{"hd64 q4_0 untied", opts(hd64, quant.Q4_0), 512, []int{1, 7, 130, 600}},
+		{"tiny f16", opts(synth.Presets["tiny"], quant.F16), 64, []int{1, 7, 100}},
+		{"test-256 bf16", opts(t256, quant.BF16), 512, []int{7, 130}},
+		{"test-256 q4_k_m-like", q4KMLike(t256, 7), 64, []int{1, 7, 130}},
+		{"test-256 q5_k", opts(t256, quant.Q5_K), 512, []int{7, 130}},
+		{"test-256 q4_0 + q6_k head", q4_0Like(t256, 7), 512, []int{7, 130}},
+		{"test-256 iq4_xs", opts(t256, quant.IQ4_XS), 512, []int{7, 130}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			m := genModel(t, tc.shape, tc.typ, 7)
+			m := genModelWith(t, tc.o)
 			g, err := New(m, Options{})
 			if err != nil {
 				t.Fatal(err)
@@ -140,7 +149,7 @@ func TestPrefillPaths(t *testing.T) {
 	for _, tc := range []struct {
 		typ     quant.Type
 		batched bool
-	}{{quant.Q4_0, true}, {quant.Q8_0, true}, {quant.F16, false}, {quant.F32, false}} {
+	}{{quant.Q4_0, true}, {quant.Q8_0, true}, {quant.F16, true}, {quant.BF16, true}, {quant.Q5_1, true}, {quant.F32, false}} {
 		m := genModel(t, synth.Presets["tiny"], tc.typ, 8)
 		g, err := New(m, Options{ContextLen: 32})
 		if err != nil {

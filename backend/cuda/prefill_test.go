@@ -89,24 +89,42 @@ func untouched(t *testing.T, what string, f []float32) {
 	}
 }
 
-// TestGemmKernels checks the three gemm epilogues for Q4_0 and Q8_0 weights
-// on shapes that are and are not multiples of the 64×64×64 tiles, with a
-// poisoned guard row past the output.
+// TestGemmKernels checks the three gemm epilogues for every family's
+// weights (the mixed-type family with every type it reads, its gate and up
+// of different types) on shapes that are and are not multiples of the
+// 64×64×64 tiles, with a poisoned guard row past the output; and the store
+// into a column range of a wider output (ldo), as Q, K and V of different
+// types are multiplied.
 func TestGemmKernels(t *testing.T) {
 	g := newGPU(t)
 	r := rand.New(rand.NewPCG(11, 11))
 	shapes := []struct{ m, n, k int }{
 		{1, 64, 64}, {7, 40, 96}, {64, 64, 32}, {100, 200, 576}, {130, 832, 576}, {65, 96, 1536}, {200, 1536, 160}, {3, 5, 32},
+		{100, 200, 512}, {130, 300, 256},
 	}
-	for _, typ := range []quant.Type{quant.Q4_0, quant.Q8_0} {
+	for _, typ := range testTypes {
+		if typ == quant.F32 {
+			continue // F32 models prefill through the decode graph
+		}
 		for _, sh := range shapes {
 			m, n, k := sh.m, sh.n, sh.k
+			if !fits(typ, k) {
+				continue
+			}
 			name := fmt.Sprintf("%s/m%d/n%d/k%d", typ, m, n, k)
 			a16, a := randHalves(r, m*k, 1)
 			da := g.bytes(a16)
 			_, w, hm := randWeights(t, r, typ, n, k)
-			_, w2, hm2 := randWeights(t, r, typ, n, k)
-			dw, dw2 := g.matrix(hm), g.matrix(hm2)
+			typ2 := typ
+			if hm.Type == wtMix {
+				typ2 = quant.Q8_0
+			}
+			_, w2, hm2 := randWeights(t, r, typ2, n, k)
+			hs, err := fuseLayouts([]hostMatrix{hm, hm2})
+			if err != nil {
+				t.Fatal(err)
+			}
+			dw, dw2 := g.matrix(hs[0]), g.matrix(hs[1])
 			c := refGemm(a, m, k, refF16Rows(w))
 			u := refGemm(a, m, k, refF16Rows(w2))
 			out := g.floats(nil, (m+1)*n)
@@ -138,6 +156,22 @@ func TestGemmKernels(t *testing.T) {
 			gotH := g.readHalves(h, (m+1)*n)
 			check(t, name+" glu", gotH[:m*n], refSiLUMul(c, u), f16OutTol)
 			untouched(t, name+" glu", gotH[m*n:])
+
+			// Columns [3, 3+n) of rows n+5 wide.
+			ldo := n + 5
+			wide := g.floats(nil, (m+1)*ldo)
+			g.settle()
+			if err := g.l.gemmInto(da, m, dw, nil, gemmStore, wide.Offset(4*3), ldo); err != nil {
+				t.Fatal(err)
+			}
+			gotW := g.read(wide, (m+1)*ldo)
+			cols := make([]float32, 0, m*n)
+			for i := 0; i < m; i++ {
+				cols = append(cols, gotW[i*ldo+3:i*ldo+3+n]...)
+				untouched(t, name+" ldo", gotW[i*ldo:i*ldo+3])
+				untouched(t, name+" ldo", gotW[i*ldo+3+n:(i+1)*ldo])
+			}
+			check(t, name+" ldo", cols, c, gemmTol)
 		}
 	}
 }
@@ -164,6 +198,9 @@ func TestPrefillEmbedKernel(t *testing.T) {
 	r := rand.New(rand.NewPCG(13, 13))
 	for _, typ := range testTypes {
 		rows, cols, m := 300, 576, 37
+		if !fits(typ, cols) {
+			cols = 512
+		}
 		_, w, hm := randWeights(t, r, typ, rows, cols)
 		toks := make([]int32, m)
 		var want []float64

@@ -111,7 +111,11 @@ type Options struct {
 	// EmbedType is token_embd's type; DefaultEmbedType gives llama.cpp's
 	// choice.
 	EmbedType quant.Type
-	Seed      uint64
+	// TypeOf, when set, gives the type of the tensors it answers for (by
+	// GGUF name, e.g. blk.3.ffn_down.weight), as llama.cpp's mixes (Q4_K_M:
+	// Q6_K for the output head and some V and down projections) do.
+	TypeOf func(tensor string) (quant.Type, bool)
+	Seed   uint64
 	// Tokenizer sets the tokenizer.* metadata; nil writes a plain byte-level
 	// vocabulary of Shape.Vocab tokens. It must report the vocabulary size.
 	Tokenizer func(w *gguf.Writer) (vocab int, err error)
@@ -259,6 +263,16 @@ func Generate(o Options) (*gguf.Writer, error) {
 			&tensorJob{name: "rope_factors_short.weight", typ: quant.F32, shape: []uint64{u(pairs)}, gain: 2, std: 0.5},
 			&tensorJob{name: "rope_factors_long.weight", typ: quant.F32, shape: []uint64{u(pairs)}, gain: 6, std: 1},
 		)
+	}
+	if o.TypeOf != nil {
+		for _, j := range jobs {
+			if t, ok := o.TypeOf(j.name); ok && len(j.shape) == 2 {
+				if !quant.QuantizedSupported(t) {
+					return nil, fmt.Errorf("synth: %s: cannot write weights of type %s", j.name, t)
+				}
+				j.typ = t
+			}
+		}
 	}
 	if err := fill(jobs, o.Seed); err != nil {
 		return nil, err

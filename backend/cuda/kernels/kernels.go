@@ -1,14 +1,17 @@
 // Package kernels holds the CUDA C++ kernels of the CUDA backend (*.cu, one
 // op per file) and their PTX, compiled on a GPU machine by
-// scripts/build-ptx.sh and embedded here so that building gotok needs no CUDA
-// SDK. The driver JIT-compiles the PTX for the device at load.
+// scripts/build-ptx.sh and embedded here, gzipped (PTX is verbose text, a
+// fifth of the size compressed), so that building gotok needs no CUDA SDK.
+// The driver JIT-compiles the PTX for the device at load.
 package kernels
 
 import (
 	"bufio"
 	"bytes"
+	"compress/gzip"
 	"embed"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -70,19 +73,35 @@ func Target(major int) string {
 
 // PTX returns op's PTX for target. When dir is not empty the file is read
 // from there instead (fresh nvcc output on a GPU machine, before it is
-// committed).
+// committed: NAME.ptx, or NAME.ptx.gz as committed).
 func PTX(op, target, dir string) ([]byte, error) {
 	name := op + "." + target + ".ptx"
 	if dir != "" {
 		b, err := os.ReadFile(filepath.Join(dir, name))
-		if err != nil {
+		if err == nil {
+			return b, nil
+		}
+		gz, gerr := os.ReadFile(filepath.Join(dir, name+".gz"))
+		if gerr != nil {
 			return nil, fmt.Errorf("kernels: %w", err)
 		}
-		return b, nil
+		return gunzip(name, gz)
 	}
-	b, err := ptxFS.ReadFile("ptx/" + name)
+	gz, err := ptxFS.ReadFile("ptx/" + name + ".gz")
 	if err != nil {
 		return nil, fmt.Errorf("kernels: no embedded PTX for %s: %w", name, err)
+	}
+	return gunzip(name, gz)
+}
+
+func gunzip(name string, gz []byte) ([]byte, error) {
+	r, err := gzip.NewReader(bytes.NewReader(gz))
+	if err != nil {
+		return nil, fmt.Errorf("kernels: %s: %w", name, err)
+	}
+	b, err := io.ReadAll(r)
+	if err != nil {
+		return nil, fmt.Errorf("kernels: %s: %w", name, err)
 	}
 	return b, nil
 }

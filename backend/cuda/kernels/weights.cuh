@@ -262,10 +262,12 @@ template <int LO = 0, int HI = 8> __device__ __forceinline__ void mix_codes(cons
 	}
 }
 
-// mix_value is element i of a decoded block (c from mix_codes).
+// mix_value is element i of a decoded block (c from mix_codes), rounded
+// as package quant's dequantizers round it: the product, then the min
+// (no fused multiply-add).
 __device__ __forceinline__ float mix_value(const wblk<WT_MIX> &w, const unsigned c[8], int i) {
 	float v = (float)((c[i >> 2] >> (8 * (i & 3))) & 255u) - (w.off - 8388608.f);
-	return i < 16 ? w.s0 * v + w.m0 : w.s1 * v + w.m1;
+	return i < 16 ? __fadd_rn(__fmul_rn(w.s0, v), w.m0) : __fadd_rn(__fmul_rn(w.s1, v), w.m1);
 }
 
 // weight_elem is element e of row `row` (nb blocks a row).
