@@ -81,11 +81,39 @@ type tuning struct {
 	// noL2Head leaves the output head's weights out of the persisting
 	// L2 window (Backend.keepHeadInL2).
 	noL2Head bool
+	// ffn is the FFN kernel's shape for quantized weights (zero:
+	// defaultFFNShape) and attnWarps the attention kernel's warps per head
+	// for short contexts (0: attnWarps): the launcher's defaults.
+	ffn       ffnShape
+	attnWarps int
 }
 
 func defaultTuning() tuning {
 	return tuning{attnSingle: attSingle, attnMinChunk: attMinChunk, attnOBlocks: attOBlocks, attnWarpsLong: attWarpsLong,
 		attnCluster: attCluster, attnMidSingle: attMidSingle, attnMidCluster: attMidCluster}
+}
+
+// largeModelDim is the model width from which tuningFor takes the shapes
+// measured on Llama-3.2-1B-shaped models over those of SmolLM-135M's.
+const largeModelDim = 1024
+
+// tuningFor is the step's shapes for a model of config c. The defaults
+// were tuned on SmolLM-135M (d 576, 9 heads, FFN 1536). Wider models have
+// more heads and hidden units a block must cover: on the Llama-1B shape
+// (d 2048, 32/8 heads, FFN 8192; H200, µs a token @100 / @2148, one
+// change at a time from the defaults' 996 / 1960) 32 hidden units a block,
+// 4 a warp: 780 / 1808; 8 blocks sharing the output projection: 908 /
+// 1961; 2 warps a head for short contexts: 918 / 1961; 4 warps a head for
+// long ones: 979 / 1609.
+func tuningFor(c *model.Config) tuning {
+	t := defaultTuning()
+	if c.Dim >= largeModelDim {
+		t.ffn = ffnShape{32, 4}
+		t.attnOBlocks = 8
+		t.attnWarps = 2
+		t.attnWarpsLong = 4
+	}
+	return t
 }
 
 // stepKind is what a captured decode step takes in and gives out.
@@ -213,7 +241,7 @@ func New(m *model.Model, o Options) (_ *Backend, err error) {
 	if err != nil {
 		return nil, err
 	}
-	b := &Backend{c: c, cfg: m.Config, tune: defaultTuning()}
+	b := &Backend{c: c, cfg: m.Config, tune: tuningFor(&m.Config)}
 	defer func() {
 		if err != nil {
 			b.Close()
@@ -250,7 +278,7 @@ func New(m *model.Model, o Options) (_ *Backend, err error) {
 	if err := b.keepHeadInL2(); err != nil {
 		return nil, err
 	}
-	l := &launcher{c: c, k: b.k, stream: b.stream, sms: c.Info.SMCount, pdl: c.Info.Major >= 9 && !o.NoPDL}
+	l := b.newLauncher(c.Info.Major >= 9 && !o.NoPDL)
 	if err := b.capture(l); err != nil {
 		return nil, err
 	}
@@ -270,6 +298,12 @@ func New(m *model.Model, o Options) (_ *Backend, err error) {
 		}
 	}
 	return b, nil
+}
+
+// newLauncher is a launcher on b's stream with b's tuned shapes.
+func (b *Backend) newLauncher(pdl bool) *launcher {
+	return &launcher{c: b.c, k: b.k, stream: b.stream, sms: b.c.Info.SMCount, pdl: pdl,
+		ffnShape: b.tune.ffn, attnWarpsPerHead: b.tune.attnWarps}
 }
 
 func (b *Backend) checkConfig() error {

@@ -760,7 +760,7 @@ func sweepShapes(t *testing.T, g *Backend) {
 		attnWarps          int
 		noPDL              bool
 	}
-	def := defaultTuning()
+	def := tuningFor(&g.cfg)
 	with := func(f func(t *tuning)) tuning {
 		t := def
 		f(&t)
@@ -790,6 +790,7 @@ func sweepShapes(t *testing.T, g *Backend) {
 		{name: "long: 4 warps a head", tune: with(func(t *tuning) { t.attnWarpsLong = 0 })},
 		{name: "long: 1 warp a head", tune: with(func(t *tuning) { t.attnWarpsLong = 1 })},
 		{name: "long: 3 warps a head", tune: with(func(t *tuning) { t.attnWarpsLong = 3 })},
+		{name: "attention 4 warps a head", tune: def, attnWarps: 4},
 		{name: "ffn 16 units, 1 a warp", tune: def, ffn: ffnShape{16, 1}},
 		{name: "ffn 16 units, 2 a warp", tune: def, ffn: ffnShape{16, 2}},
 		{name: "ffn 32 units, 2 a warp", tune: def, ffn: ffnShape{32, 2}},
@@ -809,6 +810,12 @@ func sweepShapes(t *testing.T, g *Backend) {
 		// without a window, release it, so that they stream again.
 		if err := setHeadL2(g, !v.tune.noL2Head); err != nil {
 			t.Fatal(err)
+		}
+		if v.ffn == (ffnShape{}) {
+			v.ffn = def.ffn
+		}
+		if v.attnWarps == 0 {
+			v.attnWarps = def.attnWarps
 		}
 		l := &launcher{c: g.c, k: g.k, stream: g.stream, sms: g.c.Info.SMCount, pdl: g.c.Info.Major >= 9 && !v.noPDL,
 			warpsPerBlock: v.warps, logitsPerSM: v.logitsPerSM, rows: v.rows, logitsRows: v.logitsRows, ffnShape: v.ffn,
@@ -839,8 +846,7 @@ func sweepShapes(t *testing.T, g *Backend) {
 // g.tune.
 func recapture(t *testing.T, g *Backend) {
 	t.Helper()
-	l := &launcher{c: g.c, k: g.k, stream: g.stream, sms: g.c.Info.SMCount, pdl: g.c.Info.Major >= 9}
-	if err := g.capture(l); err != nil {
+	if err := g.capture(g.newLauncher(g.c.Info.Major >= 9)); err != nil {
 		t.Fatal(err)
 	}
 }

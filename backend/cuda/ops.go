@@ -345,7 +345,7 @@ const ffnMinUnits = 16
 func (l *launcher) ffnKernel(t gpuType) (ffnShape, *cu.Function, error) {
 	want := l.ffnShape
 	switch {
-	case t != wtQ4_0 && t != wtQ8_0:
+	case !t.quantized():
 		want = ffnShapes[0]
 	case want == (ffnShape{}):
 		want = defaultFFNShape

@@ -126,11 +126,13 @@ __device__ __forceinline__ void oxload(xblk &x, const float *os, const oshape &o
 		const float4 *p = (const float4 *)(os + XS_AT(e0));
 #pragma unroll
 		for (int j = 0; j < 8; j++) x.v[j] = p[j];
+		x.sum();
 		return;
 	}
 	float *f = (float *)x.v;
 #pragma unroll
 	for (int j = 0; j < 32; j++) f[j] = e0 + j >= 0 && e0 + j < o.nc ? os[XS_AT(e0 + j)] : 0.f;
+	x.sum();
 }
 
 // os4 is the float4 of the heads' outputs at element e (a multiple of 4),

@@ -12,9 +12,20 @@
 #pragma once
 #include "weights.cuh"
 
-// xblk is the lane's 32 activations of one block.
+// xblk is the lane's 32 activations of one block, with the sums of each
+// half (the mixed layouts' min terms need them: taken once a block, not
+// once a row; dead code for the other layouts).
 struct xblk {
 	float4 v[8];
+	float s0, s1;
+	__device__ __forceinline__ void sum() {
+		s0 = s1 = 0.f;
+#pragma unroll
+		for (int j = 0; j < 4; j++) {
+			s0 += (v[j].x + v[j].y) + (v[j].z + v[j].w);
+			s1 += (v[4 + j].x + v[4 + j].y) + (v[4 + j].z + v[4 + j].w);
+		}
+	}
 };
 
 // wdot is the dot product of a weight block with 32 activations.
@@ -87,29 +98,34 @@ template <> __device__ __forceinline__ float wdot<WT_BF16>(const wblk<WT_BF16> &
 	return s;
 }
 
-// mix_half is Σ (c_i − off)·x_i and Σ x_i over the 16 elements of words
-// [W, W+4) of a mixed block's codes (mix_codes), x the matching float4s.
-template <int W>
-__device__ __forceinline__ void mix_half(const unsigned c[8], float off, const float4 *x, float &acc, float &sum) {
-	acc = 0.f;
-	sum = 0.f;
+// mix_dot is Σ (c_i − off)·x_i over the 16 elements of words [W, W+4) of a
+// mixed block's codes (mix_codes), x the matching float4s.
+template <int W> __device__ __forceinline__ float mix_dot(const unsigned c[8], float off, const float4 *x) {
+	float acc = 0.f;
 #pragma unroll
 	for (int j = W; j < W + 4; j++) {
 		float a, b, cc, d;
 		bytes_f32(c[j], off, a, b, cc, d);
 		float4 v = x[j - W];
 		acc += a * v.x + b * v.y + cc * v.z + d * v.w;
-		sum += v.x + v.y + v.z + v.w;
 	}
+	return acc;
+}
+
+// mix_half is mix_dot and Σ x_i over the same 16 elements.
+template <int W>
+__device__ __forceinline__ void mix_half(const unsigned c[8], float off, const float4 *x, float &acc, float &sum) {
+	acc = mix_dot<W>(c, off, x);
+	sum = 0.f;
+#pragma unroll
+	for (int j = 0; j < 4; j++) sum += (x[j].x + x[j].y) + (x[j].z + x[j].w);
 }
 
 template <> __device__ __forceinline__ float wdot<WT_MIX>(const wblk<WT_MIX> &w, const xblk &x) {
 	unsigned c[8];
 	mix_codes(w, c);
-	float a0, x0, a1, x1;
-	mix_half<0>(c, w.off, x.v, a0, x0);
-	mix_half<4>(c, w.off, x.v + 4, a1, x1);
-	return w.s0 * a0 + w.m0 * x0 + (w.s1 * a1 + w.m1 * x1);
+	float a0 = mix_dot<0>(c, w.off, x.v), a1 = mix_dot<4>(c, w.off, x.v + 4);
+	return w.s0 * a0 + w.m0 * x.s0 + (w.s1 * a1 + w.m1 * x.s1);
 }
 
 // res_stage converts the fixed-point residual stream's k elements
@@ -212,6 +228,7 @@ __device__ __forceinline__ void xload(xblk &x, const float *in, const float *g, 
 				x.v[j].w *= w.w;
 			}
 		}
+		x.sum();
 		return;
 	}
 	// The row's last, partial block (F32/F16 rows padded to 32).
@@ -223,6 +240,7 @@ __device__ __forceinline__ void xload(xblk &x, const float *in, const float *g, 
 		ss += v * v;
 		f[j] = g && e < k ? v * g[GP ? XS_AT(e) : e] : v;
 	}
+	x.sum();
 }
 
 // mv is a warp's R rows: row i is row[i] of the matrix (q[i], d[i]); rows
