@@ -81,11 +81,15 @@ type tuning struct {
 	// noL2Head leaves the output head's weights out of the persisting
 	// L2 window (Backend.keepHeadInL2).
 	noL2Head bool
-	// ffn is the FFN kernel's shape for quantized weights (zero:
-	// defaultFFNShape) and attnWarps the attention kernel's warps per head
-	// for short contexts (0: attnWarps): the launcher's defaults.
-	ffn       ffnShape
-	attnWarps int
+	// ffn is the FFN kernel's shape for Q4_0 and Q8_0 weights (zero:
+	// defaultFFNShape), ffnMix for the mixed-type family (zero: the
+	// same), and attnWarps the attention kernel's warps per head for
+	// short contexts (0: attnWarps): the launcher's defaults.
+	ffn, ffnMix ffnShape
+	attnWarps   int
+	// ffnSplit runs the FFN as two kernels: gate/up into a buffer, then
+	// the down projection row-parallel (matvec_add).
+	ffnSplit bool
 }
 
 func defaultTuning() tuning {
@@ -101,17 +105,19 @@ const largeModelDim = 1024
 // were tuned on SmolLM-135M (d 576, 9 heads, FFN 1536). Wider models have
 // more heads and hidden units a block must cover: on the Llama-1B shape
 // (d 2048, 32/8 heads, FFN 8192; H200, µs a token @100 / @2148, one
-// change at a time from the defaults' 996 / 1960) 32 hidden units a block,
-// 4 a warp: 780 / 1808; 8 blocks sharing the output projection: 908 /
-// 1961; 2 warps a head for short contexts: 918 / 1961; 4 warps a head for
-// long ones: 979 / 1609.
+// change at a time from the defaults' 996 / 1960, Q4_0) 32 hidden units a
+// block, 4 a warp: 780 / 1808; 8 blocks sharing the output projection:
+// 908 / 1961; 4 warps a head for long contexts: 979 / 1609. Together
+// 754 / 1392. The mixed-type FFN takes twice the registers a row and
+// keeps the SmolLM shape (Q4_K: 16 units 1 a warp 1535 µs @100, 32 units
+// 4 a warp 2640).
 func tuningFor(c *model.Config) tuning {
 	t := defaultTuning()
 	if c.Dim >= largeModelDim {
 		t.ffn = ffnShape{32, 4}
 		t.attnOBlocks = 8
-		t.attnWarps = 2
 		t.attnWarpsLong = 4
+		t.ffnSplit = true
 	}
 	return t
 }
@@ -197,6 +203,7 @@ type Backend struct {
 	res          [2]cu.DevicePtr // the residual stream, fixed point (kernels/common.cuh): layer i reads res[i%2]
 	poison       cu.DevicePtr    // set when a residual addend did not fit in fixed point
 	q            cu.DevicePtr
+	ffnH         cu.DevicePtr // the split FFN's hidden units (tuning.ffnSplit)
 	logits       cu.DevicePtr
 	partAcc      cu.DevicePtr
 	partML       cu.DevicePtr
@@ -303,7 +310,7 @@ func New(m *model.Model, o Options) (_ *Backend, err error) {
 // newLauncher is a launcher on b's stream with b's tuned shapes.
 func (b *Backend) newLauncher(pdl bool) *launcher {
 	return &launcher{c: b.c, k: b.k, stream: b.stream, sms: b.c.Info.SMCount, pdl: pdl,
-		ffnShape: b.tune.ffn, attnWarpsPerHead: b.tune.attnWarps}
+		ffnShape: b.tune.ffn, ffnMixShape: b.tune.ffnMix, attnWarpsPerHead: b.tune.attnWarps}
 }
 
 func (b *Backend) checkConfig() error {
@@ -422,10 +429,14 @@ func (b *Backend) destroyGraphs() error {
 // time. The layers read theirs spread over 90 kernels whose time goes with
 // latency, not bandwidth; the head is one kernel that waits for all its
 // bytes.
+//
+// A head larger than the persisting L2 is left streaming: a window over
+// part of it only takes L2 from the layers (Llama-1B's 279 MB Q8_0 head,
+// H200: 754 µs a token with the window, 717 without).
 func (b *Backend) keepHeadInL2() error {
 	info := b.c.Info
 	base, n := b.output.span()
-	if n = min(n, info.MaxL2Window); info.MaxPersistingL2 == 0 || n <= 0 {
+	if info.MaxPersistingL2 == 0 || n <= 0 || n > info.MaxPersistingL2 || n > info.MaxL2Window {
 		return nil
 	}
 	set, err := b.c.SetPersistingL2(n)
@@ -671,7 +682,7 @@ func (b *Backend) allocState() error {
 		p *cu.DevicePtr
 		n int // 4-byte words
 	}{
-		{&b.res[0], 2 * c.Dim}, {&b.res[1], 2 * c.Dim}, {&b.q, c.QDim()}, {&b.logits, c.VocabSize},
+		{&b.res[0], 2 * c.Dim}, {&b.res[1], 2 * c.Dim}, {&b.q, c.QDim()}, {&b.logits, c.VocabSize}, {&b.ffnH, c.FFNDim},
 		{&b.partAcc, acc}, {&b.partML, ml}, {&b.partV, parts}, {&b.partI, parts},
 		{&b.ropeCS, len(rope)},
 		// Zeroed below: counters, the poison word and the penalty history.
@@ -744,8 +755,12 @@ func (b *Backend) recordStep(l *launcher, k stepKind, afterLayer func(i int) err
 		if err := l.attention(a); err != nil {
 			return err
 		}
-		err = l.ffn(ffnArgs{res: cur, out: next, poison: b.poison, normW: ly.ffnNorm, eps: c.RMSEps,
-			gate: &ly.gate, up: &ly.up, down: &ly.down})
+		fa := ffnArgs{res: cur, out: next, poison: b.poison, normW: ly.ffnNorm, eps: c.RMSEps,
+			gate: &ly.gate, up: &ly.up, down: &ly.down}
+		if b.tune.ffnSplit {
+			fa.h = b.ffnH
+		}
+		err = l.ffn(fa)
 		if err != nil {
 			return err
 		}

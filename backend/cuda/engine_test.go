@@ -169,6 +169,14 @@ func TestEngineMatchesCPU(t *testing.T) {
 		worst := compareWithCPU(t, genModelWith(t, tc.o), 40, tc.tol, 9)
 		t.Logf("%s: worst logits relative error over 40 steps %.3g (bound %.1g)", tc.name, worst, tc.tol)
 	}
+	// Wide models' shapes (tuningFor) on the small one: the FFN split in
+	// two kernels, 32 units a block.
+	wide := func(tu *tuning) { tu.ffnSplit, tu.ffn, tu.attnOBlocks, tu.attnWarpsLong = true, ffnShape{32, 4}, 8, 4 }
+	for _, o := range []synth.Options{q4KMLike(t256, 5), {Shape: t256, Type: quant.Q4_0, EmbedType: quant.Q8_0, Seed: 5},
+		{Shape: t256, Type: quant.F16, EmbedType: quant.F16, Seed: 5}} {
+		worst := compareWithCPU(t, genModelWith(t, o), 40, 5e-2, 9, wide)
+		t.Logf("%s, wide shapes: worst logits relative error over 40 steps %.3g", o.Type, worst)
+	}
 	untied := tiny
 	untied.Tied = false
 	// Past attSingle positions the step runs in the graphs of longer
@@ -784,13 +792,14 @@ func sweepShapes(t *testing.T, g *Backend) {
 		{name: "attention clusters of 8", tune: with(func(t *tuning) { t.attnCluster = 8 })},
 		{name: "attention clusters of 2", tune: with(func(t *tuning) { t.attnCluster = 2 })},
 		{name: "clusters of 8, 24 blocks", tune: with(func(t *tuning) { t.attnCluster, t.attnOBlocks = 8, 24 })},
-		{name: "attention 2 warps a head", tune: def, attnWarps: 2},
 		{name: "attention 3 warps a head", tune: def, attnWarps: 3},
 		{name: "attention 5 warps a head", tune: def, attnWarps: 5},
 		{name: "long: 4 warps a head", tune: with(func(t *tuning) { t.attnWarpsLong = 0 })},
 		{name: "long: 1 warp a head", tune: with(func(t *tuning) { t.attnWarpsLong = 1 })},
 		{name: "long: 3 warps a head", tune: with(func(t *tuning) { t.attnWarpsLong = 3 })},
-		{name: "attention 4 warps a head", tune: def, attnWarps: 4},
+		{name: "attention 2 warps a head", tune: def, attnWarps: 2},
+		{name: "ffn fused", tune: with(func(t *tuning) { t.ffnSplit = false })},
+		{name: "ffn split", tune: with(func(t *tuning) { t.ffnSplit = true })},
 		{name: "ffn 16 units, 1 a warp", tune: def, ffn: ffnShape{16, 1}},
 		{name: "ffn 16 units, 2 a warp", tune: def, ffn: ffnShape{16, 2}},
 		{name: "ffn 32 units, 2 a warp", tune: def, ffn: ffnShape{32, 2}},
@@ -811,15 +820,16 @@ func sweepShapes(t *testing.T, g *Backend) {
 		if err := setHeadL2(g, !v.tune.noL2Head); err != nil {
 			t.Fatal(err)
 		}
-		if v.ffn == (ffnShape{}) {
-			v.ffn = def.ffn
+		ffn, ffnMix := def.ffn, def.ffnMix
+		if v.ffn != (ffnShape{}) {
+			ffn, ffnMix = v.ffn, v.ffn
 		}
 		if v.attnWarps == 0 {
 			v.attnWarps = def.attnWarps
 		}
 		l := &launcher{c: g.c, k: g.k, stream: g.stream, sms: g.c.Info.SMCount, pdl: g.c.Info.Major >= 9 && !v.noPDL,
-			warpsPerBlock: v.warps, logitsPerSM: v.logitsPerSM, rows: v.rows, logitsRows: v.logitsRows, ffnShape: v.ffn,
-			attnWarpsPerHead: v.attnWarps}
+			warpsPerBlock: v.warps, logitsPerSM: v.logitsPerSM, rows: v.rows, logitsRows: v.logitsRows, ffnShape: ffn,
+			ffnMixShape: ffnMix, attnWarpsPerHead: v.attnWarps}
 		if err := g.capture(l); err != nil {
 			t.Fatal(err)
 		}

@@ -29,7 +29,9 @@ type kernelSet struct {
 	// attentionCluster: attention_cl, for contexts run whole (sm_90+).
 	attentionCluster [numGPUTypes][attMaxNQ + 1]*cu.Function
 	ffn              [numGPUTypes][len(ffnShapes)]*cu.Function
-	sampleChain      *cu.Function
+	// matvecAdd: the down projection of the split FFN (wide models).
+	matvecAdd   [numGPUTypes]*cu.Function
+	sampleChain *cu.Function
 
 	pre prefillKernels // the batched prefill's kernels (prefill_kernels.go)
 }
@@ -45,7 +47,7 @@ func loadKernels(c *cu.Context) (_ *kernelSet, err error) {
 		}
 	}()
 	funcs := map[string]*cu.Function{}
-	for _, op := range []string{"embed", "qkv_rope", "attention", "ffn", "logits", "sampler"} {
+	for _, op := range []string{"embed", "qkv_rope", "attention", "ffn", "matvec_add", "logits", "sampler"} {
 		ptx, err := kernels.PTX(op, target, dir)
 		if err != nil {
 			return nil, err
@@ -69,6 +71,8 @@ func loadKernels(c *cu.Context) (_ *kernelSet, err error) {
 				for nq := 1; nq <= attMaxNQ; nq++ {
 					names = append(names, fmt.Sprintf("attention_%s_%d", s, nq), fmt.Sprintf("attention_cl_%s_%d", s, nq))
 				}
+			case "matvec_add":
+				names = append(names, "matvec_add_"+s)
 			case "ffn":
 				for i := range ffnShapes {
 					if i == 0 || t.quantized() {
@@ -97,7 +101,8 @@ func loadKernels(c *cu.Context) (_ *kernelSet, err error) {
 		k.logits[t] = funcs["logits_"+s]
 		k.logits2[t] = funcs["logits_"+s+"_r2"]
 		k.logitsFloat[t] = funcs["logits_float_"+s]
-		decode = append(decode, k.embed[t], k.qkvRope[t], k.qkvRope2[t], k.logits[t], k.logits2[t], k.logitsFloat[t])
+		k.matvecAdd[t] = funcs["matvec_add_"+s]
+		decode = append(decode, k.embed[t], k.qkvRope[t], k.qkvRope2[t], k.logits[t], k.logits2[t], k.logitsFloat[t], k.matvecAdd[t])
 		for nq := 1; nq <= attMaxNQ; nq++ {
 			k.attention[t][nq] = funcs[fmt.Sprintf("attention_%s_%d", s, nq)]
 			k.attentionCluster[t][nq] = funcs[fmt.Sprintf("attention_cl_%s_%d", s, nq)]

@@ -23,7 +23,7 @@ type launcher struct {
 	// them.
 	warpsPerBlock, logitsPerSM int
 	rows, logitsRows           int
-	ffnShape                   ffnShape
+	ffnShape, ffnMixShape      ffnShape
 	attnWarpsPerHead           int
 	// attnCluster is the blocks per cluster of the attention kernel for
 	// contexts run whole (attention_cl; 0: the split kernel), set by
@@ -344,6 +344,11 @@ const ffnMinUnits = 16
 // ffnKernel picks the FFN kernel for weights of type t.
 func (l *launcher) ffnKernel(t gpuType) (ffnShape, *cu.Function, error) {
 	want := l.ffnShape
+	if t == wtMix && l.ffnMixShape != (ffnShape{}) {
+		want = l.ffnMixShape
+	} else if t == wtMix {
+		want = defaultFFNShape
+	}
 	switch {
 	case !t.quantized():
 		want = ffnShapes[0]
@@ -361,9 +366,12 @@ func (l *launcher) ffnKernel(t gpuType) (ffnShape, *cu.Function, error) {
 // ffnArgs are the feed-forward step's operands.
 type ffnArgs struct {
 	res, out, poison cu.DevicePtr // out = res + FFN(res), fixed point; out must be zero
-	normW            cu.DevicePtr
-	eps              float32
-	gate, up, down   *deviceMatrix
+	// h, when set, splits the FFN in two kernels: gate/up write the hidden
+	// units there (float32, gate.Rows), matvec_add adds down·h.
+	h              cu.DevicePtr
+	normW          cu.DevicePtr
+	eps            float32
+	gate, up, down *deviceMatrix
 }
 
 // ffn adds res and W_down·(SiLU(gate·n)·(up·n)), n = rmsnorm(res)·normW, to
@@ -378,8 +386,32 @@ func (l *launcher) ffn(a ffnArgs) error {
 	if err != nil {
 		return err
 	}
-	return l.launch(f, cu.Dim((g.Rows+s.units-1)/s.units), 32*s.units/s.perWarp, stagedNormBytes(g.Cols), cu.Args{
-		a.res, a.out, a.poison, a.normW, a.eps, i32(g.Cols), g.Q, g.D, u.Q, u.D, i32(g.Rows), d.Q, d.D})
+	err = l.launch(f, cu.Dim((g.Rows+s.units-1)/s.units), 32*s.units/s.perWarp, stagedNormBytes(g.Cols), cu.Args{
+		a.res, a.out, a.poison, a.normW, a.eps, i32(g.Cols), g.Q, g.D, u.Q, u.D, i32(g.Rows), d.Q, d.D, a.h})
+	if err != nil || a.h == 0 {
+		return err
+	}
+	return l.matvecAdd(a.h, d, a.res, a.out, a.poison)
+}
+
+// matvecAddWarps is the warps a block of matvec_add: 4, so that a wide
+// model's rows spread over every SM.
+const matvecAddWarps = 4
+
+// matvecAddRows mirrors mva_shape<T>::R in kernels/matvec_add.cu.
+func matvecAddRows(t gpuType) int {
+	if t == wtF32 || t == wtF16 || t == wtBF16 {
+		return 1
+	}
+	return 2
+}
+
+// matvecAdd adds res + w·x (x float32, w.Cols of them) to out, the
+// fixed-point residual stream, one warp per matvecAddRows rows.
+func (l *launcher) matvecAdd(x cu.DevicePtr, w *deviceMatrix, res, out, poison cu.DevicePtr) error {
+	warps := (w.Rows + matvecAddRows(w.Type) - 1) / matvecAddRows(w.Type)
+	return l.launch(l.k.matvecAdd[w.Type], cu.Dim((warps+matvecAddWarps-1)/matvecAddWarps), 32*matvecAddWarps, 0,
+		cu.Args{x, i32(w.Cols), w.Q, w.D, i32(w.Rows), res, out, poison})
 }
 
 // The output head's grid: logitsWarps per block, at most logitsBlocksPerSM

@@ -270,11 +270,12 @@ func fits(typ quant.Type, ks ...int) bool {
 	return true
 }
 
-// TestFFNKernel checks the fused feed-forward block against its twin
-// (norm, gate and up, SiLU·up, down, residual) for every layout and
-// compiled shape, on shapes that end in part of a block, twice on the same
-// inputs (the fixed-point sum must give the same bits), and that a
-// product too large for the residual stream poisons the step.
+// TestFFNKernel checks the feed-forward block against its twin (norm,
+// gate and up, SiLU·up, down, residual) for every layout and compiled
+// shape, fused in one kernel and split in two (gate/up, then matvec_add),
+// on shapes that end in part of a block, twice on the same inputs (the
+// fixed-point sum must give the same bits), and that a product too large
+// for the residual stream poisons the step.
 func TestFFNKernel(t *testing.T) {
 	g := newGPU(t)
 	r := rand.New(rand.NewPCG(2, 2))
@@ -291,9 +292,15 @@ func TestFFNKernel(t *testing.T) {
 			if !hg.Type.quantized() {
 				shapes = shapes[:1]
 			}
-			for _, fs := range shapes {
-				g.l.ffnShape = fs
-				name := fmt.Sprintf("%s/%dx%d/u%dw%d", typ, sh.hidden, sh.k, fs.units, fs.perWarp)
+			for si, fs := range shapes {
+				g.l.ffnShape, g.l.ffnMixShape = fs, fs
+				// Every other shape splits the FFN: gate/up into h, then
+				// matvec_add.
+				var h cu.DevicePtr
+				if si%2 == 1 || len(shapes) == 1 {
+					h = g.floats(nil, sh.hidden)
+				}
+				name := fmt.Sprintf("%s/%dx%d/u%dw%d/split=%v", typ, sh.hidden, sh.k, fs.units, fs.perWarp, h != 0)
 				x, nw := randFloats(r, sh.k, 1), randFloats(r, sh.k, 1)
 				res, xr := g.residual(x)
 				n := refRMSNorm(xr, nw, 1e-5)
@@ -306,7 +313,7 @@ func TestFFNKernel(t *testing.T) {
 				var first []int64
 				for run := 0; run < 2; run++ {
 					out := g.int64s(before)
-					a := ffnArgs{res: res, out: out, poison: poison, normW: g.floats(nw, 0), eps: 1e-5, gate: gate, up: up, down: down}
+					a := ffnArgs{res: res, out: out, poison: poison, normW: g.floats(nw, 0), eps: 1e-5, gate: gate, up: up, down: down, h: h}
 					if err := g.l.ffn(a); err != nil {
 						t.Fatal(err)
 					}
@@ -322,21 +329,23 @@ func TestFFNKernel(t *testing.T) {
 					t.Errorf("%s: poison word %d after finite inputs", name, p)
 				}
 			}
-			g.l.ffnShape = ffnShape{}
+			g.l.ffnShape, g.l.ffnMixShape = ffnShape{}, ffnShape{}
 			// A norm weight of 1e30: the products pass RES_LIMIT.
 			big := make([]float32, sh.k)
 			for i := range big {
 				big[i] = 1e30
 			}
-			res, _ := g.residual(randFloats(r, sh.k, 1))
-			poison := g.floats([]float32{0}, 0)
-			a := ffnArgs{res: res, out: g.int64s(make([]int64, sh.k)), poison: poison, normW: g.floats(big, 0), eps: 1e-5,
-				gate: gate, up: up, down: down}
-			if err := g.l.ffn(a); err != nil {
-				t.Fatal(err)
-			}
-			if p := math.Float32bits(g.read(poison, 1)[0]); p != 1 {
-				t.Errorf("%s/%dx%d: poison word %d after an overflow, want 1", typ, sh.hidden, sh.k, p)
+			for _, h := range []cu.DevicePtr{0, g.floats(nil, sh.hidden)} {
+				res, _ := g.residual(randFloats(r, sh.k, 1))
+				poison := g.floats([]float32{0}, 0)
+				a := ffnArgs{res: res, out: g.int64s(make([]int64, sh.k)), poison: poison, normW: g.floats(big, 0), eps: 1e-5,
+					gate: gate, up: up, down: down, h: h}
+				if err := g.l.ffn(a); err != nil {
+					t.Fatal(err)
+				}
+				if p := math.Float32bits(g.read(poison, 1)[0]); p != 1 {
+					t.Errorf("%s/%dx%d/split=%v: poison word %d after an overflow, want 1", typ, sh.hidden, sh.k, h != 0, p)
+				}
 			}
 		}
 	}

@@ -16,6 +16,12 @@
 // Both kinds of weights, and the norm's, are read before the PDL wait. W_down keeps the
 // upload's row-major layout (the prefill gemm reads it too): a thread's U
 // columns of a row are one 16-byte load or a few.
+//
+// With h_out set the kernel stops after the gate/up half and writes the
+// hidden units there instead: wide models (thousands of hidden units, each
+// block's atomics over the whole width, W_down's columns a few bytes from
+// each of thousands of rows) run the down projection as its own
+// row-parallel matrix-vector product (matvec_add.cu).
 #include "decode.cuh"
 
 // dseg is U consecutive elements of a weight row, starting at a multiple of
@@ -170,7 +176,7 @@ template <int U> struct dseg<WT_F32, U> {
 template <int T, int U, int UW>
 __device__ __forceinline__ void ffn(const long long *res, long long *out, unsigned *poison, const float *norm_w,
                                     float eps, int k, const u8 *gq, const f16 *gd, const u8 *uq, const f16 *ud,
-                                    int hidden, const u8 *dq, const f16 *dd) {
+                                    int hidden, const u8 *dq, const f16 *dd, float *h_out) {
 	constexpr int R = 2 * UW;
 	// W_down rows a thread holds from before the wait: all of a 576-wide
 	// model's at 256 threads.
@@ -194,10 +200,12 @@ __device__ __forceinline__ void ffn(const long long *res, long long *out, unsign
 	float *gs = (float *)xs4 + norm_offset(k);
 	norm_stage(norm_w, k, gs);
 	dseg<T, U> ds[DPRE];
+	if (!h_out) {
 #pragma unroll
-	for (int j = 0; j < DPRE; j++) {
-		int r = threadIdx.x + j * blockDim.x;
-		if (r < k) ds[j].load(dq, dd, r, nbd, u0);
+		for (int j = 0; j < DPRE; j++) {
+			int r = threadIdx.x + j * blockDim.x;
+			if (r < k) ds[j].load(dq, dd, r, nbd, u0);
+		}
 	}
 	pdl_wait_and_release();
 
@@ -211,9 +219,12 @@ __device__ __forceinline__ void ffn(const long long *res, long long *out, unsign
 	for (int i = 0; i < UW; i++) {
 		if (lane == i) {
 			float g = acc[i] * scale, u = acc[UW + i] * scale;
-			hs[w * UW + i] = m.row[i] >= 0 ? g / (1.f + expf(-g)) * u : 0.f;
+			float v = m.row[i] >= 0 ? g / (1.f + expf(-g)) * u : 0.f;
+			hs[w * UW + i] = v;
+			if (h_out && m.row[i] >= 0) h_out[m.row[i]] = v;
 		}
 	}
+	if (h_out) return;
 	__syncthreads();
 	float4 h[U / 4];
 #pragma unroll
@@ -235,8 +246,8 @@ __device__ __forceinline__ void ffn(const long long *res, long long *out, unsign
 	extern "C" __global__ void __launch_bounds__(32 * (U / UW))                                                    \
 	    ffn_##name##_u##U##w##UW(const long long *res, long long *out, unsigned *poison, const float *norm_w,      \
 	                             float eps, int k, const u8 *gq, const f16 *gd, const u8 *uq, const f16 *ud,       \
-	                             int hidden, const u8 *dq, const f16 *dd) {                                        \
-		ffn<T, U, UW>(res, out, poison, norm_w, eps, k, gq, gd, uq, ud, hidden, dq, dd);                           \
+	                             int hidden, const u8 *dq, const f16 *dd, float *h_out) {                          \
+		ffn<T, U, UW>(res, out, poison, norm_w, eps, k, gq, gd, uq, ud, hidden, dq, dd, h_out);                    \
 	}
 // ffn_<type>_u<U>w<UW>: U hidden units a block, UW a warp (U/UW warps a
 // block). The float layouts have one shape: their rows take four and eight
