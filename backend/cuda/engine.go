@@ -110,14 +110,16 @@ const largeModelDim = 1024
 // 908 / 1961; 4 warps a head for long contexts: 979 / 1609. Together
 // 754 / 1392. The mixed-type FFN takes twice the registers a row and
 // keeps the SmolLM shape (Q4_K: 16 units 1 a warp 1535 µs @100, 32 units
-// 4 a warp 2640).
-func tuningFor(c *model.Config) tuning {
+// 4 a warp 2640), and runs split in two kernels (matvec_add.cu): 1287 /
+// 2073 against 1419 / 2175 fused. Q4_0's FFN stays fused (673 / 1370,
+// split 729 / 1351). ffn is the FFN weights' kernel family.
+func tuningFor(c *model.Config, ffn gpuType) tuning {
 	t := defaultTuning()
 	if c.Dim >= largeModelDim {
 		t.ffn = ffnShape{32, 4}
 		t.attnOBlocks = 8
 		t.attnWarpsLong = 4
-		t.ffnSplit = true
+		t.ffnSplit = ffn != wtQ4_0 && ffn != wtQ8_0
 	}
 	return t
 }
@@ -248,7 +250,7 @@ func New(m *model.Model, o Options) (_ *Backend, err error) {
 	if err != nil {
 		return nil, err
 	}
-	b := &Backend{c: c, cfg: m.Config, tune: tuningFor(&m.Config)}
+	b := &Backend{c: c, cfg: m.Config}
 	defer func() {
 		if err != nil {
 			b.Close()
@@ -274,6 +276,7 @@ func New(m *model.Model, o Options) (_ *Backend, err error) {
 	if err := b.uploadWeights(m); err != nil {
 		return nil, err
 	}
+	b.tune = tuningFor(&b.cfg, b.layers[0].gate.Type)
 	if err := b.allocState(); err != nil {
 		return nil, err
 	}

@@ -768,7 +768,7 @@ func sweepShapes(t *testing.T, g *Backend) {
 		attnWarps          int
 		noPDL              bool
 	}
-	def := tuningFor(&g.cfg)
+	def := g.tune
 	with := func(f func(t *tuning)) tuning {
 		t := def
 		f(&t)

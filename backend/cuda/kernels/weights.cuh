@@ -92,7 +92,20 @@ template <> struct wblk<WT_MIX> {
 
 __device__ __forceinline__ float ld_f16(const u8 *p) { return f16_to_f32(*(const f16 *)p); }
 __device__ __forceinline__ unsigned ld_u32(const u8 *p) { return *(const unsigned *)p; }
+__device__ __forceinline__ float lo_f16(unsigned u) { return f16_to_f32((f16)(u & 0xffff)); }
+__device__ __forceinline__ float hi_f16(unsigned u) { return f16_to_f32((f16)(u >> 16)); }
 
+// hbyte is byte i (0…11, runtime) of the 12 scale bytes a K-quant header
+// holds in words y, z, w: selects and shifts, where indexing an array
+// would put it in local memory.
+__device__ __forceinline__ unsigned hbyte(unsigned y, unsigned z, unsigned w, int i) {
+	unsigned v = i < 4 ? y : i < 8 ? z : w;
+	return (v >> (8 * (i & 3))) & 0xffu;
+}
+
+// wload<WT_MIX> reads the block's codes and the few header words it needs,
+// one load where the header is aligned for it (Q4_K's whole 16 bytes), and
+// turns the header's scales into s0, s1, m0, m1.
 template <> __device__ __forceinline__ void wload<WT_MIX>(wblk<WT_MIX> &w, const u8 *q, const f16 *dt, long blk) {
 	const int t = (int)((unsigned long long)dt & ((1u << MIX_TAG_BITS) - 1));
 	const u8 *h = (const u8 *)((unsigned long long)dt & ~(unsigned long long)((1u << MIX_TAG_BITS) - 1));
@@ -118,47 +131,49 @@ template <> __device__ __forceinline__ void wload<WT_MIX>(wblk<WT_MIX> &w, const
 		w.off += 8.f;
 		break;
 	case MX_Q8_0:
-		s = ld_f16(h + 2 * blk);
-		w.off += 128.f;
-		break;
 	case MX_IQ4_NL:
 		s = ld_f16(h + 2 * blk);
 		w.off += 128.f;
 		break;
-	case MX_Q4_1:
-		s = ld_f16(h + 4 * blk);
-		w.m0 = w.m1 = ld_f16(h + 4 * blk + 2);
+	case MX_Q4_1: {
+		unsigned v = ld_u32(h + 4 * blk);
+		s = lo_f16(v);
+		w.m0 = w.m1 = hi_f16(v);
 		break;
+	}
 	case MX_Q5_0: {
-		const u8 *p = h + 6 * blk;
-		s = ld_f16(p);
-		w.x.x = (unsigned)*(const unsigned short *)(p + 2) | (unsigned)*(const unsigned short *)(p + 4) << 16;
+		const unsigned short *p = (const unsigned short *)(h + 6 * blk);
+		s = f16_to_f32(p[0]);
+		w.x.x = (unsigned)p[1] | (unsigned)p[2] << 16;
 		w.off += 16.f;
 		break;
 	}
 	case MX_Q5_1: {
-		const u8 *p = h + 8 * blk;
-		s = ld_f16(p);
-		w.m0 = w.m1 = ld_f16(p + 2);
-		w.x.x = ld_u32(p + 4);
+		uint2 v = *(const uint2 *)(h + 8 * blk);
+		s = lo_f16(v.x);
+		w.m0 = w.m1 = hi_f16(v.x);
+		w.x.x = v.y;
 		break;
 	}
 	case MX_Q2_K: {
 		const u8 *p = h + 20 * (blk >> 3);
-		float d = ld_f16(p), dmin = ld_f16(p + 2);
-		unsigned sc0 = p[4 + 2 * j], sc1 = p[5 + 2 * j];
-		w.s0 = d * (float)(sc0 & 15);
-		w.s1 = d * (float)(sc1 & 15);
-		w.m0 = -(dmin * (float)(sc0 >> 4));
-		w.m1 = -(dmin * (float)(sc1 >> 4));
+		unsigned dd = ld_u32(p), sc = *(const unsigned short *)(p + 4 + 2 * j);
+		float d = lo_f16(dd), dmin = hi_f16(dd);
+		w.s0 = d * (float)(sc & 15);
+		w.s1 = d * (float)((sc >> 8) & 15);
+		w.m0 = -(dmin * (float)((sc >> 4) & 15));
+		w.m1 = -(dmin * (float)(sc >> 12));
 		return;
 	}
 	case MX_Q3_K: {
 		const u8 *p = h + 48 * (blk >> 3);
-		float d = ld_f16(p);
+		uint4 v = *(const uint4 *)p; // d, pad, scales[12]
+		float d = lo_f16(v.x);
 		int n0 = 2 * j, n1 = 2 * j + 1;
-		int sc0 = ((p[4 + n0 % 8] >> (4 * (n0 / 8))) & 15) | ((p[12 + n0 % 4] >> (2 * (n0 / 4))) & 3) << 4;
-		int sc1 = ((p[4 + n1 % 8] >> (4 * (n1 / 8))) & 15) | ((p[12 + n1 % 4] >> (2 * (n1 / 4))) & 3) << 4;
+		int sc0 = (int)((hbyte(v.y, v.z, v.w, n0 % 8) >> (4 * (n0 / 8))) & 15) |
+		          (int)((hbyte(v.y, v.z, v.w, 8 + n0 % 4) >> (2 * (n0 / 4))) & 3) << 4;
+		int sc1 = (int)((hbyte(v.y, v.z, v.w, n1 % 8) >> (4 * (n1 / 8))) & 15) |
+		          (int)((hbyte(v.y, v.z, v.w, 8 + n1 % 4) >> (2 * (n1 / 4))) & 3) << 4;
 		w.s0 = d * (float)(sc0 - 32);
 		w.s1 = d * (float)(sc1 - 32);
 		w.x.x = ld_u32(p + 16 + 4 * j);
@@ -168,34 +183,37 @@ template <> __device__ __forceinline__ void wload<WT_MIX>(wblk<WT_MIX> &w, const
 	case MX_Q4_K:
 	case MX_Q5_K: {
 		const u8 *p = h + (t == MX_Q4_K ? 16 : 48) * (blk >> 3);
-		const u8 *sc = p + 4;
-		unsigned a, m;
+		uint4 v = *(const uint4 *)p; // d, dmin, scales[12]
+		const int jj = j & 3;
+		unsigned a = hbyte(v.y, v.z, v.w, jj), b = hbyte(v.y, v.z, v.w, 4 + jj), c = hbyte(v.y, v.z, v.w, 8 + jj);
+		unsigned sc, m;
 		if (j < 4) {
-			a = sc[j] & 63;
-			m = sc[j + 4] & 63;
+			sc = a & 63;
+			m = b & 63;
 		} else {
-			a = (sc[j + 4] & 15) | (sc[j - 4] >> 6) << 4;
-			m = (sc[j + 4] >> 4) | (sc[j] >> 6) << 4;
+			sc = (c & 15) | (a >> 6) << 4;
+			m = (c >> 4) | (b >> 6) << 4;
 		}
-		s = ld_f16(p) * (float)a;
-		w.m0 = w.m1 = -(ld_f16(p + 2) * (float)m);
+		s = lo_f16(v.x) * (float)sc;
+		w.m0 = w.m1 = -(hi_f16(v.x) * (float)m);
 		if (t == MX_Q5_K) w.x.x = ld_u32(p + 16 + 4 * j);
 		break;
 	}
 	case MX_Q6_K: {
 		const u8 *p = h + 84 * (blk >> 3);
-		float d = ld_f16(p);
-		w.s0 = d * (float)(signed char)p[4 + 2 * j];
-		w.s1 = d * (float)(signed char)p[5 + 2 * j];
+		float d = lo_f16(ld_u32(p));
+		unsigned sc = *(const unsigned short *)(p + 4 + 2 * j);
+		w.s0 = d * (float)(signed char)(sc & 0xff);
+		w.s1 = d * (float)(signed char)(sc >> 8);
 		w.x.x = ld_u32(p + 20 + 8 * j);
 		w.x.y = ld_u32(p + 24 + 8 * j);
 		w.off += 32.f;
 		return;
 	}
 	case MX_IQ4_XS: {
-		const u8 *p = h + 8 * (blk >> 3);
-		int ls = ((p[4 + j / 2] >> (4 * (j & 1))) & 15) | ((*(const unsigned short *)(p + 2) >> (2 * j)) & 3) << 4;
-		s = ld_f16(p) * (float)(ls - 32);
+		uint2 v = *(const uint2 *)(h + 8 * (blk >> 3)); // d, scales_h, scales_l[4]
+		int ls = (int)((v.y >> (8 * (j / 2) + 4 * (j & 1))) & 15) | (int)((v.x >> (16 + 2 * j)) & 3) << 4;
+		s = lo_f16(v.x) * (float)(ls - 32);
 		w.off += 128.f;
 		break;
 	}
