@@ -17,7 +17,7 @@ import (
 	"strings"
 )
 
-//go:embed ptx
+//go:embed ptx/*.ptx.gz ptx/manifest.txt
 var ptxFS embed.FS
 
 // Manifest returns the embedded manifest: source file name → sha256 (hex)
