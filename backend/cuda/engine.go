@@ -355,7 +355,8 @@ const maxResidualAddends = 1 << 16
 
 // residualAddends is the most atomic adds one residual element takes in a
 // step: the embedding, then per layer one per attention head group and one
-// per FFN block.
+// per FFN block (the split FFN's matvec_add adds one per chunk of 64
+// blocks of a row: fewer).
 func residualAddends(c *model.Config) int {
 	return 1 + c.NumLayers*(c.NumHeads/attnGroup(c.NumHeads, c.NumKVHeads)+(c.FFNDim+ffnMinUnits-1)/ffnMinUnits)
 }

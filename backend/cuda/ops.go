@@ -394,22 +394,28 @@ func (l *launcher) ffn(a ffnArgs) error {
 	return l.matvecAdd(a.h, d, a.res, a.out, a.poison)
 }
 
-// matvecAddWarps is the warps a block of matvec_add: 4, so that a wide
-// model's rows spread over every SM.
+// matvecAddWarps is the warps a block of matvec_add.
 const matvecAddWarps = 4
 
-// matvecAddRows mirrors mva_shape<T>::R in kernels/matvec_add.cu.
-func matvecAddRows(t gpuType) int {
-	if t == wtF32 || t == wtF16 || t == wtBF16 {
-		return 1
+// matvecAddShape mirrors mva_shape<T> in kernels/matvec_add.cu: the rows a
+// warp takes and the blocks a lane loads.
+func matvecAddShape(t gpuType) (rows, ahead int) {
+	switch t {
+	case wtF32, wtF16, wtBF16:
+		return 1, 2
+	case wtQ4_0:
+		return 2, 4
 	}
-	return 2
+	return 2, 2
 }
 
 // matvecAdd adds res + w·x (x float32, w.Cols of them) to out, the
-// fixed-point residual stream, one warp per matvecAddRows rows.
+// fixed-point residual stream: a warp for each group of rows and chunk of
+// their blocks.
 func (l *launcher) matvecAdd(x cu.DevicePtr, w *deviceMatrix, res, out, poison cu.DevicePtr) error {
-	warps := (w.Rows + matvecAddRows(w.Type) - 1) / matvecAddRows(w.Type)
+	r, c := matvecAddShape(w.Type)
+	chunks := (w.blocks() + 32*c - 1) / (32 * c)
+	warps := chunks * ((w.Rows + r - 1) / r)
 	return l.launch(l.k.matvecAdd[w.Type], cu.Dim((warps+matvecAddWarps-1)/matvecAddWarps), 32*matvecAddWarps, 0,
 		cu.Args{x, i32(w.Cols), w.Q, w.D, i32(w.Rows), res, out, poison})
 }

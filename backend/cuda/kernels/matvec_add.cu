@@ -3,13 +3,16 @@
 // down projection for wide models, after ffn.cu's gate/up half has written
 // x = SiLU(gate·n)·(up·n).
 //
-// Row-parallel: a warp takes R rows and lane l the 32-element blocks l,
-// l+32, … of each, C of them loaded before any is multiplied, so that a
-// warp has R·C·32 blocks in flight (the rows are long: 8192 and more
-// elements, where one block a lane at a time would leave the loads
-// latency-bound). Each element of out has one writer: no sum over blocks,
-// the same bits in any order. The first chunk's weights are read before
-// the PDL wait (the weights never depend on the kernel before).
+// A warp takes R rows and one chunk of their 32-element blocks: lane l
+// the blocks base+l, base+l+32, … (C of them), all loaded before any is
+// multiplied. Rows are cut into chunks of 32·C blocks and each (rows,
+// chunk) pair is a warp of its own, so that a wide matrix is thousands of
+// warps with one round of loads each, every one issued before the PDL wait
+// (the weights never depend on the kernel before): with a warp per row
+// group looping over its chunks, Llama-1B's 2048 × 8192 Q4_K down
+// projection read at 0.4 TB/s (H200, 22.8 µs). The chunks of a row add
+// their sums to out with the fixed-point atomics (the same bits in any
+// order); chunk 0 carries res.
 #include "decode.cuh"
 
 // mva_shape is the rows a warp takes and the blocks a lane loads ahead,
@@ -24,48 +27,43 @@ __device__ __forceinline__ void matvec_add(const float *x, int n, const u8 *wq, 
                                            const long long *res, long long *out, unsigned *poison) {
 	constexpr int R = mva_shape<T>::R, C = mva_shape<T>::C;
 	const int lane = threadIdx.x & 31, nb = (n + 31) >> 5;
+	const int chunks = (nb + 32 * C - 1) / (32 * C);
+	const int item = grid_warp(); // one (row group, chunk) a warp
+	if (item >= chunks * ((rows + R - 1) / R)) return;
+	const int grp = item / chunks, base = (item % chunks) * 32 * C;
 	wblk<T> w[R][C];
-	auto load = [&](int grp, int base) {
 #pragma unroll
-		for (int i = 0; i < R; i++) {
-			const int r = grp * R + i;
+	for (int i = 0; i < R; i++) {
+		const int r = grp * R + i;
 #pragma unroll
-			for (int c = 0; c < C; c++) {
-				const int b = base + lane + 32 * c;
-				if (r < rows && b < nb) wload<T>(w[i][c], wq, wd, (long)r * nb + b);
-			}
+		for (int c = 0; c < C; c++) {
+			const int b = base + lane + 32 * c;
+			if (r < rows && b < nb) wload<T>(w[i][c], wq, wd, (long)r * nb + b);
 		}
-	};
-	int grp = grid_warp();
-	load(grp, 0);
+	}
 	pdl_wait_and_release();
-	for (bool first = true; grp * R < rows; grp += grid_warps()) { // warp-uniform
-		float acc[R];
+	xblk xb[C];
+	float ss = 0.f;
 #pragma unroll
-		for (int i = 0; i < R; i++) acc[i] = 0.f;
-		for (int base = 0; base < nb; base += 32 * C, first = false) {
-			if (!first) load(grp, base);
-			xblk xb[C];
-			float ss = 0.f;
+	for (int c = 0; c < C; c++)
+		if (base + lane + 32 * c < nb) xload<32>(xb[c], x, nullptr, base + lane + 32 * c, n, ss);
+	float acc[R];
 #pragma unroll
-			for (int c = 0; c < C; c++)
-				if (base + lane + 32 * c < nb) xload<32>(xb[c], x, nullptr, base + lane + 32 * c, n, ss);
+	for (int i = 0; i < R; i++) {
+		acc[i] = 0.f;
 #pragma unroll
-			for (int i = 0; i < R; i++)
+		for (int c = 0; c < C; c++)
+			if (grp * R + i < rows && base + lane + 32 * c < nb) acc[i] += wdot<T>(w[i][c], xb[c]);
+	}
 #pragma unroll
-				for (int c = 0; c < C; c++)
-					if (grp * R + i < rows && base + lane + 32 * c < nb) acc[i] += wdot<T>(w[i][c], xb[c]);
-		}
+	for (int o = 16; o > 0; o >>= 1) {
 #pragma unroll
-		for (int o = 16; o > 0; o >>= 1) {
+		for (int i = 0; i < R; i++) acc[i] += __shfl_xor_sync(0xffffffffu, acc[i], o);
+	}
 #pragma unroll
-			for (int i = 0; i < R; i++) acc[i] += __shfl_xor_sync(0xffffffffu, acc[i], o);
-		}
-#pragma unroll
-		for (int i = 0; i < R; i++) {
-			const int r = grp * R + i;
-			if (lane == i && r < rows) res_add(out + r, acc[i], res[r], poison);
-		}
+	for (int i = 0; i < R; i++) {
+		const int r = grp * R + i;
+		if (lane == i && r < rows) res_add(out + r, acc[i], base == 0 ? res[r] : 0, poison);
 	}
 }
 
