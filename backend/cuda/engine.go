@@ -111,15 +111,17 @@ const largeModelDim = 1024
 // 754 / 1392. The mixed-type FFN takes twice the registers a row and
 // keeps the SmolLM shape (Q4_K: 16 units 1 a warp 1535 µs @100, 32 units
 // 4 a warp 2640), and runs split in two kernels (matvec_add.cu): 1287 /
-// 2073 against 1419 / 2175 fused. Q4_0's FFN stays fused (673 / 1370,
-// split 729 / 1351). ffn is the FFN weights' kernel family.
+// 2073 against 1419 / 2175 fused (with matvec_add's chunks, 1173 /
+// 1946). The other families' FFNs stay fused (Q4_0: 673 / 1370, split
+// 729 / 1351; F16: 1029 / 1700, split 1130 / 1785). ffn is the FFN
+// weights' kernel family.
 func tuningFor(c *model.Config, ffn gpuType) tuning {
 	t := defaultTuning()
 	if c.Dim >= largeModelDim {
 		t.ffn = ffnShape{32, 4}
 		t.attnOBlocks = 8
 		t.attnWarpsLong = 4
-		t.ffnSplit = ffn != wtQ4_0 && ffn != wtQ8_0
+		t.ffnSplit = ffn == wtMix
 	}
 	return t
 }
