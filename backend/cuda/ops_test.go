@@ -393,7 +393,7 @@ func TestEmbedKernel(t *testing.T) {
 		// poisons the step and reads nothing out of bounds.
 		for _, bad := range []int32{-1, 50, math.MaxInt32} {
 			poison := g.floats([]float32{0}, 0)
-			if err := g.l.embed(g.int32s(bad, pos), dpos, params, 0, g.matrix(hm), res, poison); err != nil {
+			if err := g.l.embed(g.int32s(bad, pos, -1, -1), dpos, params, 0, g.matrix(hm), res, poison); err != nil {
 				t.Fatal(err)
 			}
 			if p := math.Float32bits(g.read(poison, 1)[0]); p != 1 {
