@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"gotok/gguf"
+	"gotok/quant"
 	"gotok/internal/sharedtest"
 )
 
@@ -306,5 +307,66 @@ func TestGenWithTokenizerFromGGUF(t *testing.T) {
 	out, _, err := cli(t, "run", "-m", p, "-p", "Once upon", "-n", "5", "--temp", "0", "--device", "cpu")
 	if err != nil || out == "" {
 		t.Errorf("run: %q, %v", out, err)
+	}
+}
+
+// TestQuantizeMix writes llama.cpp's Q4_K_M mix from an F16 model: the
+// output head Q6_K, the V and down projections of layers 2 and 3 Q6_K (of
+// 4: use_more_bits), the rest Q4_K, file type 15; --pure writes Q4_K
+// everywhere; and the file runs.
+func TestQuantizeMix(t *testing.T) {
+	dir := t.TempDir()
+	src := filepath.Join(dir, "f16.gguf")
+	if _, _, err := cli(t, "gen", "-o", src, "--preset", "test-256", "--type", "f16"); err != nil {
+		t.Fatal(err)
+	}
+	mixed, pure := filepath.Join(dir, "q4_k_m.gguf"), filepath.Join(dir, "pure.gguf")
+	_, stderr, err := cli(t, "quantize", src, mixed, "--type", "Q4_K_M")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(stderr, "Q6_K") || !strings.Contains(stderr, "Q4_K") {
+		t.Errorf("summary does not count the types:\n%s", stderr)
+	}
+	f, err := gguf.Open(mixed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ti := range f.Tensors {
+		want := "Q4_K"
+		switch {
+		case len(ti.Shape) != 2 || strings.Contains(ti.Name, "_norm"):
+			want = ti.Type.String() // kept
+		case ti.Name == "output.weight",
+			strings.HasPrefix(ti.Name, "blk.2.") || strings.HasPrefix(ti.Name, "blk.3."):
+			if ti.Name == "output.weight" || strings.HasSuffix(ti.Name, "attn_v.weight") || strings.HasSuffix(ti.Name, "ffn_down.weight") {
+				want = "Q6_K"
+			}
+		}
+		if ti.Type.String() != want {
+			t.Errorf("%s: %s, want %s", ti.Name, ti.Type, want)
+		}
+	}
+	if ft := f.Metadata.IntOr("general.file_type", -1); ft != 15 {
+		t.Errorf("general.file_type %d, want 15 (Q4_K_M)", ft)
+	}
+	f.Close()
+	if _, _, err := cli(t, "quantize", src, pure, "--type", "q4_k_m", "--pure"); err != nil {
+		t.Fatal(err)
+	}
+	f, err = gguf.Open(pure)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, _ := f.Tensor("output.weight"); out.Type != quant.Q4_K {
+		t.Errorf("--pure output.weight: %s, want Q4_K", out.Type)
+	}
+	f.Close()
+	out, _, err := cli(t, "run", "-m", mixed, "-p", "hello", "-n", "8", "--temp", "0", "--device", "cpu")
+	if err != nil || out == "" {
+		t.Errorf("running the Q4_K_M file: %v (%q)", err, out)
+	}
+	if _, _, err := cli(t, "quantize", src, filepath.Join(dir, "x.gguf"), "--type", "q3_k_m"); err == nil {
+		t.Error("q3_k_m (no Q3_K encoder) was accepted")
 	}
 }
