@@ -9,8 +9,8 @@ import (
 	"testing"
 
 	"gotok/gguf"
-	"gotok/quant"
 	"gotok/internal/sharedtest"
+	"gotok/quant"
 )
 
 // cli runs the CLI in-process and returns stdout, stderr and the error.
