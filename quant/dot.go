@@ -112,6 +112,9 @@ func DotF32(t Type, row []byte, x []float32) float32 {
 	if err := checkRow(t, len(row), len(x)); err != nil {
 		panic("quant: DotF32: " + err.Error())
 	}
+	if s, ok := dotHalfRow(t, row, x); ok {
+		return s
+	}
 	const chunk = 256 // a multiple of every block size
 	var buf [chunk]float32
 	ti, _ := t.info()

@@ -1,0 +1,12 @@
+//go:build amd64 && !purego
+
+package quant
+
+// The F16/BF16 row kernels of half_amd64.s; their Go callers check the
+// lengths (n > 0, a multiple of 32).
+
+//go:noescape
+func dotF16F32AVX2(w *uint16, x *float32, n int) float32
+
+//go:noescape
+func dotBF16F32AVX2(w *uint16, x *float32, n int) float32

@@ -1,0 +1,41 @@
+package quant
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+// TestDotHalfRows checks DotF32 on F16 and BF16 rows (the AVX2 kernels
+// where the CPU has them, with a tail past the last 32 elements) against a
+// float64 sum of the dequantized values, on fresh random rows.
+func TestDotHalfRows(t *testing.T) {
+	r := rand.New(rand.NewPCG(31, 31))
+	for _, typ := range []Type{F16, BF16} {
+		for _, n := range []int{1, 31, 32, 33, 64, 100, 576, 2048, 2080} {
+			src := make([]float32, n)
+			x := make([]float32, n)
+			for i := range src {
+				src[i] = float32(r.NormFloat64())
+				x[i] = float32(r.NormFloat64())
+			}
+			row := make([]byte, 2*n)
+			if err := Quantize(typ, src, row); err != nil {
+				t.Fatal(err)
+			}
+			w := make([]float32, n)
+			if err := Dequantize(typ, row, w); err != nil {
+				t.Fatal(err)
+			}
+			want, scale := 0.0, 0.0
+			for i := range w {
+				want += float64(w[i]) * float64(x[i])
+				scale += math.Abs(float64(w[i]) * float64(x[i]))
+			}
+			got := DotF32(typ, row, x)
+			if d := math.Abs(float64(got) - want); !(d <= 1e-5*scale) {
+				t.Errorf("%s n=%d: %v, want %v (|Δ| %.3g, Σ|wx| %.3g)", typ, n, got, want, d, scale)
+			}
+		}
+	}
+}
