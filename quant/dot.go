@@ -112,7 +112,7 @@ func DotF32(t Type, row []byte, x []float32) float32 {
 	if err := checkRow(t, len(row), len(x)); err != nil {
 		panic("quant: DotF32: " + err.Error())
 	}
-	if s, ok := dotHalfRow(t, row, x); ok {
+	if s, ok := dotRowAVX2(t, row, x); ok {
 		return s
 	}
 	const chunk = 256 // a multiple of every block size

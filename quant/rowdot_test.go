@@ -6,20 +6,28 @@ import (
 	"testing"
 )
 
-// TestDotHalfRows checks DotF32 on F16 and BF16 rows (the AVX2 kernels
-// where the CPU has them, with a tail past the last 32 elements) against a
-// float64 sum of the dequantized values, on fresh random rows.
-func TestDotHalfRows(t *testing.T) {
+// TestDotRows checks DotF32 on F16, BF16, Q4_1, Q5_0 and Q5_1 rows (the
+// AVX2 kernels where the CPU has them; F16/BF16 with a tail past the last
+// 32 elements) against a float64 sum of the dequantized values, on fresh
+// random rows.
+func TestDotRows(t *testing.T) {
 	r := rand.New(rand.NewPCG(31, 31))
-	for _, typ := range []Type{F16, BF16} {
+	for _, typ := range []Type{F16, BF16, Q4_1, Q5_0, Q5_1} {
 		for _, n := range []int{1, 31, 32, 33, 64, 100, 576, 2048, 2080} {
+			if n%typ.BlockSize() != 0 {
+				continue
+			}
 			src := make([]float32, n)
 			x := make([]float32, n)
 			for i := range src {
 				src[i] = float32(r.NormFloat64())
 				x[i] = float32(r.NormFloat64())
 			}
-			row := make([]byte, 2*n)
+			size, err := typ.RowBytes(uint64(n))
+			if err != nil {
+				t.Fatal(err)
+			}
+			row := make([]byte, size)
 			if err := Quantize(typ, src, row); err != nil {
 				t.Fatal(err)
 			}
