@@ -64,6 +64,11 @@ func (b *Backend) prefillUnsupported() string {
 			if k.gemm[w.Type][gemmStore] == nil {
 				return fmt.Sprintf("layer %d: no prefill gemm for %s weights", i, w.Type.suffix())
 			}
+			if w.Cols%32 != 0 {
+				// The gemm takes whole 32-element blocks; F16/BF16 rows
+				// need not be.
+				return fmt.Sprintf("layer %d: rows of %d elements, not whole 32-element blocks", i, w.Cols)
+			}
 		}
 	}
 	return ""

@@ -341,6 +341,12 @@ func TestPrefillUnsupported(t *testing.T) {
 	if why := b.prefillUnsupported(); !strings.Contains(why, "layer 1") {
 		t.Errorf("F32 down projection: reason %q does not name layer 1", why)
 	}
+	b.layers[1].down.Type = wtF16
+	b.layers[1].down.Cols = 172 // an F16 row need not be whole blocks
+	if why := b.prefillUnsupported(); !strings.Contains(why, "172") {
+		t.Errorf("F16 rows of 172: reason %q", why)
+	}
+	b.layers[1].down.Cols = 0
 	b.layers[1].down.Type = wtQ8_0
 	b.cfg.HeadDim = 80
 	if why := b.prefillUnsupported(); !strings.Contains(why, "head dimension 80") {
