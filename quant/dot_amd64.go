@@ -38,3 +38,12 @@ func dotF32AVX2(a, b *float32, n int) float32
 
 //go:noescape
 func axpyAVX2(a float32, x, y *float32, n int)
+
+//go:noescape
+func dotQ4_1Q8_0AVX2(w, x *byte, nblocks int) float32
+
+//go:noescape
+func dotQ5_0Q8_0AVX2(w, x *byte, nblocks int) float32
+
+//go:noescape
+func dotQ5_1Q8_0AVX2(w, x *byte, nblocks int) float32

@@ -272,6 +272,127 @@ TEXT ·dotQ8_0Q8_0AVX2(SB), NOSPLIT, $0-28
 	MOVSS X0, ret+24(FP)
 	RET
 
+// Q4_1, Q5_0 and Q5_1 weights against Q8_0 activations: the Q4_0 unpack,
+// the fifth bits spread to bytes (VPSHUFB picks the high-bit word's byte
+// for each code byte, a per-byte bit mask and VPCMPEQB turn the bit into
+// 0xff, 0x10 keeps the fifth bit), and the min term of Q4_1/Q5_1 as
+// m·d(x)·Σy. Constants beside SETUP_CONSTS's: Y7 bytes 0x01, Y9 bytes
+// 0x10, Y10 the byte picks, Y11 the bit masks.
+DATA fifthPick<>+0x00(SB)/8, $0x0000000000000000
+DATA fifthPick<>+0x08(SB)/8, $0x0101010101010101
+DATA fifthPick<>+0x10(SB)/8, $0x0202020202020202
+DATA fifthPick<>+0x18(SB)/8, $0x0303030303030303
+GLOBL fifthPick<>(SB), RODATA|NOPTR, $32
+
+DATA fifthBits<>+0x00(SB)/8, $0x8040201008040201
+DATA fifthBits<>+0x08(SB)/8, $0x8040201008040201
+DATA fifthBits<>+0x10(SB)/8, $0x8040201008040201
+DATA fifthBits<>+0x18(SB)/8, $0x8040201008040201
+GLOBL fifthBits<>(SB), RODATA|NOPTR, $32
+
+#define SETUP_Q5_CONSTS \
+	SETUP_CONSTS; \
+	MOVL $0x01010101, AX; \
+	VMOVD AX, X7; \
+	VPBROADCASTD X7, Y7; \
+	MOVL $0x10101010, AX; \
+	VMOVD AX, X9; \
+	VPBROADCASTD X9, Y9; \
+	VMOVDQU fifthPick<>(SB), Y10; \
+	VMOVDQU fifthBits<>(SB), Y11
+
+// CODES4 leaves the 32 nibble codes at off(SI) in Y1, in element order.
+#define CODES4(off) \
+	VBROADCASTI128 off(SI), Y1; \
+	VPSRLVD Y12, Y1, Y1; \
+	VPAND Y13, Y1, Y1
+
+// FIFTH adds 16 to the codes in Y1 whose bit is set in the u32 at off(SI).
+// Clobbers Y3.
+#define FIFTH(off) \
+	VPBROADCASTD off(SI), Y3; \
+	VPSHUFB Y10, Y3, Y3; \
+	VPAND Y11, Y3, Y3; \
+	VPCMPEQB Y11, Y3, Y3; \
+	VPAND Y9, Y3, Y3; \
+	VPOR Y3, Y1, Y1
+
+// Q5_0_BLOCK adds the product of the Q5_0 block at SI (d, qh, qs) and the
+// Q8_0 block at DI to acc: Σ(q−16)·y = maddubs(q, y) − maddubs(16, y).
+#define Q5_0_BLOCK(acc) \
+	CODES4(6); \
+	FIFTH(2); \
+	VMOVDQU 2(DI), Y2; \
+	VPMADDUBSW Y2, Y1, Y1; \
+	VPMADDUBSW Y2, Y9, Y3; \
+	VPSUBW Y3, Y1, Y1; \
+	VPMADDWD Y15, Y1, Y1; \
+	VCVTDQ2PS Y1, Y1; \
+	BLOCK_SCALE(SI, DI); \
+	VFMADD231PS Y4, Y1, acc
+
+// MIN_BLOCK finishes a Q4_1/Q5_1 block whose codes are in Y1: adds
+// d·d(x)·Σq·y + m·d(x)·Σy to acc. Clobbers Y2-Y5.
+#define MIN_BLOCK(acc) \
+	VMOVDQU 2(DI), Y2; \
+	VPMADDUBSW Y2, Y1, Y1; \
+	VPMADDWD Y15, Y1, Y1; \
+	VCVTDQ2PS Y1, Y1; \
+	VPMADDUBSW Y2, Y7, Y3; \
+	VPMADDWD Y15, Y3, Y3; \
+	VCVTDQ2PS Y3, Y3; \
+	BLOCK_SCALE(SI, DI); \
+	VFMADD231PS Y4, Y1, acc; \
+	VPBROADCASTW 2(SI), X4; \
+	VCVTPH2PS X4, Y4; \
+	VMULPS Y5, Y4, Y4; \
+	VFMADD231PS Y4, Y3, acc
+
+#define Q4_1_BLOCK(acc) \
+	CODES4(4); \
+	MIN_BLOCK(acc)
+
+#define Q5_1_BLOCK(acc) \
+	CODES4(8); \
+	FIFTH(4); \
+	MIN_BLOCK(acc)
+
+// func dotQ4_1Q8_0AVX2(w, x *byte, nblocks int) float32
+TEXT ·dotQ4_1Q8_0AVX2(SB), NOSPLIT, $0-28
+	MOVQ w+0(FP), SI
+	MOVQ x+8(FP), DI
+	MOVQ nblocks+16(FP), CX
+	SETUP_Q5_CONSTS
+	ROW_LOOP(Q4_1_BLOCK, 20, loop2, tail, done)
+	HSUM(Y0, X0, X1)
+	VZEROUPPER
+	MOVSS X0, ret+24(FP)
+	RET
+
+// func dotQ5_0Q8_0AVX2(w, x *byte, nblocks int) float32
+TEXT ·dotQ5_0Q8_0AVX2(SB), NOSPLIT, $0-28
+	MOVQ w+0(FP), SI
+	MOVQ x+8(FP), DI
+	MOVQ nblocks+16(FP), CX
+	SETUP_Q5_CONSTS
+	ROW_LOOP(Q5_0_BLOCK, 22, loop2, tail, done)
+	HSUM(Y0, X0, X1)
+	VZEROUPPER
+	MOVSS X0, ret+24(FP)
+	RET
+
+// func dotQ5_1Q8_0AVX2(w, x *byte, nblocks int) float32
+TEXT ·dotQ5_1Q8_0AVX2(SB), NOSPLIT, $0-28
+	MOVQ w+0(FP), SI
+	MOVQ x+8(FP), DI
+	MOVQ nblocks+16(FP), CX
+	SETUP_Q5_CONSTS
+	ROW_LOOP(Q5_1_BLOCK, 24, loop2, tail, done)
+	HSUM(Y0, X0, X1)
+	VZEROUPPER
+	MOVSS X0, ret+24(FP)
+	RET
+
 // func matVecQ4_0Q8_0AVX2(w, x *byte, nblocks int, out *float32, rows int)
 TEXT ·matVecQ4_0Q8_0AVX2(SB), NOSPLIT, $0-40
 	MOVQ w+0(FP), SI

@@ -8,11 +8,8 @@ package quant
 func matMulF32AVX2(a *float32, lda int, b *float32, ldb int, k int, c *float32, ldc int, tiles int, accumulate int) {
 	panic("unreachable")
 }
-func expSumAVX2(x *float32, n int, shift float32) float32     { panic("unreachable") }
-func swiGLUAVX2(dst, gate, up *float32, n int)                { panic("unreachable") }
-func maxAVX2(x *float32, n int) float32                       { panic("unreachable") }
-func dotF16F32AVX2(w *uint16, x *float32, n int) float32      { panic("unreachable") }
-func dotBF16F32AVX2(w *uint16, x *float32, n int) float32     { panic("unreachable") }
-func dotQ4_1F32AVX2(w *byte, x *float32, nblocks int) float32 { panic("unreachable") }
-func dotQ5_0F32AVX2(w *byte, x *float32, nblocks int) float32 { panic("unreachable") }
-func dotQ5_1F32AVX2(w *byte, x *float32, nblocks int) float32 { panic("unreachable") }
+func expSumAVX2(x *float32, n int, shift float32) float32 { panic("unreachable") }
+func swiGLUAVX2(dst, gate, up *float32, n int)            { panic("unreachable") }
+func maxAVX2(x *float32, n int) float32                   { panic("unreachable") }
+func dotF16F32AVX2(w *uint16, x *float32, n int) float32  { panic("unreachable") }
+func dotBF16F32AVX2(w *uint16, x *float32, n int) float32 { panic("unreachable") }

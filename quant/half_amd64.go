@@ -10,14 +10,3 @@ func dotF16F32AVX2(w *uint16, x *float32, n int) float32
 
 //go:noescape
 func dotBF16F32AVX2(w *uint16, x *float32, n int) float32
-
-// The Q4_1/Q5_0/Q5_1 row kernels of q45_amd64.s (nblocks > 0).
-
-//go:noescape
-func dotQ4_1F32AVX2(w *byte, x *float32, nblocks int) float32
-
-//go:noescape
-func dotQ5_0F32AVX2(w *byte, x *float32, nblocks int) float32
-
-//go:noescape
-func dotQ5_1F32AVX2(w *byte, x *float32, nblocks int) float32

@@ -2,27 +2,13 @@ package quant
 
 import "unsafe"
 
-// dotRowAVX2 is DotF32 for the weight types whose rows the AVX2 kernels
-// widen in registers rather than through a buffer: F16, BF16 (half_amd64.s),
-// Q4_1, Q5_0 and Q5_1 (q45_amd64.s). It reports false where there is no
-// kernel: other types, no AVX2, F16/BF16 rows under 32 elements.
+// dotRowAVX2 is DotF32 for F16 and BF16 rows, which the AVX2 kernels of
+// half_amd64.s widen in registers rather than through a buffer. It reports
+// false where there is no kernel: other types, no AVX2, rows under 32
+// elements.
 func dotRowAVX2(t Type, row []byte, x []float32) (float32, bool) {
-	if !useAVX2 || len(x) == 0 {
-		return 0, false
-	}
-	switch t {
-	case Q4_1:
-		return dotQ4_1F32AVX2(&row[0], &x[0], len(x)/32), true
-	case Q5_0:
-		return dotQ5_0F32AVX2(&row[0], &x[0], len(x)/32), true
-	case Q5_1:
-		return dotQ5_1F32AVX2(&row[0], &x[0], len(x)/32), true
-	case F16, BF16:
-	default:
-		return 0, false
-	}
 	n := len(x) &^ 31
-	if n == 0 {
+	if !useAVX2 || n == 0 || (t != F16 && t != BF16) {
 		return 0, false
 	}
 	w := (*uint16)(unsafe.Pointer(&row[0]))

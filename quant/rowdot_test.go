@@ -6,10 +6,11 @@ import (
 	"testing"
 )
 
-// TestDotRows checks DotF32 on F16, BF16, Q4_1, Q5_0 and Q5_1 rows (the
-// AVX2 kernels where the CPU has them; F16/BF16 with a tail past the last
-// 32 elements) against a float64 sum of the dequantized values, on fresh
-// random rows.
+// TestDotRows checks DotF32 on F16 and BF16 rows (the AVX2 kernels where
+// the CPU has them, with a tail past the last 32 elements), and on Q4_1,
+// Q5_0 and Q5_1 rows (the dequantizing path, the reference of their
+// integer kernels), against a float64 sum of the dequantized values, on
+// fresh random rows.
 func TestDotRows(t *testing.T) {
 	r := rand.New(rand.NewPCG(31, 31))
 	for _, typ := range []Type{F16, BF16, Q4_1, Q5_0, Q5_1} {

@@ -32,7 +32,13 @@ func (a *activations) q8row(t int) []byte {
 
 // needsQ8 reports whether weights of type t are multiplied against Q8_0
 // activations.
-func needsQ8(t quant.Type) bool { return t == quant.Q4_0 || t == quant.Q8_0 || t == quant.IQ4_NL }
+func needsQ8(t quant.Type) bool {
+	switch t {
+	case quant.Q4_0, quant.Q8_0, quant.IQ4_NL, quant.Q4_1, quant.Q5_0, quant.Q5_1:
+		return true
+	}
+	return false
+}
 
 func (a *activations) q8krow(t int) []byte {
 	rb := a.n / quant.QK_K * quant.Q8KBytes
@@ -127,12 +133,16 @@ func matRows(x *activations, p product, lo, hi int) {
 		q8Rows(x, p, lo, hi, quant.MatVecQ4_0Q8_0, quant.MatMulQ4_0Q8_0)
 	case quant.Q8_0:
 		q8Rows(x, p, lo, hi, quant.MatVecQ8_0Q8_0, quant.MatMulQ8_0Q8_0)
-	case quant.IQ4_NL:
+	case quant.IQ4_NL, quant.Q4_1, quant.Q5_0, quant.Q5_1:
+		dot := map[quant.Type]func(w, x []byte, nblocks int) float32{
+			quant.IQ4_NL: quant.DotIQ4_NLQ8_0, quant.Q4_1: quant.DotQ4_1Q8_0,
+			quant.Q5_0: quant.DotQ5_0Q8_0, quant.Q5_1: quant.DotQ5_1Q8_0,
+		}[w.Type]
 		nb := w.Cols / 32
 		for r := lo; r < hi; r++ {
 			row := w.Data[r*rb : (r+1)*rb]
 			for t := 0; t < x.t; t++ {
-				*out(t, r) = quant.DotIQ4_NLQ8_0(row, x.q8row(t), nb)
+				*out(t, r) = dot(row, x.q8row(t), nb)
 			}
 		}
 	case quant.F32:

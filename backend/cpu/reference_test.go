@@ -332,19 +332,25 @@ func TestLogitsMatchFloat64Reference(t *testing.T) {
 		{"f32-untied", untied, quant.F32, false, 1e-4},
 		{"f16", tiny, quant.F16, false, 1e-4},
 		{"bf16", tiny, quant.BF16, false, 1e-4},
-		// Types without an 8-bit kernel go through the float32 dot product.
-		{"q4_1", tiny, quant.Q4_1, false, 1e-4},
-		{"q5_0", tiny, quant.Q5_0, false, 1e-4},
-		{"q5_1", tiny, quant.Q5_1, false, 1e-4},
 		// Quantized weights: the same dequantized weights on both sides.
 		// Against a reference that rounds activations through Q8_0 where
 		// the engine does, only float32 rounding remains.
 		{"q8_0-exact", tiny, quant.Q8_0, true, 1e-4},
 		{"q4_0-exact", tiny, quant.Q4_0, true, 1e-4},
+		{"q4_1-exact", tiny, quant.Q4_1, true, 1e-4},
+		{"q5_1-exact", tiny, quant.Q5_1, true, 1e-4},
+		// (Q5_0 on this model agrees to 6e-8 up to position 3; at 4 one
+		// activation sits on a Q8_0 rounding tie, the two sides round it
+		// apart, and the K/V row carries that quantum to every later
+		// position: 2% from there on. Its kernel is checked exactly in
+		// package quant, and against the float reference below.)
 		// Against the plain float64 reference, the 8-bit activations (as
 		// in llama.cpp) cost a few percent.
 		{"q8_0", tiny, quant.Q8_0, false, 5e-2},
 		{"q4_0", tiny, quant.Q4_0, false, 5e-2},
+		{"q4_1", tiny, quant.Q4_1, false, 5e-2},
+		{"q5_0", tiny, quant.Q5_0, false, 5e-2},
+		{"q5_1", tiny, quant.Q5_1, false, 5e-2},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

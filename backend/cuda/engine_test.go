@@ -144,10 +144,10 @@ func TestEngineMatchesCPU(t *testing.T) {
 		t.Logf("%s: worst logits relative error over 40 steps %.3g (bound %.1g)", tc.typ, worst, tc.tol)
 	}
 	// Every other type on a shape whose rows fit the K-quants, and the mixes
-	// llama.cpp writes. The CPU engine multiplies Q4_1, Q5_0 and Q5_1 in
-	// float (1e-6 apart), and rounds activations to Q8_0 for IQ4_NL and to
-	// Q8_K for the K-quants and IQ4_XS: a few percent, as the stress test
-	// bounds them (5e-2).
+	// llama.cpp writes. The CPU engine rounds activations to Q8_0 for Q4_1,
+	// Q5_0, Q5_1 and IQ4_NL and to Q8_K for the K-quants and IQ4_XS: a few
+	// percent, as the stress test bounds them (5e-2). BF16 is multiplied in
+	// float on both.
 	t256 := synth.Presets["test-256"]
 	for _, tc := range []struct {
 		name string
@@ -155,9 +155,9 @@ func TestEngineMatchesCPU(t *testing.T) {
 		tol  float64
 	}{
 		{"bf16", synth.Options{Shape: t256, Type: quant.BF16, EmbedType: quant.BF16, Seed: 3}, 1e-4},
-		{"q4_1", synth.Options{Shape: t256, Type: quant.Q4_1, EmbedType: quant.Q8_0, Seed: 3}, 1e-4},
-		{"q5_0", synth.Options{Shape: t256, Type: quant.Q5_0, EmbedType: quant.Q5_0, Seed: 3}, 1e-4},
-		{"q5_1", synth.Options{Shape: t256, Type: quant.Q5_1, EmbedType: quant.Q8_0, Seed: 3}, 1e-4},
+		{"q4_1", synth.Options{Shape: t256, Type: quant.Q4_1, EmbedType: quant.Q8_0, Seed: 3}, 5e-2},
+		{"q5_0", synth.Options{Shape: t256, Type: quant.Q5_0, EmbedType: quant.Q5_0, Seed: 3}, 5e-2},
+		{"q5_1", synth.Options{Shape: t256, Type: quant.Q5_1, EmbedType: quant.Q8_0, Seed: 3}, 5e-2},
 		{"iq4_nl", synth.Options{Shape: t256, Type: quant.IQ4_NL, EmbedType: quant.Q8_0, Seed: 3}, 5e-2},
 		{"iq4_xs", synth.Options{Shape: t256, Type: quant.IQ4_XS, EmbedType: quant.Q8_0, Seed: 3}, 5e-2},
 		{"q4_k", synth.Options{Shape: t256, Type: quant.Q4_K, EmbedType: quant.Q8_0, Seed: 3}, 5e-2},

@@ -1,0 +1,82 @@
+package quant
+
+import "encoding/binary"
+
+// Q4_1, Q5_0 and Q5_1 weights multiply Q8_0 activations, as llama.cpp's
+// CPU backend multiplies them (its Q8_1 for Q4_1/Q5_1 carries Σy, which
+// these kernels sum from the codes): the codes' integer dot product scaled
+// by both block scales, plus, for the types with a min, m·d(x)·Σy. AVX2
+// assembly in dot_amd64.s; the Go loops below elsewhere.
+
+// DotQ4_1Q8_0 returns the dot product of nblocks Q4_1 blocks of w with
+// nblocks Q8_0 blocks of x.
+func DotQ4_1Q8_0(w, x []byte, nblocks int) float32 {
+	checkDot("DotQ4_1Q8_0", len(w), q4_1Bytes, len(x), nblocks)
+	if nblocks == 0 {
+		return 0
+	}
+	if useAVX2 {
+		return dotQ4_1Q8_0AVX2(&w[0], &x[0], nblocks)
+	}
+	return dotQ45Q8_0Generic(Q4_1, w, x, nblocks)
+}
+
+// DotQ5_0Q8_0 returns the dot product of nblocks Q5_0 blocks of w with
+// nblocks Q8_0 blocks of x.
+func DotQ5_0Q8_0(w, x []byte, nblocks int) float32 {
+	checkDot("DotQ5_0Q8_0", len(w), q5_0Bytes, len(x), nblocks)
+	if nblocks == 0 {
+		return 0
+	}
+	if useAVX2 {
+		return dotQ5_0Q8_0AVX2(&w[0], &x[0], nblocks)
+	}
+	return dotQ45Q8_0Generic(Q5_0, w, x, nblocks)
+}
+
+// DotQ5_1Q8_0 returns the dot product of nblocks Q5_1 blocks of w with
+// nblocks Q8_0 blocks of x.
+func DotQ5_1Q8_0(w, x []byte, nblocks int) float32 {
+	checkDot("DotQ5_1Q8_0", len(w), q5_1Bytes, len(x), nblocks)
+	if nblocks == 0 {
+		return 0
+	}
+	if useAVX2 {
+		return dotQ5_1Q8_0AVX2(&w[0], &x[0], nblocks)
+	}
+	return dotQ45Q8_0Generic(Q5_1, w, x, nblocks)
+}
+
+// dotQ45Q8_0Generic is the Go form of the three kernels: per block the
+// codes q (with their fifth bits), Σq·y and Σy in integers, then
+// d·d(x)·(Σq·y − off·Σy) + m·d(x)·Σy.
+func dotQ45Q8_0Generic(t Type, w, x []byte, nblocks int) float32 {
+	bb := t.BlockBytes()
+	var sum float32
+	for i := 0; i < nblocks; i++ {
+		wb, xb := w[i*bb:(i+1)*bb], x[i*q8_0Bytes:(i+1)*q8_0Bytes]
+		var qh uint32
+		var qs []byte
+		var m float32
+		off := int32(0)
+		switch t {
+		case Q4_1:
+			m, qs = f16At(wb[2:]), wb[4:20]
+		case Q5_0:
+			qh, qs, off = binary.LittleEndian.Uint32(wb[2:]), wb[6:22], 16
+		case Q5_1:
+			m, qh, qs = f16At(wb[2:]), binary.LittleEndian.Uint32(wb[4:]), wb[8:24]
+		}
+		var qy, sy int32
+		for j := 0; j < 32; j++ {
+			q := int32(qs[j%16] >> (4 * (j / 16)) & 15)
+			q |= int32(qh>>j&1) << 4
+			y := int32(int8(xb[2+j]))
+			qy += q * y
+			sy += y
+		}
+		dx := f16At(xb[0:])
+		sum += float32(qy-off*sy)*(f16At(wb[0:])*dx) + m*dx*float32(sy)
+	}
+	return sum
+}
