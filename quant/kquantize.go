@@ -2,7 +2,7 @@ package quant
 
 import "math"
 
-// Encoders for Q4_K, Q5_K and Q6_K. Unlike the other quantizers these are
+// Encoders for Q2_K, Q3_K, Q4_K, Q5_K and Q6_K. Unlike the other quantizers these are
 // not ports of ggml's: llama.cpp searches each sub-block for the scale and
 // min with the least squared error (make_qkx2_quants, make_qx_quants),
 // while these take the plain range of each sub-block, so their files are
@@ -146,5 +146,107 @@ func quantQ6_K(src []float32, dst []byte) {
 				qh[32*h+l] |= byte(q>>4) << (2 * t)
 			}
 		}
+	}
+}
+
+// quantQ2_K encodes Q2_K super-blocks: each sub-block of 16 maps
+// [min(0, lowest), highest] onto codes 0..3, with 4-bit scale and min
+// quantized against the super-block's d and dmin.
+func quantQ2_K(src []float32, dst []byte) {
+	for i := 0; i < len(src)/QK_K; i++ {
+		x := (*[QK_K]float32)(src[i*QK_K:])
+		b := (*[q2_KBytes]byte)(dst[i*q2_KBytes:])
+		clear(b[:])
+		var scale, minv [16]float32
+		var maxScale, maxMin float32
+		for j := 0; j < 16; j++ {
+			lo, hi := float32(0), float32(0)
+			for _, v := range x[16*j : 16*j+16] {
+				lo, hi = min(lo, v), max(hi, v)
+			}
+			scale[j], minv[j] = (hi-lo)/3, -lo
+			maxScale, maxMin = max(maxScale, scale[j]), max(maxMin, minv[j])
+		}
+		putF16(b[80:], maxScale/15)
+		putF16(b[82:], maxMin/15)
+		d, dmin := f16At(b[80:]), f16At(b[82:]) // the values decoders will see
+		for j := 0; j < 16; j++ {
+			var sc, m int32
+			if d > 0 {
+				sc = roundClamp(scale[j]/d, 0, 15)
+			}
+			if dmin > 0 {
+				m = roundClamp(minv[j]/dmin, 0, 15)
+			}
+			b[j] = byte(sc | m<<4)
+			ds, ms := d*float32(sc), dmin*float32(m)
+			for l := 0; l < 16; l++ {
+				e := 16*j + l
+				var q int32
+				if ds > 0 {
+					q = roundClamp((x[e]+ms)/ds, 0, 3)
+				}
+				h, r := e/128, e%128
+				b[16+32*h+r%32] |= byte(q) << (2 * (r / 32))
+			}
+		}
+	}
+}
+
+// quantQ3_K encodes Q3_K super-blocks: each sub-block of 16 gets the scale
+// that maps its value of largest magnitude to code −4 (llama.cpp's sign
+// choice: levels −4…3), quantized to a signed 6-bit scale against the
+// super-block's d.
+func quantQ3_K(src []float32, dst []byte) {
+	for i := 0; i < len(src)/QK_K; i++ {
+		x := (*[QK_K]float32)(src[i*QK_K:])
+		b := (*[q3_KBytes]byte)(dst[i*q3_KBytes:])
+		clear(b[:])
+		var scale [16]float32
+		var maxScale float32
+		for j := 0; j < 16; j++ {
+			var big float32 // the value of largest magnitude
+			for _, v := range x[16*j : 16*j+16] {
+				if abs32(v) > abs32(big) {
+					big = v
+				}
+			}
+			scale[j] = -big / 4
+			maxScale = max(maxScale, abs32(scale[j]))
+		}
+		putF16(b[108:], maxScale/32)
+		d := f16At(b[108:])
+		var sc [16]int32
+		for j := range sc {
+			if d > 0 {
+				sc[j] = roundClamp(scale[j]/d, -32, 31)
+			}
+		}
+		packQ3KScales((*[12]byte)(b[96:108]), sc)
+		hmask, qs := b[0:32], b[32:96]
+		for j := 0; j < 16; j++ {
+			ds := d * float32(sc[j])
+			for l := 0; l < 16; l++ {
+				e := 16*j + l
+				q := int32(0)
+				if ds != 0 {
+					q = roundClamp(x[e]/ds, -4, 3)
+				}
+				q += 4 // stored 0..7: the high bit set means no −4
+				h, r := e/128, e%128
+				qs[32*h+r%32] |= byte(q&3) << (2 * (r / 32))
+				hmask[r%32] |= byte(q>>2) << (4*h + r/32)
+			}
+		}
+	}
+}
+
+// packQ3KScales is the inverse of q3KScales: 16 signed 6-bit scales,
+// stored +32.
+func packQ3KScales(s *[12]byte, sc [16]int32) {
+	for j := 0; j < 16; j++ {
+		v := byte(sc[j] + 32)
+		s[j%8] |= v & 0xf << (4 * (j / 8))
+		s[8+j%4] |= v >> 4 << (2 * (j / 4))
 	}
 }

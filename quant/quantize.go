@@ -15,6 +15,8 @@ var quantizers = map[Type]func(src []float32, dst []byte){
 	Q5_1: quantQ5_1,
 	Q8_0: quantQ8_0,
 	// Not ggml's rounding; see kquantize.go.
+	Q2_K: quantQ2_K,
+	Q3_K: quantQ3_K,
 	Q4_K: quantQ4_K,
 	Q5_K: quantQ5_K,
 	Q6_K: quantQ6_K,

@@ -319,8 +319,8 @@ func TestQuantizeErrors(t *testing.T) {
 		dst  int
 		want string
 	}{
-		{Q3_K, 256, 110, "unsupported"},
-		{Q2_K, 256, 84, "unsupported"},
+		{IQ2_XS, 256, 74, "unsupported"},
+		{IQ3_S, 256, 110, "unsupported"},
 		{Type(77), 1, 1, "unsupported"},
 		{Q4_0, 32, 17, "take 18 bytes"},
 		{Q8_0, 33, 34, "multiple"},

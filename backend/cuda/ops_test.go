@@ -198,10 +198,6 @@ func randWeights(t *testing.T, r *rand.Rand, typ quant.Type, rows, cols int) ([]
 	data := make([]byte, int(rb)*rows)
 	for i := 0; i < rows; i++ {
 		row := data[i*int(rb) : (i+1)*int(rb)]
-		if !quant.QuantizedSupported(typ) {
-			randBlocks(r, typ, row)
-			continue
-		}
 		if err := quant.Quantize(typ, randFloats(r, cols, 0.1), row); err != nil {
 			t.Fatal(err)
 		}
@@ -215,31 +211,6 @@ func randWeights(t *testing.T, r *rand.Rand, typ quant.Type, rows, cols int) ([]
 		t.Fatal(err)
 	}
 	return data, ref, m
-}
-
-// randBlocks fills dst with random blocks of a type that quant cannot
-// encode (Q2_K, Q3_K): random codes and scales, with the f16 super-block
-// scales set to small finite values.
-func randBlocks(r *rand.Rand, typ quant.Type, dst []byte) {
-	for i := range dst {
-		dst[i] = byte(r.Uint32())
-	}
-	var scales []int // offsets of the f16 scales in a block
-	switch typ {
-	case quant.Q2_K:
-		scales = []int{80, 82}
-	case quant.Q3_K:
-		scales = []int{108}
-	default:
-		panic("randBlocks: " + typ.String())
-	}
-	bb := typ.BlockBytes()
-	for b := 0; b+bb <= len(dst); b += bb {
-		for _, o := range scales {
-			h := quant.F32ToF16(float32(0.002 + 0.004*r.Float64()))
-			dst[b+o], dst[b+o+1] = byte(h), byte(h>>8)
-		}
-	}
 }
 
 // f32Tol is the relative error allowed where the GPU sums float32 products

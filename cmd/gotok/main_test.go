@@ -366,7 +366,14 @@ func TestQuantizeMix(t *testing.T) {
 	if err != nil || out == "" {
 		t.Errorf("running the Q4_K_M file: %v (%q)", err, out)
 	}
-	if _, _, err := cli(t, "quantize", src, filepath.Join(dir, "x.gguf"), "--type", "q3_k_m"); err == nil {
-		t.Error("q3_k_m (no Q3_K encoder) was accepted")
+	if _, _, err := cli(t, "quantize", src, filepath.Join(dir, "x.gguf"), "--type", "iq2_xs"); err == nil {
+		t.Error("iq2_xs (no encoder) was accepted")
+	}
+	q3 := filepath.Join(dir, "q3_k_m.gguf")
+	if _, _, err := cli(t, "quantize", src, q3, "--type", "q3_k_m"); err != nil {
+		t.Fatal(err)
+	}
+	if out, _, err := cli(t, "run", "-m", q3, "-p", "hello", "-n", "4", "--temp", "0", "--device", "cpu"); err != nil || out == "" {
+		t.Errorf("running the Q3_K_M file: %v (%q)", err, out)
 	}
 }

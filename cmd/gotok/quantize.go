@@ -29,9 +29,10 @@ func newQuantizeCmd() *cobra.Command {
 type's block size (e.g. stories260K's F32 weights to Q8_0 or Q4_0); other
 tensors (norms, rows of the wrong length) keep their type, said on stderr.
 
---type names a type (f32, f16, bf16, q4_0, …) or one of llama.cpp's mixes
-(` + strings.Join(mix.Names(), ", ") + `; q4_k and q5_k
-are q4_k_m and q5_k_m, as in llama-quantize). A mix gives each tensor the type
+--type names a type (f32, f16, bf16, q4_0, …) or one of llama.cpp's mixes:
+` + strings.Join(mix.Names(), ", ") + `
+(q3_k, q4_k and q5_k are q3_k_m, q4_k_m and q5_k_m, as in llama-quantize).
+A mix gives each tensor the type
 llama-quantize gives it: the output head Q6_K, some layers' V and down
 projections Q5_K or Q6_K, rows that do not fit 256-element blocks a 32-element
 type. The plain types that name a mix (q4_0, q8_0, …) follow its rules too
@@ -40,11 +41,11 @@ type. The plain types that name a mix (q4_0, q8_0, …) follow its rules too
 
 Tensors that are already quantized keep their type unless
 --allow-requantize is given (requantizing loses quality, as in llama.cpp).
-Q4_K, Q5_K and Q6_K are encoded with a plain per-sub-block range rounding,
+Q2_K–Q6_K are encoded with a plain per-sub-block range rounding,
 IQ4_NL and IQ4_XS with the nearest table value: a little less accurate than
-llama-quantize's search (fine for tests, not for shipping a model); Q2_K,
-Q3_K and the IQ1–IQ3 types cannot be written yet. The output is written
-atomically: a failed run leaves no file behind.`,
+llama-quantize's search (fine for tests, not for shipping a model); the
+IQ1–IQ3 types cannot be written yet. The output is written atomically: a
+failed run leaves no file behind.`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			m, isMix := mix.Lookup(typ)

@@ -24,18 +24,19 @@ type Mix struct {
 }
 
 // Mixes are the presets gotok can write: those whose types package quant
-// encodes (llama.cpp's Q2_K and Q3_K mixes and the IQ1–IQ3 ones need
-// encoders it lacks).
+// encodes (llama.cpp's IQ1–IQ3 ones need encoders it lacks).
 var Mixes = []Mix{
 	{"Q4_0", quant.Q4_0, 2}, {"Q4_1", quant.Q4_1, 3}, {"Q8_0", quant.Q8_0, 7},
 	{"Q5_0", quant.Q5_0, 8}, {"Q5_1", quant.Q5_1, 9},
+	{"Q2_K", quant.Q2_K, 10}, {"Q2_K_S", quant.Q2_K, 21},
+	{"Q3_K_S", quant.Q3_K, 11}, {"Q3_K_M", quant.Q3_K, 12}, {"Q3_K_L", quant.Q3_K, 13},
 	{"Q4_K_S", quant.Q4_K, 14}, {"Q4_K_M", quant.Q4_K, 15}, {"Q5_K_S", quant.Q5_K, 16},
 	{"Q5_K_M", quant.Q5_K, 17}, {"Q6_K", quant.Q6_K, 18},
 	{"IQ4_NL", quant.IQ4_NL, 25}, {"IQ4_XS", quant.IQ4_XS, 30},
 }
 
 // aliases are llama-quantize's other names for a preset.
-var aliases = map[string]string{"Q4_K": "Q4_K_M", "Q5_K": "Q5_K_M"}
+var aliases = map[string]string{"Q3_K": "Q3_K_M", "Q4_K": "Q4_K_M", "Q5_K": "Q5_K_M"}
 
 // Lookup finds a preset by name, in any case.
 func Lookup(name string) (Mix, bool) {
@@ -91,6 +92,16 @@ func (m Mix) Type(name string, cols int, md Model) quant.Type {
 	case role == "attn_v.weight":
 		gqa := md.KVHeads > 0 && md.Heads/md.KVHeads >= 4
 		switch {
+		case m.Name == "Q2_K" && gqa, m.Name == "Q2_K_S" && gqa:
+			t = quant.Q4_K
+		case m.Name == "Q2_K":
+			t = quant.Q3_K
+		case m.Name == "Q3_K_M" && layer < 2:
+			t = quant.Q5_K
+		case m.Name == "Q3_K_M":
+			t = quant.Q4_K
+		case m.Name == "Q3_K_L":
+			t = quant.Q5_K
 		case (m.Name == "IQ4_NL" || m.Name == "IQ4_XS") && gqa:
 			t = quant.Q5_K
 		case (m.Name == "Q4_K_M" || m.Name == "Q5_K_M") && moreBits():
@@ -105,6 +116,16 @@ func (m Mix) Type(name string, cols int, md Model) quant.Type {
 		}
 	case role == "ffn_down.weight":
 		switch {
+		case m.Name == "Q2_K":
+			t = quant.Q3_K
+		case m.Name == "Q2_K_S" && layer < md.Layers/8:
+			t = quant.Q4_K
+		case m.Name == "Q3_K_M" && layer < md.Layers/16:
+			t = quant.Q5_K
+		case m.Name == "Q3_K_M":
+			t = quant.Q4_K // Falcon alone keeps Q3_K outside use_more_bits
+		case m.Name == "Q3_K_L":
+			t = quant.Q5_K
 		case m.Name == "Q4_K_M" && moreBits(), m.Name == "Q5_K_M" && moreBits():
 			t = quant.Q6_K
 		case (m.Name == "IQ4_NL" || m.Name == "IQ4_XS") && layer < md.Layers/8:
@@ -112,8 +133,19 @@ func (m Mix) Type(name string, cols int, md Model) quant.Type {
 		case m.Name == "Q4_K_S" && layer < md.Layers/8:
 			t = quant.Q5_K
 		}
+	case role == "attn_output.weight":
+		switch m.Name {
+		case "Q2_K":
+			t = quant.Q3_K
+		case "Q3_K_M":
+			t = quant.Q4_K
+		case "Q3_K_L":
+			t = quant.Q5_K
+		}
 	case role == "attn_qkv.weight":
 		switch m.Name {
+		case "Q3_K_M", "Q3_K_L":
+			t = quant.Q4_K
 		case "Q4_K_M":
 			t = quant.Q5_K
 		case "Q5_K_M":

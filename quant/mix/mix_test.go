@@ -95,6 +95,30 @@ func TestRules(t *testing.T) {
 		{"q4_k_m", "blk.12.attn_q.weight", 8192, l70b, quant.Q4_K},
 		// Alias.
 		{"q4_k", "blk.0.ffn_down.weight", 14336, l8b, quant.Q6_K},
+		{"q3_k", "blk.9.attn_v.weight", 4096, l8b, quant.Q4_K},
+		// Q2_K: V Q4_K with 4+ query heads a KV head (else Q3_K), down and
+		// W_o Q3_K; Q2_K_S: V likewise, down Q4_K in the first eighth.
+		{"q2_k", "blk.9.attn_v.weight", 4096, l8b, quant.Q4_K},
+		{"q2_k", "blk.9.attn_v.weight", 576, smol, quant.Q4_0},
+		{"q2_k", "blk.9.ffn_down.weight", 14336, l8b, quant.Q3_K},
+		{"q2_k", "blk.9.attn_output.weight", 4096, l8b, quant.Q3_K},
+		{"q2_k", "blk.9.attn_q.weight", 4096, l8b, quant.Q2_K},
+		{"q2_k", "output.weight", 4096, l8b, quant.Q6_K},
+		{"q2_k_s", "blk.3.ffn_down.weight", 14336, l8b, quant.Q4_K},
+		{"q2_k_s", "blk.4.ffn_down.weight", 14336, l8b, quant.Q2_K},
+		// Q3_K_M: V Q5_K in the first two layers, Q4_K after; down Q5_K in
+		// the first sixteenth, Q4_K after; W_o Q4_K. Q3_K_L: all Q5_K.
+		{"q3_k_m", "blk.1.attn_v.weight", 4096, l8b, quant.Q5_K},
+		{"q3_k_m", "blk.2.attn_v.weight", 4096, l8b, quant.Q4_K},
+		{"q3_k_m", "blk.1.ffn_down.weight", 14336, l8b, quant.Q5_K},
+		{"q3_k_m", "blk.2.ffn_down.weight", 14336, l8b, quant.Q4_K},
+		{"q3_k_m", "blk.2.attn_output.weight", 4096, l8b, quant.Q4_K},
+		{"q3_k_m", "blk.2.ffn_up.weight", 4096, l8b, quant.Q3_K},
+		{"q3_k_l", "blk.20.attn_v.weight", 4096, l8b, quant.Q5_K},
+		{"q3_k_l", "blk.20.ffn_down.weight", 14336, l8b, quant.Q5_K},
+		{"q3_k_l", "blk.20.attn_output.weight", 4096, l8b, quant.Q5_K},
+		{"q3_k_s", "blk.20.attn_v.weight", 4096, l8b, quant.Q3_K},
+		{"q3_k_s", "blk.20.ffn_down.weight", 14336, l8b, quant.Q3_K},
 	} {
 		m, ok := Lookup(c.mix)
 		if !ok {
@@ -104,7 +128,7 @@ func TestRules(t *testing.T) {
 			t.Errorf("%s %s (%d columns): %s, want %s", c.mix, c.tensor, c.cols, got, c.want)
 		}
 	}
-	if _, ok := Lookup("q3_k_m"); ok {
-		t.Error("Q3_K_M found: gotok cannot encode Q3_K")
+	if _, ok := Lookup("iq2_xs"); ok {
+		t.Error("IQ2_XS found: gotok cannot encode it")
 	}
 }
