@@ -5,6 +5,7 @@ import (
 	"slices"
 	"testing"
 
+	"gotok/gguf"
 	"gotok/quant"
 )
 
@@ -130,5 +131,15 @@ func TestRules(t *testing.T) {
 	}
 	if _, ok := Lookup("iq2_xs"); ok {
 		t.Error("IQ2_XS found: gotok cannot encode it")
+	}
+}
+
+// TestFileTypes checks each preset's general.file_type against the name
+// package gguf gives it (llama_ftype).
+func TestFileTypes(t *testing.T) {
+	for _, m := range Mixes {
+		if got := gguf.FileType(m.FileType).String(); got != m.Name {
+			t.Errorf("%s: file type %d is %s in package gguf", m.Name, m.FileType, got)
+		}
 	}
 }
