@@ -10,3 +10,9 @@ func dotF16F32AVX2(w *uint16, x *float32, n int) float32
 
 //go:noescape
 func dotBF16F32AVX2(w *uint16, x *float32, n int) float32
+
+//go:noescape
+func widenF16AVX2(w *uint16, dst *float32, n int)
+
+//go:noescape
+func widenBF16AVX2(w *uint16, dst *float32, n int)

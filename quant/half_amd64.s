@@ -78,3 +78,40 @@ bf16loop:
 	VZEROUPPER
 	MOVSS        X0, ret+24(FP)
 	RET
+
+// func widenF16AVX2(w *uint16, dst *float32, n int)
+//
+// dst[i] = w[i] as float32, for n > 0, a multiple of 8.
+TEXT ·widenF16AVX2(SB), NOSPLIT, $0-24
+	MOVQ w+0(FP), SI
+	MOVQ dst+8(FP), DI
+	MOVQ n+16(FP), CX
+
+wf16loop:
+	VCVTPH2PS (SI), Y0
+	VMOVUPS   Y0, (DI)
+	ADDQ      $16, SI
+	ADDQ      $32, DI
+	SUBQ      $8, CX
+	JNZ       wf16loop
+	VZEROUPPER
+	RET
+
+// func widenBF16AVX2(w *uint16, dst *float32, n int)
+//
+// As widenF16AVX2 for BF16 values.
+TEXT ·widenBF16AVX2(SB), NOSPLIT, $0-24
+	MOVQ w+0(FP), SI
+	MOVQ dst+8(FP), DI
+	MOVQ n+16(FP), CX
+
+wbf16loop:
+	VPMOVZXWD (SI), Y0
+	VPSLLD    $16, Y0, Y0
+	VMOVUPS   Y0, (DI)
+	ADDQ      $16, SI
+	ADDQ      $32, DI
+	SUBQ      $8, CX
+	JNZ       wbf16loop
+	VZEROUPPER
+	RET

@@ -21,7 +21,47 @@ type activations struct {
 	// Which forms the batch has been quantized to since q8ok was last
 	// cleared.
 	hasQ8, hasQ8K bool
+	// f32T is the batch transposed, n × tPad (tokens zero-padded to a
+	// multiple of 16), for the float weights' tiled products; hasT says it
+	// is current (cleared with q8ok).
+	f32T []float32
+	hasT bool
 }
+
+// tPad is the batch's token count rounded up to MatMulF32's 16-column tiles.
+func (a *activations) tPad() int { return (a.t + 15) &^ 15 }
+
+// transpose fills f32T from f32.
+func (a *activations) transpose() {
+	a.fresh()
+	if a.hasT {
+		return
+	}
+	tp := a.tPad()
+	if cap(a.f32T) < a.n*tp {
+		a.f32T = make([]float32, a.n*tp)
+	}
+	a.f32T = a.f32T[:a.n*tp]
+	clear(a.f32T)
+	for t := 0; t < a.t; t++ {
+		for i, v := range a.row(t) {
+			a.f32T[i*tp+t] = v
+		}
+	}
+	a.hasT = true
+}
+
+// floatTiled reports whether a product of float weights w with a batch of
+// tokens runs as tiled matrix products (floatRowsTiled): F32, F16 and BF16
+// weights, from tiledMinTokens tokens.
+func floatTiled(w *model.Tensor, tokens int) bool {
+	return tokens >= tiledMinTokens && (w.Type == quant.F32 || w.Type == quant.F16 || w.Type == quant.BF16)
+}
+
+// tiledMinTokens is the batch from which float weights are widened once per
+// four rows and multiplied by all its tokens, rather than dotted with each
+// token in turn.
+const tiledMinTokens = 8
 
 func (a *activations) row(t int) []float32 { return a.f32[t*a.n : (t+1)*a.n] }
 
@@ -54,7 +94,7 @@ func usesQ8K(w *model.Tensor) bool {
 // fresh forgets stale quantized forms once the float values have changed.
 func (a *activations) fresh() {
 	if !a.q8ok {
-		a.hasQ8, a.hasQ8K = false, false
+		a.hasQ8, a.hasQ8K, a.hasT = false, false, false
 		a.q8ok = true
 	}
 }
@@ -108,6 +148,8 @@ func (b *Backend) matmul(x *activations, ps ...product) {
 			x.quantize()
 		case usesQ8K(p.w):
 			x.quantizeK()
+		case floatTiled(p.w, x.t):
+			x.transpose()
 		}
 		total += p.w.Rows
 	}
@@ -128,6 +170,10 @@ func matRows(x *activations, p product, lo, hi int) {
 	w := p.w
 	rb := w.RowBytes()
 	out := func(t, r int) *float32 { return &p.out[t*p.outStride+p.outOff+r] }
+	if floatTiled(w, x.t) {
+		floatRowsTiled(x, p, lo, hi)
+		return
+	}
 	switch w.Type {
 	case quant.Q4_0:
 		q8Rows(x, p, lo, hi, quant.MatVecQ4_0Q8_0, quant.MatMulQ4_0Q8_0)
@@ -162,6 +208,39 @@ func matRows(x *activations, p product, lo, hi int) {
 			row := w.Data[r*rb : (r+1)*rb]
 			for t := 0; t < x.t; t++ {
 				*out(t, r) = quant.DotF32(w.Type, row, x.row(t))
+			}
+		}
+	}
+}
+
+// tileTokens is the tokens one tiled product takes: their transposed
+// activations (cols × 64 floats, 512 KB at 2048 columns) stay in L2 while
+// four weight rows sweep them.
+const tileTokens = 64
+
+// floatRowsTiled computes rows [lo, hi) of a product of float weights with
+// a batch (x transposed): four rows at a time are widened to float32 once
+// and multiplied by every token with MatMulF32's 4×16 tiles, where the
+// row-by-token dot products would widen each row once per token.
+func floatRowsTiled(x *activations, p product, lo, hi int) {
+	w := p.w
+	n, rb, tp := w.Cols, w.RowBytes(), x.tPad()
+	a := make([]float32, 4*n)
+	c := make([]float32, 4*tileTokens)
+	for r0 := lo; r0 < hi; r0 += 4 {
+		m := min(4, hi-r0)
+		for i := 0; i < m; i++ {
+			if err := quant.Widen(w.Type, w.Data[(r0+i)*rb:(r0+i+1)*rb], a[i*n:(i+1)*n]); err != nil {
+				panic(err) // floatTiled admits float types only
+			}
+		}
+		for t0 := 0; t0 < x.t; t0 += tileTokens {
+			tn := min(tileTokens, tp-t0)
+			quant.MatMulF32(m, tn, n, a, n, x.f32T[t0:], tp, c, tileTokens, false)
+			for i := 0; i < m; i++ {
+				for t := t0; t < min(t0+tileTokens, x.t); t++ {
+					p.out[t*p.outStride+p.outOff+r0+i] = c[i*tileTokens+t-t0]
+				}
 			}
 		}
 	}

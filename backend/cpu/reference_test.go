@@ -396,7 +396,7 @@ func TestLogitsMatchFloat64Reference(t *testing.T) {
 }
 
 func TestPrefillMatchesTokenByToken(t *testing.T) {
-	for _, typ := range []quant.Type{quant.F32, quant.Q4_0} {
+	for _, typ := range []quant.Type{quant.F32, quant.F16, quant.BF16, quant.Q4_0, quant.Q5_0} {
 		m := genModel(t, synth.Presets["tiny"], typ, 11)
 		rng := rand.New(rand.NewPCG(5, 6))
 		prompt := make([]int32, 150) // more than two MaxBatch chunks
