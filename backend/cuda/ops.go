@@ -135,7 +135,7 @@ type qkvArgs struct {
 	poison     cu.DevicePtr
 	normW      cu.DevicePtr
 	eps        float32
-	wq, wk, wv *deviceMatrix // one kernel family, their rows as long
+	wq, wk, wv *deviceMatrix // Q, K and V: one kernel family, rows of one length
 	bias       cu.DevicePtr  // Q, K, V biases stacked, or 0
 	nHead, nKV int
 	headDim    int
@@ -344,10 +344,8 @@ const ffnMinUnits = 16
 // ffnKernel picks the FFN kernel for weights of type t.
 func (l *launcher) ffnKernel(t gpuType) (ffnShape, *cu.Function, error) {
 	want := l.ffnShape
-	if t == wtMix && l.ffnMixShape != (ffnShape{}) {
-		want = l.ffnMixShape
-	} else if t == wtMix {
-		want = defaultFFNShape
+	if t == wtMix {
+		want = l.ffnMixShape // zero: defaultFFNShape, below
 	}
 	switch {
 	case !t.quantized():
