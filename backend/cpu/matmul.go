@@ -186,10 +186,7 @@ func matRows(x *activations, p product, lo, hi int) {
 		}
 		fallthrough
 	case quant.IQ4_NL, quant.Q4_1, quant.Q5_1:
-		dot := map[quant.Type]func(w, x []byte, nblocks int) float32{
-			quant.IQ4_NL: quant.DotIQ4_NLQ8_0, quant.Q4_1: quant.DotQ4_1Q8_0,
-			quant.Q5_0: quant.DotQ5_0Q8_0, quant.Q5_1: quant.DotQ5_1Q8_0,
-		}[w.Type]
+		dot := q8Dot(w.Type)
 		nb := w.Cols / 32
 		for r := lo; r < hi; r++ {
 			row := w.Data[r*rb : (r+1)*rb]
@@ -235,9 +232,14 @@ func floatRowsTiled(x *activations, p product, lo, hi int) {
 	c := make([]float32, 4*tileTokens)
 	for r0 := lo; r0 < hi; r0 += 4 {
 		m := min(4, hi-r0)
-		for i := 0; i < m; i++ {
-			if err := quant.Widen(w.Type, w.Data[(r0+i)*rb:(r0+i+1)*rb], a[i*n:(i+1)*n]); err != nil {
-				panic(err) // floatTiled admits float types only
+		a := a
+		if w.Type == quant.F32 {
+			a = f32s(w.Data[r0*rb : (r0+m)*rb]) // already float32: no copy
+		} else {
+			for i := 0; i < m; i++ {
+				if err := quant.Widen(w.Type, w.Data[(r0+i)*rb:(r0+i+1)*rb], a[i*n:(i+1)*n]); err != nil {
+					panic(err) // floatTiled admits float types only
+				}
 			}
 		}
 		for t0 := 0; t0 < x.t; t0 += tileTokens {
@@ -250,6 +252,20 @@ func floatRowsTiled(x *activations, p product, lo, hi int) {
 			}
 		}
 	}
+}
+
+// q8Dot is the row kernel of the types multiplied a row and a token at a
+// time against Q8_0 activations.
+func q8Dot(t quant.Type) func(w, x []byte, nblocks int) float32 {
+	switch t {
+	case quant.IQ4_NL:
+		return quant.DotIQ4_NLQ8_0
+	case quant.Q4_1:
+		return quant.DotQ4_1Q8_0
+	case quant.Q5_0:
+		return quant.DotQ5_0Q8_0
+	}
+	return quant.DotQ5_1Q8_0
 }
 
 // viaChunkRows is how many rows q8ViaRows re-encodes at a time: 64 rows of

@@ -128,17 +128,10 @@ func layoutRows(typ quant.Type, data []byte, rows, cols int) (hostMatrix, error)
 	nb := (cols + 31) / 32
 	switch typ {
 	case quant.Q4_0, quant.Q8_0:
-		qb, gt := 16, wtQ4_0
-		if typ == quant.Q8_0 {
-			qb, gt = 32, wtQ8_0
-		}
-		m := hostMatrix{Type: gt, Quant: typ, Rows: rows, Cols: cols, Q: make([]byte, rows*nb*qb), D: make([]byte, rows*nb*2)}
-		bb := 2 + qb
-		for blk := 0; blk < rows*nb; blk++ {
-			src := data[blk*bb : (blk+1)*bb]
-			copy(m.D[2*blk:], src[:2])
-			copy(m.Q[blk*qb:], src[2:])
-		}
+		// Their mixed layout is their own (codes, then f16 scales), read by
+		// the family of their own.
+		m := layoutMix(typ, mixLayouts[typ], data, rows, cols)
+		m.Type = map[quant.Type]gpuType{quant.Q4_0: wtQ4_0, quant.Q8_0: wtQ8_0}[typ]
 		return m, nil
 	case quant.F32:
 		m := hostMatrix{Type: wtF32, Quant: typ, Rows: rows, Cols: cols, Q: make([]byte, rows*nb*32*4)}
@@ -174,21 +167,11 @@ func layoutMix(typ quant.Type, l mixLayout, data []byte, rows, cols int) hostMat
 		q := m.Q[g*l.hUnit*l.qBytes : (g+1)*l.hUnit*l.qBytes]
 		h := m.D[g*l.hBytes : (g+1)*l.hBytes]
 		switch typ {
-		case quant.Q4_0, quant.IQ4_NL:
-			copy(h, src[:2])
-			copy(q, src[2:18])
-		case quant.Q8_0:
-			copy(h, src[:2])
-			copy(q, src[2:34])
-		case quant.Q4_1:
-			copy(h, src[:4])
-			copy(q, src[4:20])
-		case quant.Q5_0:
-			copy(h, src[:6])
-			copy(q, src[6:22])
-		case quant.Q5_1:
-			copy(h, src[:8])
-			copy(q, src[8:24])
+		case quant.Q4_0, quant.Q8_0, quant.Q4_1, quant.Q5_0, quant.Q5_1, quant.IQ4_NL, quant.IQ4_XS:
+			// The header is the GGML block's first hBytes, its codes the
+			// rest, already in the kernels' order.
+			copy(h, src[:l.hBytes])
+			copy(q, src[l.hBytes:])
 		case quant.Q2_K:
 			copy(h[0:4], src[80:84])
 			copy(h[4:20], src[0:16])
@@ -214,9 +197,6 @@ func layoutMix(typ quant.Type, l mixLayout, data []byte, rows, cols int) hostMat
 				return src[64*(e/128)+32*(t%2)+l] >> (4 * (t / 2)) & 15
 			})
 			pack2(h[20:84], func(e int) byte { r := e % 128; return src[128+32*(e/128)+r%32] >> (2 * (r / 32)) & 3 })
-		case quant.IQ4_XS:
-			copy(h, src[:8])
-			copy(q, src[8:136])
 		}
 	}
 	return m
