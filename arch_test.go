@@ -8,7 +8,6 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -59,15 +58,6 @@ func readArchGolden(t *testing.T, dir string) []archGolden {
 	return gs
 }
 
-// archRuns are the models of ../shared/models/arch gotok runs, and the
-// devices that run them; elsewhere they must be refused with an error
-// naming what is missing, never run wrong. The CUDA kernels do not
-// implement the newer families' block features yet.
-var archRuns = map[string][]string{
-	"llama.gguf": {"cpu", "cuda"}, "llama3.gguf": {"cpu", "cuda"}, "mistral.gguf": {"cpu", "cuda"},
-	"qwen3.gguf": {"cpu"}, "granite.gguf": {"cpu"}, "olmo2.gguf": {"cpu"}, "gemma3.gguf": {"cpu"},
-}
-
 // TestArchGolden reproduces llama.cpp's greedy continuations of the tiny
 // models of real architectures on the CPU and (where there is one) on the
 // GPU: byte for byte, or up to a step where the two engines' choices are
@@ -104,16 +94,6 @@ func TestArchGolden(t *testing.T) {
 				if !ok {
 					var err error
 					m, err = Load(filepath.Join(dir, g.Model), Options{Device: device, ContextLen: 256})
-					if !slices.Contains(archRuns[g.Model], device) {
-						if err == nil {
-							m.Close()
-							t.Errorf("%s: loaded, but gotok does not run this family yet", g.Model)
-						} else {
-							t.Logf("%s: refused: %v", g.Model, err)
-						}
-						models[g.Model] = nil
-						continue
-					}
 					if err != nil {
 						t.Fatalf("%s: %v", g.Model, err)
 					}
@@ -166,7 +146,7 @@ func checkGolden(t *testing.T, m *Model, g archGolden) {
 // the same seed: the families ../shared/models/arch lacks (Qwen2, Gemma 2,
 // Phi-3 with LongRoPE, SmolLM3, Ministral 3 with temperature tuning), an
 // OLMo 2 llama.cpp loads, and Gemma 3 with global layers. Byte for byte, or to a near-tie (checkNearTie), on
-// the CPU.
+// the CPU and the GPU.
 func TestArchSynthGolden(t *testing.T) {
 	data, err := os.ReadFile(filepath.Join("testdata", "arch_synth_golden.jsonl"))
 	if err != nil {
@@ -181,6 +161,20 @@ func TestArchSynthGolden(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	for _, device := range []string{"cpu", "cuda"} {
+		t.Run(device, func(t *testing.T) {
+			if device == "cuda" {
+				if err := cu.Available(); err != nil {
+					t.Skipf("no CUDA here: %v", err)
+				}
+			}
+			checkSynthGolden(t, data, vocab, device)
+		})
+	}
+}
+
+// checkSynthGolden runs TestArchSynthGolden's lines on one device.
+func checkSynthGolden(t *testing.T, data []byte, vocab *tokenizer.Vocab, device string) {
 	models := map[string]*Model{}
 	defer func() {
 		for _, m := range models {
@@ -210,7 +204,7 @@ func TestArchSynthGolden(t *testing.T) {
 			if err := w.WriteFile(path); err != nil {
 				t.Fatal(err)
 			}
-			if m, err = Load(path, Options{Device: "cpu", ContextLen: 256}); err != nil {
+			if m, err = Load(path, Options{Device: device, ContextLen: 256}); err != nil {
 				t.Fatalf("%s: %v", g.Model, err)
 			}
 			models[g.Model] = m

@@ -106,12 +106,12 @@ func (r *debugRef) layer(i, pos int) {
 			r.vc[i][(h*r.ctxLen+pos)*hd+d] = float32(v[h*hd+d])
 		}
 	}
-	att := refAttention(f32s(q), r.kc[i], r.vc[i], c.NumHeads, c.NumKVHeads, hd, r.ctxLen, pos+1, float32(1/math.Sqrt(float64(hd))))
+	att := refAttention(f32s(q), r.kc[i], r.vc[i], c.NumHeads, c.NumKVHeads, hd, r.ctxLen, pos+1, 0, float32(1/math.Sqrt(float64(hd))), 0)
 	for j, v := range refMatvec(l.wo, att) {
 		r.x[j] += v
 	}
 	n = refRMSNorm(f32s(r.x), l.ffnNorm, c.RMSEps)
-	h := refSiLUMul(refMatvec(l.gate, n), refMatvec(l.up, n))
+	h := refGLU(refMatvec(l.gate, n), refMatvec(l.up, n), model.SiLU)
 	for j, v := range refMatvec(l.down, h) {
 		r.x[j] += v
 	}

@@ -11,8 +11,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"os"
+	"slices"
 	"strings"
 
 	"gotok/backend"
@@ -49,7 +49,11 @@ const (
 )
 
 type layerWeights struct {
-	attnNorm, ffnNorm cu.DevicePtr
+	attnNorm, ffnNorm cu.DevicePtr // 0 without pre-norms
+	// qNorm and kNorm are the Q/K norms' gains, attnPost and ffnPost the
+	// post-norms' (0: the block has none).
+	qNorm, kNorm      cu.DevicePtr
+	attnPost, ffnPost cu.DevicePtr
 	// qkv is Q, K and V stacked when they share a kernel family other than
 	// wtMix (zero otherwise); wq, wk and wv are the three, views of it when
 	// stacked.
@@ -204,7 +208,9 @@ type Backend struct {
 	outNorm      cu.DevicePtr
 	headWindow   *cu.L2Window // the output head's weights, kept in L2 (nil: no room set aside)
 	ropeCS       cu.DevicePtr
+	localRopeCS  cu.DevicePtr    // the rotation of the layers with LayerAttn.LocalRope (0: none)
 	res          [2]cu.DevicePtr // the residual stream, fixed point (kernels/common.cuh): layer i reads res[i%2]
+	branch       cu.DevicePtr    // a post-normed branch's output, fixed point (0: no post-norms)
 	poison       cu.DevicePtr    // set when a residual addend did not fit in fixed point
 	q            cu.DevicePtr
 	ffnH         cu.DevicePtr // the split FFN's hidden units (tuning.ffnSplit)
@@ -303,6 +309,10 @@ func New(m *model.Model, o Options) (_ *Backend, err error) {
 	}
 	b.deviceBytes = freeBefore - freeAfter
 	if os.Getenv(debugEnv) == "1" {
+		if f := b.cfg.Features(); len(f) > 0 {
+			// The float64 twin runs the llama block only.
+			return nil, fmt.Errorf("cuda: %s=1 checks llama blocks only; this %s model has %s", debugEnv, b.cfg.Arch, strings.Join(f, ", "))
+		}
 		eager := *l
 		b.eager = &eager
 		if b.debug, err = newDebugRef(m, b.ctxLen); err != nil {
@@ -336,11 +346,6 @@ func (b *Backend) checkConfig() error {
 	}
 	if n := residualAddends(c); n > maxResidualAddends {
 		return fmt.Errorf("cuda: %d addends per residual element and step, more than the fixed-point residual stream's %d", n, maxResidualAddends)
-	}
-	// The kernels run the llama block only: a model that needs more
-	// would run wrong, so it is refused, naming what is missing.
-	if f := c.Features(); len(f) > 0 {
-		return fmt.Errorf("cuda: %s model: %s not implemented by the CUDA kernels yet (--device cpu runs it)", c.Arch, strings.Join(f, ", "))
 	}
 	return nil
 }
@@ -558,6 +563,13 @@ func (s *weightStage) vector(dst *cu.DevicePtr, ts ...*model.Tensor) {
 	s.add(dst, f32Bytes(f))
 }
 
+// optVector stages t, when the model has it (dst stays 0 otherwise).
+func (s *weightStage) optVector(dst *cu.DevicePtr, t *model.Tensor) {
+	if t != nil && t.Data != nil {
+		s.vector(dst, t)
+	}
+}
+
 // arenaAlign keeps every buffer in an arena aligned for 16-byte loads (and
 // more, as cuMemAlloc's own buffers are).
 const arenaAlign = 256
@@ -619,8 +631,12 @@ func (b *Backend) uploadWeights(m *model.Model) error {
 // layer stages layer i's weights.
 func (s *weightStage) layer(i int, m *model.Model, dst *layerWeights) error {
 	src := &m.Layers[i]
-	s.vector(&dst.attnNorm, &src.AttnNorm)
-	s.vector(&dst.ffnNorm, &src.FFNNorm)
+	s.optVector(&dst.attnNorm, &src.AttnNorm)
+	s.optVector(&dst.ffnNorm, &src.FFNNorm)
+	s.optVector(&dst.qNorm, src.QNorm)
+	s.optVector(&dst.kNorm, src.KNorm)
+	s.optVector(&dst.attnPost, src.AttnPostNorm)
+	s.optVector(&dst.ffnPost, src.FFNPostNorm)
 	qkv, err := s.group(&src.Wq, &src.Wk, &src.Wv)
 	if err != nil {
 		return err
@@ -682,7 +698,15 @@ func (b *Backend) allocState() error {
 	// The step's scratch, likewise: every word the kernels keep between
 	// launches or steps.
 	acc, ml := attnPartials(c.NumHeads, c.HeadDim)
-	rope := refRopeTable(b.ctxLen, c.Rope)
+	rope := refRopeTable(b.ctxLen, c.Rope.ForContext(b.ctxLen))
+	var localRope []float32
+	if slices.ContainsFunc(c.LayerAttn, func(la model.LayerAttention) bool { return la.LocalRope }) {
+		localRope = refRopeTable(b.ctxLen, c.LocalRope)
+	}
+	branchWords := 0
+	if c.Block.PostNorm {
+		branchWords = 2 * c.Dim
+	}
 	parts := 16 * b.c.Info.SMCount // at least logitsBlocks
 	bufs := []struct {
 		p *cu.DevicePtr
@@ -690,10 +714,11 @@ func (b *Backend) allocState() error {
 	}{
 		{&b.res[0], 2 * c.Dim}, {&b.res[1], 2 * c.Dim}, {&b.q, c.QDim()}, {&b.logits, c.VocabSize}, {&b.ffnH, c.FFNDim},
 		{&b.partAcc, acc}, {&b.partML, ml}, {&b.partV, parts}, {&b.partI, parts},
-		{&b.ropeCS, len(rope)},
-		// Zeroed below: counters, the poison word and the penalty history.
+		{&b.ropeCS, len(rope)}, {&b.localRopeCS, len(localRope)},
+		// Zeroed below: counters, the poison word, the penalty history and
+		// the post-norms' branch (each post-norm zeroes it after reading).
 		{&b.pos, 1}, {&b.next, 2}, {&b.ticket, 1}, {&b.attnTickets, 2 * c.NumHeads}, {&b.poison, 1}, {&b.best, 1}, {&b.params, spWords},
-		{&b.hist, 2 + b.ctxLen}, {&b.counts, c.VocabSize},
+		{&b.hist, 2 + b.ctxLen}, {&b.counts, c.VocabSize}, {&b.branch, branchWords},
 	}
 	total, zeroFrom := 0, 0
 	for _, a := range bufs {
@@ -708,7 +733,9 @@ func (b *Backend) allocState() error {
 	}
 	off := 0
 	for _, a := range bufs {
-		*a.p = base.Offset(off)
+		if a.n > 0 {
+			*a.p = base.Offset(off)
+		}
 		off += alignUp(4 * a.n)
 	}
 	if err := b.c.MemsetD32(base.Offset(zeroFrom), 0, (total-zeroFrom)/4); err != nil {
@@ -716,6 +743,11 @@ func (b *Backend) allocState() error {
 	}
 	if err := b.c.CopyHtoD(b.ropeCS, f32Bytes(rope)); err != nil {
 		return err
+	}
+	if localRope != nil {
+		if err := b.c.CopyHtoD(b.localRopeCS, f32Bytes(localRope)); err != nil {
+			return err
+		}
 	}
 	if b.host, err = b.c.AllocHost(4 * ioWords); err != nil {
 		return err
@@ -729,46 +761,83 @@ func (b *Backend) allocState() error {
 // output. The greedy step ends in the output head's argmax; the sampled one
 // applies the penalties there and runs the sampler chain after it.
 //
-// A layer is three kernels. The residual stream lives in two fixed-point
-// buffers: layer i's QKV kernel reads res[i%2] and zeroes res[(i+1)%2], its
-// attention adds the output projection into res[i%2] (nothing reads it
-// meanwhile), and its FFN reads res[i%2] and sums it with the FFN's output
-// into res[(i+1)%2], the next layer's input.
+// A llama layer is three kernels. The residual stream lives in two
+// fixed-point buffers: layer i's QKV kernel reads res[i%2] and zeroes
+// res[(i+1)%2], its attention adds the output projection into res[i%2]
+// (nothing reads it meanwhile), and its FFN reads res[i%2] and sums it with
+// the FFN's output into res[(i+1)%2], the next layer's input. The block's
+// variations (model.Block) are arguments of those kernels, but for two,
+// which add a kernel each: Q/K norms (qk_norm, between the QKV kernel,
+// which then leaves Q and K unrotated, and attention) and post-norms (the
+// branch sums into b.branch, and postnorm adds it, normalized, to the
+// stream).
 func (b *Backend) recordStep(l *launcher, k stepKind, afterLayer func(i int) error) error {
 	c := &b.cfg
+	blk := &c.Block
 	pos := b.pos
 	in, nParams := b.host.Device, spWords
 	if k == stepChained || k == stepSampledChained {
 		in, nParams = b.next, 0 // the parameters stay the step before's (the draw's step advanced)
 	}
-	if err := l.embed(in, pos, b.params, nParams, &b.embd, b.res[0], b.poison); err != nil {
+	if err := l.embed(in, pos, b.params, nParams, &b.embd, blk.EmbedScale, b.res[0], b.poison); err != nil {
 		return err
 	}
-	scale := float32(1 / math.Sqrt(float64(c.HeadDim)))
+	temp := attnTemp{scale: blk.AttnTempScale, floor: blk.AttnTempFloor}
 	for i := range b.layers {
 		ly := &b.layers[i]
 		cur, next := b.res[i%2], b.res[(i+1)%2]
-		err := l.qkvRope(qkvArgs{res: cur, resNext: next, poison: b.poison, normW: ly.attnNorm, eps: c.RMSEps, wq: &ly.wq, wk: &ly.wk, wv: &ly.wv,
-			bias: ly.bias, nHead: c.NumHeads, nKV: c.NumKVHeads, headDim: c.HeadDim, ropeCS: b.ropeCS, ropeDim: c.Rope.Dim,
-			neox: c.Rope.Neox, pos: pos, q: b.q, kCache: ly.kCache, vCache: ly.vCache, ctxMax: b.ctxLen})
-		if err != nil {
+		ropeCS, ropeDim := b.layerRope(i)
+		qa := qkvArgs{res: cur, resNext: next, poison: b.poison, normW: ly.attnNorm, eps: c.RMSEps, wq: &ly.wq, wk: &ly.wk, wv: &ly.wv,
+			bias: ly.bias, nHead: c.NumHeads, nKV: c.NumKVHeads, headDim: c.HeadDim, ropeCS: ropeCS, ropeDim: ropeDim,
+			neox: c.Rope.Neox, temp: temp, pos: pos, q: b.q, kCache: ly.kCache, vCache: ly.vCache, ctxMax: b.ctxLen}
+		if ly.qNorm != 0 {
+			qa.ropeDim, qa.temp = 0, attnTemp{} // qk_norm rotates and scales after the norms
+		}
+		if err := l.qkvRope(qa); err != nil {
 			return err
 		}
+		if ly.qNorm != 0 {
+			err := l.qkNorm(qkNormArgs{q: b.q, kCache: ly.kCache, pos: pos, ctxMax: b.ctxLen, nHead: c.NumHeads,
+				nKV: c.NumKVHeads, headDim: c.HeadDim, full: blk.QKNorm == model.QKNormFull, qw: ly.qNorm, kw: ly.kNorm,
+				eps: c.RMSEps, ropeCS: ropeCS, ropeDim: ropeDim, neox: c.Rope.Neox, temp: temp})
+			if err != nil {
+				return err
+			}
+		}
+		// A post-normed branch sums into b.branch; postnorm then adds it
+		// to the stream, with the residual multiplier.
+		attnOut, attnRS := cur, blk.ResidualScale
+		if ly.attnPost != 0 {
+			attnOut, attnRS = b.branch, 1
+		}
 		a := attnArgs{q: b.q, kCache: ly.kCache, vCache: ly.vCache, ctxMax: b.ctxLen, headDim: c.HeadDim,
-			nHead: c.NumHeads, nKV: c.NumKVHeads, pos: pos, scale: scale, single: b.tune.attnSingle,
+			nHead: c.NumHeads, nKV: c.NumKVHeads, pos: pos, scale: blk.AttnScale, window: c.LayerAttn[i].Window,
+			softcap: blk.AttnSoftcap, rs: attnRS, single: b.tune.attnSingle,
 			minChunk: b.tune.attnMinChunk, oBlocks: b.tune.attnOBlocks, noSpin: b.tune.attnNoSpin, cluster: l.attnCluster,
-			partAcc: b.partAcc, partML: b.partML, tickets: b.attnTickets, wo: &ly.wo, res: cur, poison: b.poison}
+			partAcc: b.partAcc, partML: b.partML, tickets: b.attnTickets, wo: &ly.wo, res: attnOut, poison: b.poison}
 		if err := l.attention(a); err != nil {
 			return err
 		}
+		if ly.attnPost != 0 {
+			if err := l.postnorm(b.branch, cur, cur, ly.attnPost, c.RMSEps, blk.ResidualScale, c.Dim, b.poison); err != nil {
+				return err
+			}
+		}
 		fa := ffnArgs{res: cur, out: next, poison: b.poison, normW: ly.ffnNorm, eps: c.RMSEps,
-			gate: &ly.gate, up: &ly.up, down: &ly.down}
+			gate: &ly.gate, up: &ly.up, down: &ly.down, act: blk.Act, rs: blk.ResidualScale}
+		if ly.ffnPost != 0 {
+			fa.out, fa.noCarry, fa.rs = b.branch, true, 1
+		}
 		if b.tune.ffnSplit {
 			fa.h = b.ffnH
 		}
-		err = l.ffn(fa)
-		if err != nil {
+		if err := l.ffn(fa); err != nil {
 			return err
+		}
+		if ly.ffnPost != 0 {
+			if err := l.postnorm(b.branch, cur, next, ly.ffnPost, c.RMSEps, blk.ResidualScale, c.Dim, b.poison); err != nil {
+				return err
+			}
 		}
 		if afterLayer != nil {
 			if err := afterLayer(i); err != nil {
@@ -777,6 +846,19 @@ func (b *Backend) recordStep(l *launcher, k stepKind, afterLayer func(i int) err
 		}
 	}
 	return b.recordHead(l, b.res[len(b.layers)%2], k == stepSampled || k == stepSampledChained)
+}
+
+// layerRope is layer i's rotation table and dimension (0: the layer does
+// not rotate).
+func (b *Backend) layerRope(i int) (cu.DevicePtr, int) {
+	c := &b.cfg
+	switch la := c.LayerAttn[i]; {
+	case la.NoRope:
+		return b.ropeCS, 0
+	case la.LocalRope:
+		return b.localRopeCS, c.LocalRope.Dim
+	}
+	return b.ropeCS, c.Rope.Dim
 }
 
 // recordHead enqueues the output head on the residual stream res and the
@@ -789,7 +871,8 @@ func (b *Backend) recordHead(l *launcher, res cu.DevicePtr, sampled bool) error 
 		return fmt.Errorf("cuda: logits grid larger than its partials")
 	}
 	result := b.host.Device.Offset(4 * ioResult)
-	a := logitsArgs{res: res, poison: b.poison, normW: b.outNorm, eps: c.RMSEps, w: &b.output, logits: b.logits,
+	a := logitsArgs{res: res, poison: b.poison, normW: b.outNorm, eps: c.RMSEps, w: &b.output, scale: c.Block.LogitScale,
+		softcap: c.Block.FinalSoftcap, logits: b.logits,
 		partV: b.partV, partI: b.partI, ticket: b.ticket, best: b.best, result: result, pos: b.pos, next: b.next}
 	if !sampled {
 		return l.logits(a)

@@ -940,6 +940,17 @@ func TestCheckConfig(t *testing.T) {
 	if err := (&Backend{cfg: ok}).checkConfig(); err != nil {
 		t.Fatalf("SmolLM-135M refused: %v", err)
 	}
+	// Every block feature of model.Block runs (TestArchsMatchCPU).
+	all := ok
+	all.Block = model.Block{NoPreNorm: true, PostNorm: true, QKNorm: model.QKNormFull, Act: model.GELUTanh, EmbedScale: 2,
+		ResidualScale: 0.5, AttnScale: 0.1, LogitScale: 2, AttnSoftcap: 50, FinalSoftcap: 30, AttnTempScale: 0.1, AttnTempFloor: 8192}
+	all.LayerAttn = make([]model.LayerAttention, 30)
+	all.LayerAttn[3] = model.LayerAttention{Window: 512, LocalRope: true}
+	all.LayerAttn[4].NoRope = true
+	all.Rope.LongFactors = make([]float32, 32)
+	if err := (&Backend{cfg: all}).checkConfig(); err != nil {
+		t.Errorf("every block feature at once refused: %v", err)
+	}
 	for _, tc := range []struct {
 		name string
 		edit func(c *model.Config)
@@ -948,32 +959,6 @@ func TestCheckConfig(t *testing.T) {
 		{"heads do not group", func(c *model.Config) { c.NumKVHeads = 4 }, "do not group"},
 		{"head dimension", func(c *model.Config) { c.HeadDim = 66 }, "multiple of 4"},
 		{"too wide to stage", func(c *model.Config) { c.Dim = 8192 }, "shared memory"},
-		// Block features the kernels do not implement (model.Block).
-		{"qk norm", func(c *model.Config) { c.Block.QKNorm = model.QKNormHead }, "per-head Q/K RMS norm"},
-		{"full qk norm", func(c *model.Config) { c.Block.QKNorm = model.QKNormFull }, "Q/K RMS norm over the whole projection"},
-		{"post-norms", func(c *model.Config) { c.Block.PostNorm = true }, "post-norms"},
-		{"no pre-norm", func(c *model.Config) { c.Block.NoPreNorm = true }, "no pre-norm"},
-		{"gelu", func(c *model.Config) { c.Block.Act = model.GELUTanh }, "GELU-tanh FFN"},
-		{"embedding scale", func(c *model.Config) { c.Block.EmbedScale = 2 }, "embedding scale"},
-		{"residual scale", func(c *model.Config) { c.Block.ResidualScale = 0.5 }, "residual scale"},
-		{"attention scale", func(c *model.Config) { c.Block.AttnScale = 0.1 }, "attention scale"},
-		{"logit scale", func(c *model.Config) { c.Block.LogitScale = 2 }, "logit scale"},
-		{"attention softcap", func(c *model.Config) { c.Block.AttnSoftcap = 50 }, "attention soft-capping"},
-		{"final softcap", func(c *model.Config) { c.Block.FinalSoftcap = 30 }, "final logit soft-capping"},
-		{"sliding window", func(c *model.Config) {
-			c.LayerAttn = make([]model.LayerAttention, 30)
-			c.LayerAttn[3].Window = 512
-		}, "sliding-window attention"},
-		{"local rope", func(c *model.Config) {
-			c.LayerAttn = make([]model.LayerAttention, 30)
-			c.LayerAttn[0].LocalRope = true
-		}, "per-layer RoPE base"},
-		{"no rope", func(c *model.Config) {
-			c.LayerAttn = make([]model.LayerAttention, 30)
-			c.LayerAttn[3].NoRope = true
-		}, "layers without RoPE"},
-		{"longrope", func(c *model.Config) { c.Rope.LongFactors = make([]float32, 32) }, "LongRoPE"},
-		{"temperature", func(c *model.Config) { c.Block.AttnTempScale, c.Block.AttnTempFloor = 0.1, 8192 }, "attention temperature scaling"},
 	} {
 		c := ok
 		tc.edit(&c)

@@ -63,15 +63,15 @@ func TestKernelDurations(t *testing.T) {
 			}
 			for _, chunk := range []int{32, 128} {
 				err := g.l.attention(attnArgs{q: q, kCache: kc, vCache: vc, ctxMax: ctx, headDim: hd, nHead: nHead, nKV: nKV,
-					pos: dpos, scale: 0.125, single: attSingle, minChunk: chunk, partAcc: partAcc, partML: partML,
+					pos: dpos, scale: 0.125, rs: 1, single: attSingle, minChunk: chunk, partAcc: partAcc, partML: partML,
 					tickets: tickets, wo: wo, res: res, poison: poison})
 				if err != nil {
 					t.Fatal(err)
 				}
 			}
 			for _, e := range []error{
-				g.l.ffn(ffnArgs{res: res, out: next, poison: poison, normW: nw, eps: 1e-5, gate: gate, up: up, down: down}),
-				g.l.logits(logitsArgs{res: next, poison: poison, normW: nw, eps: 1e-5, w: out, logits: logits, partV: partV,
+				g.l.ffn(ffnArgs{res: res, out: next, poison: poison, normW: nw, eps: 1e-5, gate: gate, up: up, down: down, rs: 1}),
+				g.l.logits(logitsArgs{res: next, poison: poison, normW: nw, eps: 1e-5, w: out, scale: 1, logits: logits, partV: partV,
 					partI: partI, ticket: ticket, best: best}),
 			} {
 				if e != nil {

@@ -32,6 +32,9 @@ type kernelSet struct {
 	// matvecAdd: the down projection of the split FFN (wide models).
 	matvecAdd   [numGPUTypes]*cu.Function
 	sampleChain *cu.Function
+	// qkNorm and postnorm: the block features of other families than
+	// llama's (Q/K norms, post-norms).
+	qkNorm, postnorm *cu.Function
 
 	pre prefillKernels // the batched prefill's kernels (prefill_kernels.go)
 }
@@ -47,7 +50,7 @@ func loadKernels(c *cu.Context) (_ *kernelSet, err error) {
 		}
 	}()
 	funcs := map[string]*cu.Function{}
-	for _, op := range []string{"embed", "qkv_rope", "attention", "ffn", "matvec_add", "logits", "sampler"} {
+	for _, op := range []string{"embed", "qkv_rope", "qk_norm", "attention", "ffn", "matvec_add", "postnorm", "logits", "sampler"} {
 		ptx, err := kernels.PTX(op, target, dir)
 		if err != nil {
 			return nil, err
@@ -81,8 +84,11 @@ func loadKernels(c *cu.Context) (_ *kernelSet, err error) {
 				}
 			}
 		}
-		if op == "sampler" {
+		switch op {
+		case "sampler":
 			names = []string{"sample_chain"}
+		case "qk_norm", "postnorm":
+			names = []string{op}
 		}
 		for _, n := range names {
 			f, err := m.Function(n)
@@ -116,6 +122,8 @@ func loadKernels(c *cu.Context) (_ *kernelSet, err error) {
 		}
 	}
 	k.sampleChain = funcs["sample_chain"]
+	k.qkNorm, k.postnorm = funcs["qk_norm"], funcs["postnorm"]
+	decode = append(decode, k.qkNorm, k.postnorm)
 	// One shared-memory carveout for every kernel of the decode step: the
 	// driver drains an SM to change it, which would stall each launch that
 	// follows a kernel with another one (the default picks per kernel).

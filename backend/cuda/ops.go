@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"gotok/backend/cuda/cu"
+	"gotok/model"
 )
 
 // launcher enqueues the kernels on one stream. Each method is one kernel
@@ -113,16 +114,16 @@ func (l *launcher) warpBlocks(n, limit int) int {
 
 func i32(v int) int32 { return int32(v) }
 
-// embed writes row io[0] of m (dequantized) to the residual stream res
-// (fixed point; poison is the step's poison word, set when io[0] is not a
-// row), copies the position io[1] to pos and the nParams sampler words at
-// io[ioParams] to params; io may be host-mapped memory.
-func (l *launcher) embed(io, pos, params cu.DevicePtr, nParams int, m *deviceMatrix, res, poison cu.DevicePtr) error {
+// embed writes row io[0] of m (dequantized, times scale) to the residual
+// stream res (fixed point; poison is the step's poison word, set when io[0]
+// is not a row), copies the position io[1] to pos and the nParams sampler
+// words at io[ioParams] to params; io may be host-mapped memory.
+func (l *launcher) embed(io, pos, params cu.DevicePtr, nParams int, m *deviceMatrix, scale float32, res, poison cu.DevicePtr) error {
 	if nParams > embedMaxParams {
 		return fmt.Errorf("cuda: %d sampler words, the embedding kernel copies at most %d", nParams, embedMaxParams)
 	}
 	return l.launch(l.k.embed[m.Type], cu.Dim(1), min(1024, max(64, (m.Cols+31)&^31)), 0,
-		cu.Args{io, pos, params, i32(nParams), m.Q, m.D, i32(m.Rows), i32(m.Cols), res, poison})
+		cu.Args{io, pos, params, i32(nParams), m.Q, m.D, i32(m.Rows), i32(m.Cols), scale, res, poison})
 }
 
 // embedMaxParams is EMBED_MAX_PARAMS in kernels/embed.cu.
@@ -133,15 +134,16 @@ type qkvArgs struct {
 	res        cu.DevicePtr // the residual stream, fixed point
 	resNext    cu.DevicePtr // zeroed for the FFN's sum
 	poison     cu.DevicePtr
-	normW      cu.DevicePtr
+	normW      cu.DevicePtr // 0: no pre-norm
 	eps        float32
 	wq, wk, wv *deviceMatrix // Q, K and V: one kernel family, rows of one length
 	bias       cu.DevicePtr  // Q, K, V biases stacked, or 0
 	nHead, nKV int
 	headDim    int
 	ropeCS     cu.DevicePtr // [ctx][ropeDim/2] (cos, sin)
-	ropeDim    int
+	ropeDim    int          // 0: no rotation
 	neox       bool
+	temp       attnTemp     // the queries' temperature by position
 	pos        cu.DevicePtr // int32
 	q          cu.DevicePtr
 	kCache     cu.DevicePtr
@@ -167,7 +169,60 @@ func (l *launcher) qkvRope(a qkvArgs) error {
 	}
 	return l.launch(f, cu.Dim(l.warpBlocks((pairs+perWarp-1)/perWarp, 0)), 32*l.warps(), stagedNormBytes(a.wq.Cols), cu.Args{
 		a.res, a.resNext, a.poison, a.normW, a.eps, i32(a.wq.Cols), a.wq.Q, a.wq.D, a.wk.Q, a.wk.D, a.wv.Q, a.wv.D, a.bias,
-		i32(a.nHead), i32(a.nKV), i32(a.headDim), a.ropeCS, i32(a.ropeDim), neox, a.pos, a.q, a.kCache, a.vCache, i32(a.ctxMax)})
+		i32(a.nHead), i32(a.nKV), i32(a.headDim), a.ropeCS, i32(a.ropeDim), neox, a.temp.scale, i32(a.temp.floor), a.pos, a.q,
+		a.kCache, a.vCache, i32(a.ctxMax)})
+}
+
+// attnTemp is model.Block's attention temperature tuning: the queries of
+// position p times 1 + scale·ln(⌊p/floor⌋+1) (scale 0: none, floor unread).
+type attnTemp struct {
+	scale float32
+	floor int
+}
+
+// qkNormArgs are qk_norm's operands: the queries in q and the keys in the
+// cache rows at the step's position, written by qkv_rope unrotated.
+type qkNormArgs struct {
+	q, kCache  cu.DevicePtr
+	pos        cu.DevicePtr
+	ctxMax     int
+	nHead, nKV int
+	headDim    int
+	full       bool         // one norm over the whole projection (else one a head)
+	qw, kw     cu.DevicePtr // the gains
+	eps        float32
+	ropeCS     cu.DevicePtr
+	ropeDim    int
+	neox       bool
+	temp       attnTemp
+}
+
+// qkNormWarps is the warps a block of qk_norm (a norm group each).
+const qkNormWarps = 4
+
+func (l *launcher) qkNorm(a qkNormArgs) error {
+	groups := a.nHead + a.nKV
+	if a.full {
+		groups = 2
+	}
+	return l.launch(l.k.qkNorm, cu.Dim((groups+qkNormWarps-1)/qkNormWarps), 32*qkNormWarps, 0, cu.Args{
+		a.q, a.kCache, a.pos, i32(a.ctxMax), i32(a.nHead), i32(a.nKV), i32(a.headDim), b32(a.full), a.qw, a.kw, a.eps,
+		a.ropeCS, i32(a.ropeDim), b32(a.neox), a.temp.scale, i32(a.temp.floor)})
+}
+
+// b32 is a kernel's int flag.
+func b32(v bool) int32 {
+	if v {
+		return 1
+	}
+	return 0
+}
+
+// postnorm sets out = base + rs·rmsnorm(branch)·w (w 0: rs·branch), all
+// fixed point, and zeroes branch: a post-normed branch joining the
+// residual stream (kernels/postnorm.cu).
+func (l *launcher) postnorm(branch, base, out, w cu.DevicePtr, eps, rs float32, k int, poison cu.DevicePtr) error {
+	return l.launch(l.k.postnorm, cu.Dim(1), 1024, 0, cu.Args{branch, base, out, w, eps, rs, i32(k), poison})
 }
 
 // The attention kernel's shape: ATT_SPLITS in kernels/attention.cu, the
@@ -217,6 +272,9 @@ type attnArgs struct {
 	nHead, nKV        int
 	pos               cu.DevicePtr
 	scale             float32
+	window            int          // a sliding window of this many positions (0: all)
+	softcap           float32      // the scores' soft-cap (0: none)
+	rs                float32      // the residual multiplier of the projection
 	single            int          // contexts up to this long take one split (attSingle)
 	minChunk          int          // attMinChunk; tests vary it
 	oBlocks           int          // attOBlocks
@@ -307,7 +365,7 @@ func (l *launcher) attention(a attnArgs) error {
 		return l.launchClusters(l.k.attentionCluster[a.wo.Type][nq], cu.Dim3{X: a.nHead / g, Y: blocks, Z: 1},
 			cu.Dim3{X: 1, Y: c, Z: 1}, threads, attnClusterShared(g, w, a.headDim, c), cu.Args{
 				a.q, a.kCache, a.vCache, i32(a.ctxMax), i32(a.headDim), i32(a.nHead), i32(a.nKV), i32(g), i32(w), i32(lanes),
-				a.pos, a.scale, a.wo.Q, a.wo.D, i32(a.wo.Rows), a.res, a.poison})
+				a.pos, a.scale, i32(a.window), a.softcap, a.wo.Q, a.wo.D, i32(a.wo.Rows), a.rs, a.res, a.poison})
 	}
 	oBlocks = min(oBlocks, attSplits)
 	// The splits of a long context wait for each other only when every
@@ -318,8 +376,8 @@ func (l *launcher) attention(a attnArgs) error {
 	}
 	return l.launch(l.k.attention[a.wo.Type][nq], cu.Dim3{X: a.nHead / g, Y: attSplits, Z: 1}, threads, shared, cu.Args{
 		a.q, a.kCache, a.vCache, i32(a.ctxMax), i32(a.headDim), i32(a.nHead), i32(a.nKV), i32(g), i32(w), i32(lanes),
-		a.pos, a.scale, i32(a.single), i32(a.minChunk), i32(oBlocks), spin, a.partAcc, a.partML, a.tickets, a.wo.Q, a.wo.D,
-		i32(a.wo.Rows), a.res, a.poison})
+		a.pos, a.scale, i32(a.window), a.softcap, i32(a.single), i32(a.minChunk), i32(oBlocks), spin, a.partAcc, a.partML,
+		a.tickets, a.wo.Q, a.wo.D, i32(a.wo.Rows), a.rs, a.res, a.poison})
 }
 
 // ffnShape is the FFN kernel's split: units hidden units a block, perWarp
@@ -364,16 +422,20 @@ func (l *launcher) ffnKernel(t gpuType) (ffnShape, *cu.Function, error) {
 // ffnArgs are the feed-forward step's operands.
 type ffnArgs struct {
 	res, out, poison cu.DevicePtr // out = res + FFN(res), fixed point; out must be zero
+	// noCarry leaves res out of out: a post-normed branch's own buffer.
+	noCarry bool
 	// h, when set, splits the FFN in two kernels: gate/up write the hidden
 	// units there (float32, gate.Rows), matvec_add adds down·h.
 	h              cu.DevicePtr
-	normW          cu.DevicePtr
+	normW          cu.DevicePtr // 0: no pre-norm
 	eps            float32
 	gate, up, down *deviceMatrix
+	act            model.Activation
+	rs             float32 // the residual multiplier of the product
 }
 
-// ffn adds res and W_down·(SiLU(gate·n)·(up·n)), n = rmsnorm(res)·normW, to
-// out.
+// ffn adds res (unless noCarry) and rs·W_down·(act(gate·n)·(up·n)),
+// n = rmsnorm(res)·normW, to out.
 func (l *launcher) ffn(a ffnArgs) error {
 	g, u, d := a.gate, a.up, a.down
 	if g.Type != u.Type || g.Type != d.Type || g.Rows != u.Rows || g.Cols != u.Cols || d.Rows != g.Cols || d.Cols != g.Rows {
@@ -385,11 +447,16 @@ func (l *launcher) ffn(a ffnArgs) error {
 		return err
 	}
 	err = l.launch(f, cu.Dim((g.Rows+s.units-1)/s.units), 32*s.units/s.perWarp, stagedNormBytes(g.Cols), cu.Args{
-		a.res, a.out, a.poison, a.normW, a.eps, i32(g.Cols), g.Q, g.D, u.Q, u.D, i32(g.Rows), d.Q, d.D, a.h})
+		a.res, a.out, a.poison, a.normW, a.eps, i32(g.Cols), g.Q, g.D, u.Q, u.D, i32(g.Rows), d.Q, d.D, i32(int(a.act)), a.rs,
+		b32(!a.noCarry), a.h})
 	if err != nil || a.h == 0 {
 		return err
 	}
-	return l.matvecAdd(a.h, d, a.res, a.out, a.poison)
+	carry := a.res
+	if a.noCarry {
+		carry = 0
+	}
+	return l.matvecAdd(a.h, d, a.rs, carry, a.out, a.poison)
 }
 
 // matvecAddWarps is the warps a block of matvec_add.
@@ -407,15 +474,15 @@ func matvecAddShape(t gpuType) (rows, ahead int) {
 	return 2, 2
 }
 
-// matvecAdd adds res + w·x (x float32, w.Cols of them) to out, the
-// fixed-point residual stream: a warp for each group of rows and chunk of
-// their blocks.
-func (l *launcher) matvecAdd(x cu.DevicePtr, w *deviceMatrix, res, out, poison cu.DevicePtr) error {
+// matvecAdd adds res (when set) + rs·w·x (x float32, w.Cols of them) to
+// out, the fixed-point residual stream: a warp for each group of rows and
+// chunk of their blocks.
+func (l *launcher) matvecAdd(x cu.DevicePtr, w *deviceMatrix, rs float32, res, out, poison cu.DevicePtr) error {
 	r, c := matvecAddShape(w.Type)
 	chunks := (w.blocks() + 32*c - 1) / (32 * c)
 	warps := chunks * ((w.Rows + r - 1) / r)
 	return l.launch(l.k.matvecAdd[w.Type], cu.Dim((warps+matvecAddWarps-1)/matvecAddWarps), 32*matvecAddWarps, 0,
-		cu.Args{x, i32(w.Cols), w.Q, w.D, i32(w.Rows), res, out, poison})
+		cu.Args{x, i32(w.Cols), w.Q, w.D, i32(w.Rows), rs, res, out, poison})
 }
 
 // The output head's grid: logitsWarps per block, at most logitsBlocksPerSM
@@ -455,6 +522,8 @@ type logitsArgs struct {
 	normW        cu.DevicePtr
 	eps          float32
 	w            *deviceMatrix
+	scale        float32 // the logits' multiplier
+	softcap      float32 // their soft-cap (0: none)
 	logits       cu.DevicePtr
 	counts       cu.DevicePtr // penalty history counts per token, or 0: no penalties
 	params       cu.DevicePtr // samp_params (read when counts is set)
@@ -480,7 +549,8 @@ func (l *launcher) logits(a logitsArgs) error {
 	}
 	return l.launchWith(f, cu.Launch{Grid: cu.Dim(l.logitsBlocks(w)), Block: cu.Dim(32 * logitsWarps),
 		Shared: stagedBytes(w.Cols), L2Window: l.headWindow}, cu.Args{
-		in, a.poison, a.normW, a.eps, i32(w.Cols), w.Q, w.D, i32(w.Rows), a.logits, a.counts, a.params, a.partV, a.partI,
+		in, a.poison, a.normW, a.eps, i32(w.Cols), w.Q, w.D, i32(w.Rows), a.scale, a.softcap, a.logits, a.counts, a.params,
+		a.partV, a.partI,
 		a.ticket, a.best, a.result, a.pos, a.next})
 }
 

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"gotok/backend/cuda/cu"
+	"gotok/model"
 	"gotok/quant"
 	"gotok/sample"
 )
@@ -250,8 +251,18 @@ func fits(typ quant.Type, ks ...int) bool {
 func TestFFNKernel(t *testing.T) {
 	g := newGPU(t)
 	r := rand.New(rand.NewPCG(2, 2))
+	// The block's variations (model.Block), one a kernel shape, turning
+	// with the shapes so that each type meets them all.
+	variants := []struct {
+		act             model.Activation
+		noNorm, noCarry bool
+		rs              float32
+	}{
+		{model.SiLU, false, false, 1}, {model.GELUTanh, false, true, 1}, {model.SiLU, true, false, 0.5},
+		{model.GELUTanh, true, true, 0.25},
+	}
 	for _, typ := range testTypes {
-		for _, sh := range []struct{ hidden, k int }{{1536, 576}, {160, 64}, {96, 2080}, {176, 100}, {40, 36}, {768, 512}} {
+		for shi, sh := range []struct{ hidden, k int }{{1536, 576}, {160, 64}, {96, 2080}, {176, 100}, {40, 36}, {768, 512}} {
 			if !fits(typ, sh.hidden, sh.k) {
 				continue
 			}
@@ -271,20 +282,29 @@ func TestFFNKernel(t *testing.T) {
 				if si%2 == 1 || len(shapes) == 1 {
 					h = g.floats(nil, sh.hidden)
 				}
-				name := fmt.Sprintf("%s/%dx%d/u%dw%d/split=%v", typ, sh.hidden, sh.k, fs.units, fs.perWarp, h != 0)
+				v := variants[(si+shi)%len(variants)]
+				name := fmt.Sprintf("%s/%dx%d/u%dw%d/split=%v/%+v", typ, sh.hidden, sh.k, fs.units, fs.perWarp, h != 0, v)
 				x, nw := randFloats(r, sh.k, 1), randFloats(r, sh.k, 1)
 				res, xr := g.residual(x)
 				n := refRMSNorm(xr, nw, 1e-5)
-				want := refMatvec(wd, refSiLUMul(refMatvec(wg, n), refMatvec(wu, n)))
+				dnw := g.floats(nw, 0)
+				if v.noNorm {
+					n, dnw = f64s(xr), 0
+				}
+				want := refMatvec(wd, refGLU(refMatvec(wg, n), refMatvec(wu, n), v.act))
 				for i := range want {
-					want[i] += float64(xr[i])
+					want[i] *= float64(v.rs)
+					if !v.noCarry {
+						want[i] += float64(xr[i])
+					}
 				}
 				before := randResidual(r, sh.k)
 				poison := g.floats([]float32{0}, 0)
 				var first []int64
 				for run := 0; run < 2; run++ {
 					out := g.int64s(before)
-					a := ffnArgs{res: res, out: out, poison: poison, normW: g.floats(nw, 0), eps: 1e-5, gate: gate, up: up, down: down, h: h}
+					a := ffnArgs{res: res, out: out, poison: poison, normW: dnw, eps: 1e-5, gate: gate, up: up, down: down, h: h,
+						act: v.act, rs: v.rs, noCarry: v.noCarry}
 					if err := g.l.ffn(a); err != nil {
 						t.Fatal(err)
 					}
@@ -310,7 +330,7 @@ func TestFFNKernel(t *testing.T) {
 				res, _ := g.residual(randFloats(r, sh.k, 1))
 				poison := g.floats([]float32{0}, 0)
 				a := ffnArgs{res: res, out: g.int64s(make([]int64, sh.k)), poison: poison, normW: g.floats(big, 0), eps: 1e-5,
-					gate: gate, up: up, down: down, h: h}
+					gate: gate, up: up, down: down, h: h, rs: 1}
 				if err := g.l.ffn(a); err != nil {
 					t.Fatal(err)
 				}
@@ -337,10 +357,17 @@ func TestEmbedKernel(t *testing.T) {
 			io = append(io, int32(r.Uint32()))
 		}
 		res, dpos, params, poison := g.floats(nil, 2*cols), g.floats(nil, 1), g.floats(nil, spWords), g.floats([]float32{0}, 0)
-		if err := g.l.embed(g.int32s(io...), dpos, params, spWords, g.matrix(hm), res, poison); err != nil {
+		// An embedding multiplier (Gemma's √d, Granite's): the row times
+		// it in float32, as the kernel rounds it.
+		const scale = 1.7
+		if err := g.l.embed(g.int32s(io...), dpos, params, spWords, g.matrix(hm), scale, res, poison); err != nil {
 			t.Fatal(err)
 		}
-		if got, want := g.readInt64s(res, cols), residualFixed(f32s(w[tok])); !slices.Equal(got, want) {
+		row := f32s(w[tok])
+		for i := range row {
+			row[i] *= scale
+		}
+		if got, want := g.readInt64s(res, cols), residualFixed(row); !slices.Equal(got, want) {
 			t.Errorf("%s: residual stream %v…, want %v…", typ, got[:4], want[:4])
 			for i := range got {
 				if got[i] != want[i] {
@@ -364,7 +391,7 @@ func TestEmbedKernel(t *testing.T) {
 		// poisons the step and reads nothing out of bounds.
 		for _, bad := range []int32{-1, 50, math.MaxInt32} {
 			poison := g.floats([]float32{0}, 0)
-			if err := g.l.embed(g.int32s(bad, pos, -1, -1), dpos, params, 0, g.matrix(hm), res, poison); err != nil {
+			if err := g.l.embed(g.int32s(bad, pos, -1, -1), dpos, params, 0, g.matrix(hm), 1, res, poison); err != nil {
 				t.Fatal(err)
 			}
 			if p := math.Float32bits(g.read(poison, 1)[0]); p != 1 {
@@ -415,9 +442,14 @@ func TestLogitsKernel(t *testing.T) {
 				if run < 2 {
 					x, nw = randFloats(r, sh.cols, 1), randFloats(r, sh.cols, 1)
 				}
-				a := logitsArgs{normW: g.floats(nw, 0), eps: 1e-5, w: dm, logits: g.floats(nil, sh.rows),
+				a := logitsArgs{normW: g.floats(nw, 0), eps: 1e-5, w: dm, scale: 1, logits: g.floats(nil, sh.rows),
 					partV: g.floats(nil, blocks), partI: g.floats(nil, blocks), ticket: ticket, best: g.floats(nil, 1),
 					result: host.Device}
+				if run == 1 || run == 2 {
+					// A logit multiplier and a final soft-cap (Granite's,
+					// Gemma's), before the penalties.
+					a.scale, a.softcap = 0.5, 3
+				}
 				// With the step's position the token goes to slot pos&1
 				// and, with pos+1, to the chained step's input.
 				slot, pos := 0, int32(r.IntN(4096))
@@ -490,7 +522,11 @@ func TestLogitsKernel(t *testing.T) {
 					t.Errorf("%s: best %d, want %d", name, dev, best)
 				}
 				if run < 2 {
-					check(t, name, got, refMatvec(w, refRMSNorm(xr, nw, 1e-5)), f32Tol)
+					want := refMatvec(w, refRMSNorm(xr, nw, 1e-5))
+					for i := range want {
+						want[i] = refSoftcap(want[i]*float64(a.scale), a.softcap)
+					}
+					check(t, name, got, want, f32Tol)
 					plain = got
 					continue
 				}
@@ -539,7 +575,11 @@ func i32s(w []uint32) []int32 {
 // residual stream, each checked against the twins, at positions that take
 // one split (no merge), some, and all of them, with 1 to 8 query heads per
 // block and head groups whose W_o columns end inside a 32-element block;
-// then the same on thread-block clusters (attention_cl).
+// then the same on thread-block clusters (attention_cl). The cases turn
+// through the block's variations (model.Block): no pre-norm, attention
+// temperature, Q/K norms per head or over the whole projection (qk_norm
+// after qkv_rope), and a sliding window, soft-capped scores and a residual
+// multiplier in the attention.
 func TestAttentionStep(t *testing.T) {
 	g := newGPU(t)
 	r := rand.New(rand.NewPCG(5, 5))
@@ -593,9 +633,24 @@ func TestAttentionStep(t *testing.T) {
 		acc, ml := attnPartials(tc.nHead, tc.headDim)
 		tickets := g.floats(make([]float32, 2*tc.nHead), 0)
 		partAcc, partML := g.floats(nil, acc), g.floats(nil, ml)
+		noNorm := ci%5 == 2
+		qkMode := []model.QKNorm{model.QKNormNone, model.QKNormHead, model.QKNormNone, model.QKNormFull}[ci%4]
+		var temp attnTemp
+		if ci%4 == 2 || ci%7 == 3 {
+			temp = attnTemp{scale: 0.3, floor: 8}
+		}
+		window, capv, rs := 0, float32(0), float32(1)
+		if ci%3 == 1 {
+			window, capv, rs = tc.minChunk+5, 0.7, 0.75
+		}
+		qw, kw := randFloats(r, tc.headDim, 1), randFloats(r, tc.headDim, 1)
+		if qkMode == model.QKNormFull {
+			qw, kw = randFloats(r, qd, 1), randFloats(r, kvd, 1)
+		}
 		for _, pos := range []int{r.IntN(tc.minChunk), tc.ctx/3 + r.IntN(tc.ctx/3), tc.ctx - 1} {
-			name := fmt.Sprintf("%s/d%d/h%d/kv%d/hd%d/rope%d/neox=%v/bias=%v/pos%d", tc.typ, tc.dim, tc.nHead, tc.nKV,
-				tc.headDim, tc.ropeD, tc.neox, tc.bias, pos)
+			name := fmt.Sprintf("%s/d%d/h%d/kv%d/hd%d/rope%d/neox=%v/bias=%v/pos%d/nonorm=%v/qk%d/temp%v/win%d/cap%v/rs%v",
+				tc.typ, tc.dim, tc.nHead, tc.nKV, tc.headDim, tc.ropeD, tc.neox, tc.bias, pos, noNorm, qkMode, temp.scale,
+				window, capv, rs)
 			x, nw := randFloats(r, tc.dim, 1), randFloats(r, tc.dim, 1)
 			res, xr := g.residual(x)
 			next := g.int64s(randResidual(r, tc.dim))
@@ -612,16 +667,33 @@ func TestAttentionStep(t *testing.T) {
 			dq := g.floats(nil, qd)
 			dpos := g.int32s(int32(pos))
 			eps := float32(1e-5)
-			err := g.l.qkvRope(qkvArgs{res: res, resNext: next, poison: poison, normW: g.floats(nw, 0), eps: eps, wq: dwq, wk: dwk, wv: dwv, bias: dbias,
-				nHead: tc.nHead, nKV: tc.nKV, headDim: tc.headDim, ropeCS: dcs, ropeDim: tc.ropeD, neox: tc.neox,
-				pos: dpos, q: dq, kCache: dkc, vCache: dvc, ctxMax: tc.ctx})
-			if err != nil {
+			qa := qkvArgs{res: res, resNext: next, poison: poison, normW: g.floats(nw, 0), eps: eps, wq: dwq, wk: dwk, wv: dwv, bias: dbias,
+				nHead: tc.nHead, nKV: tc.nKV, headDim: tc.headDim, ropeCS: dcs, ropeDim: tc.ropeD, neox: tc.neox, temp: temp,
+				pos: dpos, q: dq, kCache: dkc, vCache: dvc, ctxMax: tc.ctx}
+			if noNorm {
+				qa.normW = 0
+			}
+			if qkMode != model.QKNormNone {
+				qa.ropeDim, qa.temp = 0, attnTemp{}
+			}
+			if err := g.l.qkvRope(qa); err != nil {
 				t.Fatal(err)
+			}
+			if qkMode != model.QKNormNone {
+				err := g.l.qkNorm(qkNormArgs{q: dq, kCache: dkc, pos: dpos, ctxMax: tc.ctx, nHead: tc.nHead, nKV: tc.nKV,
+					headDim: tc.headDim, full: qkMode == model.QKNormFull, qw: g.floats(qw, 0), kw: g.floats(kw, 0), eps: eps,
+					ropeCS: dcs, ropeDim: tc.ropeD, neox: tc.neox, temp: temp})
+				if err != nil {
+					t.Fatal(err)
+				}
 			}
 			if got := g.readInt64s(next, tc.dim); slices.ContainsFunc(got, func(v int64) bool { return v != 0 }) {
 				t.Errorf("%s: qkv_rope left the next residual buffer nonzero", name)
 			}
 			n := refRMSNorm(xr, nw, eps)
+			if noNorm {
+				n = f64s(xr)
+			}
 			q, k, v := refMatvec(wq, n), refMatvec(wk, n), refMatvec(wv, n)
 			if tc.bias {
 				for i := range q {
@@ -632,8 +704,22 @@ func TestAttentionStep(t *testing.T) {
 					v[i] += float64(bias[qd+kvd+i])
 				}
 			}
+			switch qkMode {
+			case model.QKNormHead:
+				refNormGroups(q, qw, tc.headDim, eps)
+				refNormGroups(k, kw, tc.headDim, eps)
+			case model.QKNormFull:
+				refNormGroups(q, qw, qd, eps)
+				refNormGroups(k, kw, kvd, eps)
+			}
 			refRope(q, tc.nHead, tc.headDim, tc.ropeD, tc.neox, cs, pos)
 			refRope(k, tc.nKV, tc.headDim, tc.ropeD, tc.neox, cs, pos)
+			if temp.scale != 0 {
+				f := 1 + float64(temp.scale)*math.Log(float64(pos/temp.floor)+1)
+				for i := range q {
+					q[i] *= f
+				}
+			}
 			gotQ := g.read(dq, qd)
 			check(t, name+" q", gotQ, q, f32Tol)
 			gotK, gotV := g.read(dkc, kvd*tc.ctx), g.read(dvc, kvd*tc.ctx)
@@ -655,9 +741,12 @@ func TestAttentionStep(t *testing.T) {
 
 			scale := float32(1 / math.Sqrt(float64(tc.headDim)))
 			a := attnArgs{q: dq, kCache: dkc, vCache: dvc, ctxMax: tc.ctx, headDim: tc.headDim, nHead: tc.nHead,
-				nKV: tc.nKV, pos: dpos, scale: scale, minChunk: tc.minChunk, oBlocks: oBlocks, partAcc: partAcc,
-				partML: partML, tickets: tickets, wo: dwo, poison: poison, noSpin: ci%2 == 1}
-			want := refMatvec(wo, refAttention(gotQ, kc, vc, tc.nHead, tc.nKV, tc.headDim, tc.ctx, pos+1, scale))
+				nKV: tc.nKV, pos: dpos, scale: scale, window: window, softcap: capv, rs: rs, minChunk: tc.minChunk,
+				oBlocks: oBlocks, partAcc: partAcc, partML: partML, tickets: tickets, wo: dwo, poison: poison, noSpin: ci%2 == 1}
+			want := refMatvec(wo, refAttention(gotQ, kc, vc, tc.nHead, tc.nKV, tc.headDim, tc.ctx, pos+1, window, scale, capv))
+			for i := range want {
+				want[i] *= float64(rs)
+			}
 			// Twice split (the merge, spinning or not, must leave the
 			// tickets at zero for the next step), then in one split, however
 			// long, then on clusters (attention_cl, sm_90+: 1 to 8 blocks
@@ -691,6 +780,66 @@ func TestAttentionStep(t *testing.T) {
 					t.Fatalf("%s: ticket %d left at %d", name, i, math.Float32bits(v))
 				}
 			}
+		}
+	}
+}
+
+// refNormGroups RMS-normalizes v in place in groups of n elements, each
+// times the gains w (len n, or len(v) for one group).
+func refNormGroups(v []float64, w []float32, n int, eps float32) {
+	for g0 := 0; g0 < len(v); g0 += n {
+		ss := 0.0
+		for _, x := range v[g0 : g0+n] {
+			ss += x * x
+		}
+		f := 1 / math.Sqrt(ss/float64(n)+float64(eps))
+		for i := range n {
+			v[g0+i] *= f * float64(w[i%len(w)])
+		}
+	}
+}
+
+// TestPostnormKernel checks a post-normed branch joining the residual
+// stream against its twin, in place and into another buffer, with and
+// without the norm, and that it zeroes the branch.
+func TestPostnormKernel(t *testing.T) {
+	g := newGPU(t)
+	r := rand.New(rand.NewPCG(8, 8))
+	for _, tc := range []struct {
+		k       int
+		norm    bool
+		rs      float32
+		inPlace bool
+	}{{576, true, 1, true}, {2048, true, 0.5, false}, {100, false, 0.25, true}, {4100, true, 1, false}, {36, false, 2, false}} {
+		name := fmt.Sprintf("k%d/norm=%v/rs%v/inplace=%v", tc.k, tc.norm, tc.rs, tc.inPlace)
+		branch, br := g.residual(randFloats(r, tc.k, 2))
+		before := randResidual(r, tc.k)
+		base := g.int64s(before)
+		out := base
+		if !tc.inPlace {
+			out = g.int64s(randResidual(r, tc.k))
+		}
+		w := randFloats(r, tc.k, 1)
+		dw := g.floats(w, 0)
+		want := f64s(br)
+		if tc.norm {
+			refNormGroups(want, w, tc.k, 1e-5)
+		} else {
+			dw = 0
+		}
+		for i := range want {
+			want[i] *= float64(tc.rs)
+		}
+		poison := g.floats([]float32{0}, 0)
+		if err := g.l.postnorm(branch, base, out, dw, 1e-5, tc.rs, tc.k, poison); err != nil {
+			t.Fatal(err)
+		}
+		check(t, name, residualDelta(g.readInt64s(out, tc.k), before), want, f32Tol)
+		if got := g.readInt64s(branch, tc.k); slices.ContainsFunc(got, func(v int64) bool { return v != 0 }) {
+			t.Errorf("%s: the branch buffer is not zeroed", name)
+		}
+		if p := math.Float32bits(g.read(poison, 1)[0]); p != 0 {
+			t.Errorf("%s: poison word %d", name, p)
 		}
 	}
 }

@@ -3,9 +3,9 @@ package cuda
 import (
 	"context"
 	"fmt"
-	"math"
 
 	"gotok/backend/cuda/cu"
+	"gotok/model"
 	"gotok/sample"
 )
 
@@ -43,7 +43,11 @@ type prefill struct {
 	xn     cu.DevicePtr   // normalized input or attention output, f16 [chunk][max(dim, qdim)]
 	qkv    cu.DevicePtr   // Q, K, V projections, f32 [chunk][qdim+2·kvdim]
 	q      cu.DevicePtr   // roped queries, f16 [chunk][qdim]
-	h      cu.DevicePtr   // SiLU(gate)·up, f16 [chunk][ffn]
+	h      cu.DevicePtr   // act(gate)·up, f16 [chunk][ffn]
+	// branch holds a branch's output before its post-norm or residual
+	// multiplier, f32 [chunk][dim] (0: the model has neither; the
+	// projections add into x).
+	branch cu.DevicePtr
 }
 
 // prefillUnsupported says why the batched prefill cannot run this model
@@ -102,7 +106,11 @@ func (b *Backend) setupPrefill(l launcher) error {
 		{&p.qkv, 4 * p.chunk * (c.QDim() + 2*c.KVDim())},
 		{&p.q, 2 * p.chunk * c.QDim()},
 		{&p.h, 2 * p.chunk * c.FFNDim},
+		{&p.branch, 4 * p.chunk * c.Dim},
 	} {
+		if a.p == &p.branch && !c.Block.PostNorm && c.Block.ResidualScale == 1 {
+			continue
+		}
 		if *a.p, err = b.alloc(a.bytes); err != nil {
 			return fmt.Errorf("cuda: prefill scratch: %w", err)
 		}
@@ -169,6 +177,7 @@ func (b *Backend) prefillBatched(ctx context.Context, tokens []int32, pos int) (
 	c := &b.cfg
 	b.logitsPos = pos + len(tokens) - 1
 	err := p.l.logits(logitsArgs{x: p.x.Offset(4 * (last - 1) * c.Dim), normW: b.outNorm, eps: c.RMSEps, w: &b.output,
+		scale: c.Block.LogitScale, softcap: c.Block.FinalSoftcap,
 		logits: b.logits, partV: b.partV, partI: b.partI, ticket: b.ticket, result: b.host.Device.Offset(4 * ioResult)})
 	if err != nil {
 		return fail(err)
@@ -180,13 +189,18 @@ func (b *Backend) prefillBatched(ctx context.Context, tokens []int32, pos int) (
 }
 
 // recordPrefill enqueues every layer for m prompt tokens (int32 at tok) at
-// positions pos0.., leaving the residual stream in b.pre.x.
+// positions pos0.., leaving the residual stream in b.pre.x. The block's
+// variations are the decode step's (recordStep), as arguments of the same
+// kernels but for the Q/K norms (prefill_qk_norm, before prefill_rope) and
+// the post-norms and residual multipliers (the projection stores its
+// product, and prefill_branch adds it to x).
 func (b *Backend) recordPrefill(l *launcher, tok cu.DevicePtr, m, pos0 int) error {
 	c, p := &b.cfg, b.pre
-	if err := l.prefillEmbed(tok, m, &b.embd, p.x); err != nil {
+	blk := &c.Block
+	if err := l.prefillEmbed(tok, m, &b.embd, blk.EmbedScale, p.x); err != nil {
 		return err
 	}
-	scale := float32(1 / math.Sqrt(float64(c.HeadDim)))
+	temp := attnTemp{scale: blk.AttnTempScale, floor: blk.AttnTempFloor}
 	for i := range b.layers {
 		ly := &b.layers[i]
 		if err := l.prefillNorm(p.x, ly.attnNorm, c.RMSEps, m, c.Dim, p.xn); err != nil {
@@ -195,31 +209,57 @@ func (b *Backend) recordPrefill(l *launcher, tok cu.DevicePtr, m, pos0 int) erro
 		if err := b.prefillQKV(l, ly, m); err != nil {
 			return err
 		}
-		err := l.prefillRope(ropeArgs{qkv: p.qkv, bias: ly.bias, m: m, pos0: pos0, nHead: c.NumHeads, nKV: c.NumKVHeads,
-			hd: c.HeadDim, ropeCS: b.ropeCS, ropeDim: c.Rope.Dim, neox: c.Rope.Neox, q: p.q, kCache: ly.kCache,
-			vCache: ly.vCache, ctxMax: b.ctxLen})
+		biasFrom := 0
+		if ly.qNorm != 0 {
+			err := l.prefillQKNorm(p.qkv, m, ly.bias, c.NumHeads, c.NumKVHeads, c.HeadDim, blk.QKNorm == model.QKNormFull,
+				ly.qNorm, ly.kNorm, c.RMSEps)
+			if err != nil {
+				return err
+			}
+			biasFrom = c.NumHeads + c.NumKVHeads
+		}
+		ropeCS, ropeDim := b.layerRope(i)
+		err := l.prefillRope(ropeArgs{qkv: p.qkv, bias: ly.bias, biasFrom: biasFrom, m: m, pos0: pos0, nHead: c.NumHeads,
+			nKV: c.NumKVHeads, hd: c.HeadDim, ropeCS: ropeCS, ropeDim: ropeDim, neox: c.Rope.Neox, temp: temp, q: p.q,
+			kCache: ly.kCache, vCache: ly.vCache, ctxMax: b.ctxLen})
 		if err != nil {
 			return err
 		}
 		err = l.prefillAttention(prefillAttnArgs{q: p.q, m: m, pos0: pos0, kCache: ly.kCache, vCache: ly.vCache,
-			ctxMax: b.ctxLen, nHead: c.NumHeads, nKV: c.NumKVHeads, hd: c.HeadDim, scale: scale, out: p.xn})
+			ctxMax: b.ctxLen, nHead: c.NumHeads, nKV: c.NumKVHeads, hd: c.HeadDim, scale: blk.AttnScale,
+			window: c.LayerAttn[i].Window, softcap: blk.AttnSoftcap, out: p.xn})
 		if err != nil {
 			return err
 		}
-		if err := l.gemm(p.xn, m, &ly.wo, nil, gemmAdd, p.x); err != nil {
+		if err := b.prefillProject(l, p.xn, m, &ly.wo, ly.attnPost); err != nil {
 			return err
 		}
 		if err := l.prefillNorm(p.x, ly.ffnNorm, c.RMSEps, m, c.Dim, p.xn); err != nil {
 			return err
 		}
-		if err := l.gemm(p.xn, m, &ly.gate, &ly.up, gemmGLU, p.h); err != nil {
+		if err := l.gemmGLU(p.xn, m, &ly.gate, &ly.up, blk.Act, p.h); err != nil {
 			return err
 		}
-		if err := l.gemm(p.h, m, &ly.down, nil, gemmAdd, p.x); err != nil {
+		if err := b.prefillProject(l, p.h, m, &ly.down, ly.ffnPost); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// prefillProject adds a branch's last projection, w times the f16
+// activations a of m tokens, to the residual stream: in the gemm, or
+// (post-norm postNorm set, or a residual multiplier) through p.branch and
+// prefill_branch.
+func (b *Backend) prefillProject(l *launcher, a cu.DevicePtr, m int, w *deviceMatrix, postNorm cu.DevicePtr) error {
+	c, p := &b.cfg, b.pre
+	if postNorm == 0 && c.Block.ResidualScale == 1 {
+		return l.gemm(a, m, w, gemmAdd, p.x)
+	}
+	if err := l.gemm(a, m, w, gemmStore, p.branch); err != nil {
+		return err
+	}
+	return l.prefillBranch(p.branch, postNorm, c.RMSEps, c.Block.ResidualScale, m, c.Dim, p.x)
 }
 
 // sampleLogits draws the next token from the logits of position pos on the
@@ -229,12 +269,12 @@ func (b *Backend) recordPrefill(l *launcher, tok cu.DevicePtr, m, pos0 int) erro
 func (b *Backend) prefillQKV(l *launcher, ly *layerWeights, m int) error {
 	p := b.pre
 	if ly.qkv.Rows > 0 {
-		return l.gemm(p.xn, m, &ly.qkv, nil, gemmStore, p.qkv)
+		return l.gemm(p.xn, m, &ly.qkv, gemmStore, p.qkv)
 	}
 	n := ly.wq.Rows + ly.wk.Rows + ly.wv.Rows
 	col := 0
 	for _, w := range []*deviceMatrix{&ly.wq, &ly.wk, &ly.wv} {
-		if err := l.gemmInto(p.xn, m, w, nil, gemmStore, p.qkv.Offset(4*col), n); err != nil {
+		if err := l.gemmInto(p.xn, m, w, nil, 0, gemmStore, p.qkv.Offset(4*col), n); err != nil {
 			return err
 		}
 		col += w.Rows

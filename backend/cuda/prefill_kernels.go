@@ -14,7 +14,7 @@ type gemmEpilogue int
 const (
 	gemmStore gemmEpilogue = iota // out f32 = A·Wᵀ
 	gemmAdd                       // out f32 += A·Wᵀ
-	gemmGLU                       // out f16 = SiLU(A·Gᵀ)∘(A·Uᵀ)
+	gemmGLU                       // out f16 = act(A·Gᵀ)∘(A·Uᵀ)
 )
 
 func (e gemmEpilogue) String() string { return [...]string{"store", "add", "glu"}[e] }
@@ -33,6 +33,8 @@ type prefillKernels struct {
 	gemm      [numGPUTypes][3]*cu.Function // by weight type and epilogue
 	norm      *cu.Function
 	rope      *cu.Function
+	qkNorm    *cu.Function         // Q/K norms (prefill_qk_norm)
+	branch    *cu.Function         // post-norms and residual multipliers (prefill_branch)
 	attention map[int]*cu.Function // by head dimension
 }
 
@@ -89,6 +91,14 @@ func (k *kernelSet) loadPrefill(c *cu.Context, target, dir string) error {
 		return err
 	}
 	p.rope = fs[0]
+	if fs, err = load("prefill_qk_norm", "prefill_qk_norm"); err != nil {
+		return err
+	}
+	p.qkNorm = fs[0]
+	if fs, err = load("prefill_branch", "prefill_branch"); err != nil {
+		return err
+	}
+	p.branch = fs[0]
 	names = names[:0]
 	for _, hd := range prefillHeadDims {
 		names = append(names, fmt.Sprintf("prefill_attention_hd%d", hd))

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"gotok/backend/cuda/cu"
+	"gotok/model"
 )
 
 // The batched prefill's launches, one kernel each. Activations are
@@ -19,13 +20,14 @@ const (
 )
 
 // prefillEmbed writes the embedding rows of m tokens (int32, device memory)
-// to x, f32 [m][cols].
-func (l *launcher) prefillEmbed(tokens cu.DevicePtr, m int, w *deviceMatrix, x cu.DevicePtr) error {
+// times scale to x, f32 [m][cols].
+func (l *launcher) prefillEmbed(tokens cu.DevicePtr, m int, w *deviceMatrix, scale float32, x cu.DevicePtr) error {
 	return l.launch(l.k.pre.embed[w.Type], cu.Dim3{X: (w.Cols + 255) / 256, Y: m, Z: 1}, 256, 0,
-		cu.Args{tokens, i32(m), w.Q, w.D, i32(w.Cols), x})
+		cu.Args{tokens, i32(m), w.Q, w.D, i32(w.Cols), scale, x})
 }
 
-// prefillNorm writes rmsnorm(x)·w rounded to f16 for m rows of k.
+// prefillNorm writes rmsnorm(x)·w rounded to f16 for m rows of k (w 0: x
+// rounded).
 func (l *launcher) prefillNorm(x, w cu.DevicePtr, eps float32, m, k int, out cu.DevicePtr) error {
 	const rowsPerBlock = 4
 	return l.launch(l.k.pre.norm, cu.Dim((m+rowsPerBlock-1)/rowsPerBlock), rowsPerBlock*prefillWarp, 0,
@@ -33,15 +35,21 @@ func (l *launcher) prefillNorm(x, w cu.DevicePtr, eps float32, m, k int, out cu.
 }
 
 // gemm multiplies the f16 activations a ([m][w.Cols]) by w's rows into out
-// ([m][w.Rows]) as epi says. For gemmGLU, w is the gate and w2 the up
-// projection.
-func (l *launcher) gemm(a cu.DevicePtr, m int, w, w2 *deviceMatrix, epi gemmEpilogue, out cu.DevicePtr) error {
-	return l.gemmInto(a, m, w, w2, epi, out, w.Rows)
+// ([m][w.Rows]) as epi says.
+func (l *launcher) gemm(a cu.DevicePtr, m int, w *deviceMatrix, epi gemmEpilogue, out cu.DevicePtr) error {
+	return l.gemmInto(a, m, w, nil, 0, epi, out, w.Rows)
+}
+
+// gemmGLU writes act(a·gateᵀ)∘(a·upᵀ), f16 [m][gate.Rows], to out.
+func (l *launcher) gemmGLU(a cu.DevicePtr, m int, gate, up *deviceMatrix, act model.Activation, out cu.DevicePtr) error {
+	return l.gemmInto(a, m, gate, up, act, gemmGLU, out, gate.Rows)
 }
 
 // gemmInto is gemm writing rows ldo elements apart: out may be a column
 // range of a wider matrix (Q, K and V multiplied apart into one output).
-func (l *launcher) gemmInto(a cu.DevicePtr, m int, w, w2 *deviceMatrix, epi gemmEpilogue, out cu.DevicePtr, ldo int) error {
+// For gemmGLU, w is the gate and w2 the up projection, act the gate's
+// activation.
+func (l *launcher) gemmInto(a cu.DevicePtr, m int, w, w2 *deviceMatrix, act model.Activation, epi gemmEpilogue, out cu.DevicePtr, ldo int) error {
 	f := l.k.pre.gemm[w.Type][epi]
 	if f == nil {
 		return fmt.Errorf("cuda: no prefill gemm for %s weights", w.Type.suffix())
@@ -59,17 +67,21 @@ func (l *launcher) gemmInto(a cu.DevicePtr, m int, w, w2 *deviceMatrix, epi gemm
 		tilesN = (w.Rows + gemmTileN/2 - 1) / (gemmTileN / 2)
 	}
 	return l.launch(f, cu.Dim3{X: tilesN, Y: (m + gemmTileM - 1) / gemmTileM, Z: 1}, 128, 0,
-		cu.Args{a, i32(m), i32(w.Cols), w.Q, w.D, q2, d2, i32(w.Rows), out, i32(ldo)})
+		cu.Args{a, i32(m), i32(w.Cols), w.Q, w.D, q2, d2, i32(w.Rows), out, i32(ldo), i32(int(act))})
 }
 
 // ropeArgs are prefill_rope's operands: qkv is the store gemm's output.
 type ropeArgs struct {
-	qkv, bias      cu.DevicePtr
+	qkv, bias cu.DevicePtr
+	// biasFrom is the first head bias applies to (prefillQKNorm has added
+	// Q's and K's when the model normalizes them).
+	biasFrom       int
 	m, pos0        int
 	nHead, nKV, hd int
 	ropeCS         cu.DevicePtr
-	ropeDim        int
+	ropeDim        int // 0: no rotation
 	neox           bool
+	temp           attnTemp
 	q              cu.DevicePtr // f16 [m][nHead*hd]
 	kCache, vCache cu.DevicePtr
 	ctxMax         int
@@ -81,8 +93,29 @@ func (l *launcher) prefillRope(a ropeArgs) error {
 		neox = 1
 	}
 	n := a.m * (a.nHead + 2*a.nKV) * a.hd / 2
-	return l.launch(l.k.pre.rope, cu.Dim((n+255)/256), 256, 0, cu.Args{a.qkv, i32(a.m), a.bias, i32(a.nHead),
-		i32(a.nKV), i32(a.hd), a.ropeCS, i32(a.ropeDim), neox, i32(a.pos0), a.q, a.kCache, a.vCache, i32(a.ctxMax)})
+	return l.launch(l.k.pre.rope, cu.Dim((n+255)/256), 256, 0, cu.Args{a.qkv, i32(a.m), a.bias, i32(a.biasFrom),
+		i32(a.nHead), i32(a.nKV), i32(a.hd), a.ropeCS, i32(a.ropeDim), neox, a.temp.scale, i32(a.temp.floor), i32(a.pos0),
+		a.q, a.kCache, a.vCache, i32(a.ctxMax)})
+}
+
+// prefillQKNorm adds Q's and K's biases (bias set) to the stacked
+// projection qkv of m tokens and RMS-normalizes them in place, per head or
+// (full) over each whole projection.
+func (l *launcher) prefillQKNorm(qkv cu.DevicePtr, m int, bias cu.DevicePtr, nHead, nKV, hd int, full bool, qw, kw cu.DevicePtr, eps float32) error {
+	groups := nHead + nKV
+	if full {
+		groups = 2
+	}
+	const warps = 4
+	return l.launch(l.k.pre.qkNorm, cu.Dim((m*groups+warps-1)/warps), 32*warps, 0,
+		cu.Args{qkv, i32(m), bias, i32(nHead), i32(nKV), i32(hd), b32(full), qw, kw, eps})
+}
+
+// prefillBranch adds rs·rmsnorm(branch)·w (w 0: rs·branch) to x, m rows of
+// k f32.
+func (l *launcher) prefillBranch(branch, w cu.DevicePtr, eps, rs float32, m, k int, x cu.DevicePtr) error {
+	const warps = 4
+	return l.launch(l.k.pre.branch, cu.Dim((m+warps-1)/warps), 32*warps, 0, cu.Args{branch, w, eps, rs, i32(m), i32(k), x})
 }
 
 // prefillAttnArgs are prefill_attention's operands.
@@ -93,6 +126,8 @@ type prefillAttnArgs struct {
 	ctxMax         int
 	nHead, nKV, hd int
 	scale          float32
+	window         int          // sliding window (0: none)
+	softcap        float32      // 0: none
 	out            cu.DevicePtr // f16 [m][nHead*hd]
 }
 
@@ -103,5 +138,6 @@ func (l *launcher) prefillAttention(a prefillAttnArgs) error {
 	}
 	rows := a.m * (a.nHead / a.nKV)
 	return l.launch(f, cu.Dim3{X: (rows + attnTileRow - 1) / attnTileRow, Y: a.nKV, Z: 1}, 128, 0,
-		cu.Args{a.q, i32(a.m), i32(a.pos0), a.kCache, a.vCache, i32(a.ctxMax), i32(a.nHead), i32(a.nKV), a.scale, a.out})
+		cu.Args{a.q, i32(a.m), i32(a.pos0), a.kCache, a.vCache, i32(a.ctxMax), i32(a.nHead), i32(a.nKV), a.scale,
+			i32(a.window), a.softcap, a.out})
 }

@@ -129,7 +129,7 @@ func TestGemmKernels(t *testing.T) {
 			u := refGemm(a, m, k, refF16Rows(w2))
 			out := g.floats(nil, (m+1)*n)
 			g.settle()
-			if err := g.l.gemm(da, m, dw, nil, gemmStore, out); err != nil {
+			if err := g.l.gemm(da, m, dw, gemmStore, out); err != nil {
 				t.Fatal(err)
 			}
 			got := g.read(out, (m+1)*n)
@@ -139,7 +139,7 @@ func TestGemmKernels(t *testing.T) {
 			y0 := randFloats(r, m*n, 1)
 			ya := g.floats(y0, 0)
 			g.settle()
-			if err := g.l.gemm(da, m, dw, nil, gemmAdd, ya); err != nil {
+			if err := g.l.gemm(da, m, dw, gemmAdd, ya); err != nil {
 				t.Fatal(err)
 			}
 			want := make([]float64, m*n)
@@ -148,20 +148,22 @@ func TestGemmKernels(t *testing.T) {
 			}
 			check(t, name+" add", g.read(ya, m*n), want, gemmTol)
 
-			h := g.halves((m + 1) * n)
-			g.settle()
-			if err := g.l.gemm(da, m, dw, dw2, gemmGLU, h); err != nil {
-				t.Fatal(err)
+			for _, act := range []model.Activation{model.SiLU, model.GELUTanh} {
+				h := g.halves((m + 1) * n)
+				g.settle()
+				if err := g.l.gemmGLU(da, m, dw, dw2, act, h); err != nil {
+					t.Fatal(err)
+				}
+				gotH := g.readHalves(h, (m+1)*n)
+				check(t, fmt.Sprintf("%s glu act %d", name, act), gotH[:m*n], refGLU(c, u, act), f16OutTol)
+				untouched(t, name+" glu", gotH[m*n:])
 			}
-			gotH := g.readHalves(h, (m+1)*n)
-			check(t, name+" glu", gotH[:m*n], refSiLUMul(c, u), f16OutTol)
-			untouched(t, name+" glu", gotH[m*n:])
 
 			// Columns [3, 3+n) of rows n+5 wide.
 			ldo := n + 5
 			wide := g.floats(nil, (m+1)*ldo)
 			g.settle()
-			if err := g.l.gemmInto(da, m, dw, nil, gemmStore, wide.Offset(4*3), ldo); err != nil {
+			if err := g.l.gemmInto(da, m, dw, nil, 0, gemmStore, wide.Offset(4*3), ldo); err != nil {
 				t.Fatal(err)
 			}
 			gotW := g.read(wide, (m+1)*ldo)
@@ -179,16 +181,23 @@ func TestGemmKernels(t *testing.T) {
 func TestPrefillNormKernel(t *testing.T) {
 	g := newGPU(t)
 	r := rand.New(rand.NewPCG(12, 12))
-	for _, sh := range []struct{ m, k int }{{1, 64}, {5, 576}, {130, 1000}, {512, 576}} {
+	for i, sh := range []struct{ m, k int }{{1, 64}, {5, 576}, {130, 1000}, {512, 576}, {9, 100}} {
 		x, w := randFloats(r, sh.m*sh.k, 2), randFloats(r, sh.k, 1)
 		out := g.halves((sh.m + 1) * sh.k)
+		// Every other shape without weights: no pre-norm, the rows only
+		// rounded.
+		noNorm := i%2 == 1
+		dw, want := g.floats(w, 0), refPrefillNorm(x, w, 1e-5, sh.m, sh.k)
+		if noNorm {
+			dw, want = 0, f64s(x)
+		}
 		g.settle()
-		if err := g.l.prefillNorm(g.floats(x, 0), g.floats(w, 0), 1e-5, sh.m, sh.k, out); err != nil {
+		if err := g.l.prefillNorm(g.floats(x, 0), dw, 1e-5, sh.m, sh.k, out); err != nil {
 			t.Fatal(err)
 		}
 		got := g.readHalves(out, (sh.m+1)*sh.k)
-		name := fmt.Sprintf("m%d/k%d", sh.m, sh.k)
-		check(t, name, got[:sh.m*sh.k], refPrefillNorm(x, w, 1e-5, sh.m, sh.k), f16OutTol)
+		name := fmt.Sprintf("m%d/k%d/nonorm=%v", sh.m, sh.k, noNorm)
+		check(t, name, got[:sh.m*sh.k], want, f16OutTol)
 		untouched(t, name, got[sh.m*sh.k:])
 	}
 }
@@ -203,14 +212,17 @@ func TestPrefillEmbedKernel(t *testing.T) {
 		}
 		_, w, hm := randWeights(t, r, typ, rows, cols)
 		toks := make([]int32, m)
+		const scale = 1.7 // an embedding multiplier, in float32 as the kernel rounds it
 		var want []float64
 		for i := range toks {
 			toks[i] = int32(r.IntN(rows))
-			want = append(want, w[toks[i]]...)
+			for _, v := range w[toks[i]] {
+				want = append(want, float64(float32(v)*scale))
+			}
 		}
 		x := g.floats(nil, (m+1)*cols)
 		g.settle()
-		if err := g.l.prefillEmbed(g.int32s(toks...), m, g.matrix(hm), x); err != nil {
+		if err := g.l.prefillEmbed(g.int32s(toks...), m, g.matrix(hm), scale, x); err != nil {
 			t.Fatal(err)
 		}
 		got := g.read(x, (m+1)*cols)
@@ -229,14 +241,16 @@ func TestPrefillRopeKernel(t *testing.T) {
 		nHead, nKV, hd, ropeDim int
 		neox, bias              bool
 		m, pos0, ctx            int
+		temp                    attnTemp
 	}{
-		{4, 2, 16, 16, false, false, 7, 0, 64},
-		{9, 3, 64, 64, false, false, 130, 37, 300},
-		{8, 2, 64, 32, true, true, 50, 100, 200},
-		{4, 4, 128, 128, true, false, 1, 9, 16},
+		{4, 2, 16, 16, false, false, 7, 0, 64, attnTemp{}},
+		{9, 3, 64, 64, false, false, 130, 37, 300, attnTemp{scale: 0.3, floor: 8}},
+		{8, 2, 64, 32, true, true, 50, 100, 200, attnTemp{}},
+		{4, 4, 128, 128, true, false, 1, 9, 16, attnTemp{}},
+		{4, 2, 32, 0, true, true, 20, 3, 40, attnTemp{scale: 0.5, floor: 4}}, // no rotation (SmolLM3's layers)
 	}
 	for _, tc := range cases {
-		name := fmt.Sprintf("h%d/kv%d/hd%d/rope%d/neox=%v/bias=%v/m%d/pos%d", tc.nHead, tc.nKV, tc.hd, tc.ropeDim, tc.neox, tc.bias, tc.m, tc.pos0)
+		name := fmt.Sprintf("h%d/kv%d/hd%d/rope%d/neox=%v/bias=%v/m%d/pos%d/temp%v", tc.nHead, tc.nKV, tc.hd, tc.ropeDim, tc.neox, tc.bias, tc.m, tc.pos0, tc.temp.scale)
 		w := (tc.nHead + 2*tc.nKV) * tc.hd
 		qkv := randFloats(r, tc.m*w, 1)
 		var bias []float32
@@ -245,19 +259,19 @@ func TestPrefillRopeKernel(t *testing.T) {
 			bias = randFloats(r, w, 0.5)
 			dbias = g.floats(bias, 0)
 		}
-		cs := refRopeTable(tc.ctx, plainRope(tc.ropeDim))
+		cs := refRopeTable(tc.ctx, plainRope(max(tc.ropeDim, 2)))
 		kc, vc := randFloats(r, tc.nKV*tc.ctx*tc.hd, 1), randFloats(r, tc.nKV*tc.ctx*tc.hd, 1)
 		dkc, dvc := g.floats(kc, 0), g.floats(vc, 0)
 		qd := tc.nHead * tc.hd
 		dq := g.halves((tc.m + 1) * qd)
 		g.settle()
 		err := g.l.prefillRope(ropeArgs{qkv: g.floats(qkv, 0), bias: dbias, m: tc.m, pos0: tc.pos0, nHead: tc.nHead,
-			nKV: tc.nKV, hd: tc.hd, ropeCS: g.floats(cs, 0), ropeDim: tc.ropeDim, neox: tc.neox, q: dq,
+			nKV: tc.nKV, hd: tc.hd, ropeCS: g.floats(cs, 0), ropeDim: tc.ropeDim, neox: tc.neox, temp: tc.temp, q: dq,
 			kCache: dkc, vCache: dvc, ctxMax: tc.ctx})
 		if err != nil {
 			t.Fatal(err)
 		}
-		q, wantK, wantV := refPrefillRope(qkv, bias, tc.m, tc.nHead, tc.nKV, tc.hd, tc.ropeDim, tc.neox, cs, tc.pos0, kc, vc, tc.ctx)
+		q, wantK, wantV := refPrefillRope(qkv, bias, tc.m, tc.nHead, tc.nKV, tc.hd, tc.ropeDim, tc.neox, cs, tc.temp, tc.pos0, kc, vc, tc.ctx)
 		gotQ := g.readHalves(dq, (tc.m+1)*qd)
 		check(t, name+" q", gotQ[:tc.m*qd], q, f16OutTol)
 		untouched(t, name+" q", gotQ[tc.m*qd:])
@@ -283,12 +297,20 @@ func TestPrefillRopeKernel(t *testing.T) {
 func TestPrefillAttentionKernel(t *testing.T) {
 	g := newGPU(t)
 	r := rand.New(rand.NewPCG(15, 15))
-	cases := []struct{ hd, nHead, nKV, m, pos0 int }{
-		{16, 4, 2, 7, 0}, {16, 4, 2, 200, 37}, {32, 8, 1, 65, 0}, {64, 9, 3, 1, 0}, {64, 9, 3, 130, 0},
-		{64, 9, 3, 100, 130}, {64, 4, 4, 64, 64}, {128, 4, 1, 70, 10}, {128, 2, 2, 33, 200},
+	cases := []struct {
+		hd, nHead, nKV, m, pos0 int
+		window                  int     // sliding window (0: none)
+		cap                     float32 // soft-cap (0: none)
+	}{
+		{16, 4, 2, 7, 0, 0, 0}, {16, 4, 2, 200, 37, 0, 0}, {32, 8, 1, 65, 0, 0, 0}, {64, 9, 3, 1, 0, 0, 0}, {64, 9, 3, 130, 0, 0, 0},
+		{64, 9, 3, 100, 130, 0, 0}, {64, 4, 4, 64, 64, 0, 0}, {128, 4, 1, 70, 10, 0, 0}, {128, 2, 2, 33, 200, 0, 0},
+		// Windows shorter than a tile, longer than one, past the prompt;
+		// soft-caps with and without them.
+		{32, 4, 2, 150, 20, 8, 0}, {64, 9, 3, 200, 100, 100, 1.5}, {128, 4, 1, 70, 300, 4096, 0}, {16, 4, 4, 90, 0, 0, 2},
+		{64, 2, 1, 130, 0, 65, 0},
 	}
 	for _, tc := range cases {
-		name := fmt.Sprintf("hd%d/h%d/kv%d/m%d/pos%d", tc.hd, tc.nHead, tc.nKV, tc.m, tc.pos0)
+		name := fmt.Sprintf("hd%d/h%d/kv%d/m%d/pos%d/win%d/cap%v", tc.hd, tc.nHead, tc.nKV, tc.m, tc.pos0, tc.window, tc.cap)
 		ctx := tc.pos0 + tc.m + 70
 		kc, vc := randFloats(r, tc.nKV*ctx*tc.hd, 1), randFloats(r, tc.nKV*ctx*tc.hd, 1)
 		for i := range kc {
@@ -302,13 +324,101 @@ func TestPrefillAttentionKernel(t *testing.T) {
 		scale := float32(1 / math.Sqrt(float64(tc.hd)))
 		g.settle()
 		err := g.l.prefillAttention(prefillAttnArgs{q: g.bytes(q16), m: tc.m, pos0: tc.pos0, kCache: g.floats(kc, 0),
-			vCache: g.floats(vc, 0), ctxMax: ctx, nHead: tc.nHead, nKV: tc.nKV, hd: tc.hd, scale: scale, out: out})
+			vCache: g.floats(vc, 0), ctxMax: ctx, nHead: tc.nHead, nKV: tc.nKV, hd: tc.hd, scale: scale, window: tc.window,
+			softcap: tc.cap, out: out})
 		if err != nil {
 			t.Fatal(err)
 		}
 		got := g.readHalves(out, (tc.m+1)*qd)
-		check(t, name, got[:tc.m*qd], refPrefillAttention(q, kc, vc, tc.m, tc.pos0, tc.nHead, tc.nKV, tc.hd, ctx, scale), prefillAttnTol)
+		want := refPrefillAttention(q, kc, vc, tc.m, tc.pos0, tc.nHead, tc.nKV, tc.hd, ctx, tc.window, scale, tc.cap)
+		check(t, name, got[:tc.m*qd], want, prefillAttnTol)
 		untouched(t, name, got[tc.m*qd:])
+	}
+}
+
+// TestPrefillQKNormKernel checks the Q/K norms of the batched prefill,
+// per head and over the whole projection, with and without biases,
+// against the twin: V and the rows past m untouched.
+func TestPrefillQKNormKernel(t *testing.T) {
+	g := newGPU(t)
+	r := rand.New(rand.NewPCG(16, 16))
+	for _, tc := range []struct {
+		nHead, nKV, hd, m int
+		full, bias        bool
+	}{{4, 2, 32, 7, false, false}, {16, 8, 128, 130, false, true}, {4, 2, 32, 9, true, false}, {32, 8, 64, 40, true, true}} {
+		name := fmt.Sprintf("h%d/kv%d/hd%d/m%d/full=%v/bias=%v", tc.nHead, tc.nKV, tc.hd, tc.m, tc.full, tc.bias)
+		qd, kvd := tc.nHead*tc.hd, tc.nKV*tc.hd
+		w := qd + 2*kvd
+		qkv := randFloats(r, (tc.m+1)*w, 2)
+		var bias []float32
+		var dbias cu.DevicePtr
+		if tc.bias {
+			bias = randFloats(r, w, 0.5)
+			dbias = g.floats(bias, 0)
+		}
+		qw, kw := randFloats(r, tc.hd, 1), randFloats(r, tc.hd, 1)
+		qn, kn := tc.hd, tc.hd
+		if tc.full {
+			qw, kw, qn, kn = randFloats(r, qd, 1), randFloats(r, kvd, 1), qd, kvd
+		}
+		dqkv := g.floats(qkv, 0)
+		g.settle()
+		if err := g.l.prefillQKNorm(dqkv, tc.m, dbias, tc.nHead, tc.nKV, tc.hd, tc.full, g.floats(qw, 0), g.floats(kw, 0), 1e-5); err != nil {
+			t.Fatal(err)
+		}
+		want := f64s(qkv)
+		for i := 0; i < tc.m; i++ {
+			row := want[i*w : (i+1)*w]
+			for j := range qd + kvd {
+				if bias != nil {
+					row[j] += float64(bias[j])
+				}
+			}
+			refNormGroups(row[:qd], qw, qn, 1e-5)
+			refNormGroups(row[qd:qd+kvd], kw, kn, 1e-5)
+		}
+		check(t, name, g.read(dqkv, len(qkv)), want, f32Tol)
+	}
+}
+
+// TestPrefillBranchKernel checks a branch joining the prefill's residual
+// stream through its post-norm and the residual multiplier, or the
+// multiplier alone.
+func TestPrefillBranchKernel(t *testing.T) {
+	g := newGPU(t)
+	r := rand.New(rand.NewPCG(17, 17))
+	for _, tc := range []struct {
+		m, k int
+		norm bool
+		rs   float32
+	}{{1, 64, true, 1}, {130, 576, true, 0.5}, {7, 100, false, 0.25}, {33, 2048, true, 1}} {
+		name := fmt.Sprintf("m%d/k%d/norm=%v/rs%v", tc.m, tc.k, tc.norm, tc.rs)
+		branch, x, w := randFloats(r, tc.m*tc.k, 2), randFloats(r, (tc.m+1)*tc.k, 1), randFloats(r, tc.k, 1)
+		dw := g.floats(w, 0)
+		want := f64s(branch)
+		for i := 0; i < tc.m; i++ {
+			if tc.norm {
+				refNormGroups(want[i*tc.k:(i+1)*tc.k], w, tc.k, 1e-5)
+			}
+		}
+		if !tc.norm {
+			dw = 0
+		}
+		for i := range want {
+			want[i] = want[i]*float64(tc.rs) + float64(x[i])
+		}
+		dx := g.floats(x, 0)
+		g.settle()
+		if err := g.l.prefillBranch(g.floats(branch, 0), dw, 1e-5, tc.rs, tc.m, tc.k, dx); err != nil {
+			t.Fatal(err)
+		}
+		got := g.read(dx, (tc.m+1)*tc.k)
+		check(t, name, got[:tc.m*tc.k], want, f32Tol)
+		for i, v := range got[tc.m*tc.k:] {
+			if v != x[tc.m*tc.k+i] {
+				t.Fatalf("%s: element %d past the rows changed", name, tc.m*tc.k+i)
+			}
+		}
 	}
 }
 

@@ -74,9 +74,10 @@ func refPrefillNorm(x, w []float32, eps float32, m, k int) []float64 {
 	return out
 }
 
-// refPrefillRope returns the roped queries [m][nHead·hd] and writes the
-// roped K and the V rows of m tokens at pos0.. into copies of the caches.
-func refPrefillRope(qkv, bias []float32, m, nHead, nKV, hd, ropeDim int, neox bool, cs []float32, pos0 int,
+// refPrefillRope returns the roped queries [m][nHead·hd], times the
+// attention temperature of their position, and writes the roped K and the
+// V rows of m tokens at pos0.. into copies of the caches.
+func refPrefillRope(qkv, bias []float32, m, nHead, nKV, hd, ropeDim int, neox bool, cs []float32, temp attnTemp, pos0 int,
 	kc, vc []float32, ctx int) (q []float64, kOut, vOut []float32) {
 	w := (nHead + 2*nKV) * hd
 	kOut, vOut = append([]float32(nil), kc...), append([]float32(nil), vc...)
@@ -91,6 +92,12 @@ func refPrefillRope(qkv, bias []float32, m, nHead, nKV, hd, ropeDim int, neox bo
 		qr, kr, vr := row[:nHead*hd], row[nHead*hd:(nHead+nKV)*hd], row[(nHead+nKV)*hd:]
 		refRope(qr, nHead, hd, ropeDim, neox, cs, pos0+t)
 		refRope(kr, nKV, hd, ropeDim, neox, cs, pos0+t)
+		if temp.scale != 0 {
+			f := 1 + float64(temp.scale)*math.Log(float64((pos0+t)/temp.floor)+1)
+			for i := range qr {
+				qr[i] *= f
+			}
+		}
 		q = append(q, qr...)
 		for h := 0; h < nKV; h++ {
 			for d := 0; d < hd; d++ {
@@ -103,33 +110,38 @@ func refPrefillRope(qkv, bias []float32, m, nHead, nKV, hd, ropeDim int, neox bo
 }
 
 // refPrefillAttention returns, for each of m tokens at positions pos0.. and
-// each query head, softmax(q·Kᵀ·scale)·V over keys 0..pos0+t, with K and V
-// rounded to f16 as the kernel's tiles hold them. q is [m][nHead·hd].
-func refPrefillAttention(q []float64, kc, vc []float32, m, pos0, nHead, nKV, hd, ctx int, scale float32) []float64 {
+// each query head, softmax(softcap(q·Kᵀ·scale))·V over keys 0..pos0+t (the
+// last window of them when window > 0), with K and V rounded to f16 as the
+// kernel's tiles hold them. q is [m][nHead·hd].
+func refPrefillAttention(q []float64, kc, vc []float32, m, pos0, nHead, nKV, hd, ctx, window int, scale, cap float32) []float64 {
 	out := make([]float64, m*nHead*hd)
 	group := nHead / nKV
 	for t := 0; t < m; t++ {
 		n := pos0 + t + 1
+		lo := 0
+		if window > 0 {
+			lo = max(0, n-window)
+		}
 		for h := 0; h < nHead; h++ {
 			kvh := h / group
 			qh := q[(t*nHead+h)*hd : (t*nHead+h+1)*hd]
 			s := make([]float64, n)
 			mx := math.Inf(-1)
-			for j := 0; j < n; j++ {
+			for j := lo; j < n; j++ {
 				d := 0.0
 				for i := 0; i < hd; i++ {
 					d += qh[i] * f16Round(float64(kc[(kvh*ctx+j)*hd+i]))
 				}
-				s[j] = d * float64(scale)
+				s[j] = refSoftcap(d*float64(scale), cap)
 				mx = math.Max(mx, s[j])
 			}
 			z := 0.0
-			for j := range s {
+			for j := lo; j < n; j++ {
 				s[j] = math.Exp(s[j] - mx)
 				z += s[j]
 			}
 			o := out[(t*nHead+h)*hd : (t*nHead+h+1)*hd]
-			for j := 0; j < n; j++ {
+			for j := lo; j < n; j++ {
 				for i := 0; i < hd; i++ {
 					o[i] += s[j] / z * f16Round(float64(vc[(kvh*ctx+j)*hd+i]))
 				}

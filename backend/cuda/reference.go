@@ -95,29 +95,34 @@ func refRope(v []float64, heads, headDim, ropeDim int, neox bool, cs []float32, 
 	}
 }
 
-// refAttention returns softmax(q·Kᵀ·scale)·V per head over positions
-// 0..n-1; caches are [kvHead][ctx][headDim].
-func refAttention(q, kc, vc []float32, nHead, nKV, headDim, ctx, n int, scale float32) []float64 {
+// refAttention returns softmax(softcap(q·Kᵀ·scale))·V per head over the
+// positions n-window … n-1 (window 0: all n; cap 0: no soft-cap); caches
+// are [kvHead][ctx][headDim].
+func refAttention(q, kc, vc []float32, nHead, nKV, headDim, ctx, n, window int, scale, cap float32) []float64 {
 	out := make([]float64, nHead*headDim)
 	group := nHead / nKV
+	lo := 0
+	if window > 0 {
+		lo = max(0, n-window)
+	}
 	for h := 0; h < nHead; h++ {
 		kvh := h / group
 		s := make([]float64, n)
 		m := math.Inf(-1)
-		for t := 0; t < n; t++ {
+		for t := lo; t < n; t++ {
 			d := 0.0
 			for i := 0; i < headDim; i++ {
 				d += float64(q[h*headDim+i]) * float64(kc[(kvh*ctx+t)*headDim+i])
 			}
-			s[t] = d * float64(scale)
+			s[t] = refSoftcap(d*float64(scale), cap)
 			m = math.Max(m, s[t])
 		}
 		z := 0.0
-		for t := range s {
+		for t := lo; t < n; t++ {
 			s[t] = math.Exp(s[t] - m)
 			z += s[t]
 		}
-		for t := 0; t < n; t++ {
+		for t := lo; t < n; t++ {
 			for i := 0; i < headDim; i++ {
 				out[h*headDim+i] += s[t] / z * float64(vc[(kvh*ctx+t)*headDim+i])
 			}
@@ -126,11 +131,24 @@ func refAttention(q, kc, vc []float32, nHead, nKV, headDim, ctx, n int, scale fl
 	return out
 }
 
-// refSiLUMul returns SiLU(g)*u elementwise.
-func refSiLUMul(g, u []float64) []float64 {
+// refSoftcap is cap·tanh(x/cap), or x when cap is 0.
+func refSoftcap(x float64, cap float32) float64 {
+	if cap == 0 {
+		return x
+	}
+	return float64(cap) * math.Tanh(x/float64(cap))
+}
+
+// refGLU returns act(g)·u elementwise: SiLU, or GELU with its tanh
+// approximation.
+func refGLU(g, u []float64, act model.Activation) []float64 {
 	h := make([]float64, len(g))
-	for i := range g {
-		h[i] = g[i] / (1 + math.Exp(-g[i])) * u[i]
+	for i, x := range g {
+		if act == model.GELUTanh {
+			h[i] = 0.5 * x * (1 + math.Tanh(math.Sqrt(2/math.Pi)*(x+0.044715*x*x*x))) * u[i]
+		} else {
+			h[i] = x / (1 + math.Exp(-x)) * u[i]
+		}
 	}
 	return h
 }

@@ -33,6 +33,11 @@
 // fixed-point atomic add, so the groups' parts sum in any order to the same
 // bits.
 //
+// Per layer, the attention may see only the last `window` positions (a
+// sliding window; 0: all), squash its scores with soft-capping (softcap;
+// 0: none) and scale its output by rs (the model's residual multiplier)
+// before adding it.
+//
 // The grid is fixed, so one captured graph serves every position: the
 // length comes from pos_ptr in device memory, which the embedding kernel
 // wrote two launches earlier and is safe to read before the PDL wait, as
@@ -145,7 +150,7 @@ __device__ __forceinline__ float4 &os4(float *os, int e) { return *(float4 *)(os
 // of the row code: these kernels run on cold instruction caches.
 template <int T>
 __device__ __forceinline__ void oproj(const float *os, const oshape &o, const u8 *wq, const f16 *wd, int r0, int r1,
-                                      const wblk<T> &first, long long *res, unsigned *poison) {
+                                      const wblk<T> &first, float rs, long long *res, unsigned *poison) {
 	const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, sub = lane % o.LB;
 	const int rpp = (blockDim.x >> 5) * o.RPW, mine = w * o.RPW + lane / o.LB;
 	const bool col = sub < o.nbl;
@@ -168,16 +173,17 @@ __device__ __forceinline__ void oproj(const float *os, const oshape &o, const u8
 			}
 		}
 		for (int s = o.LB / 2; s > 0; s >>= 1) v += __shfl_xor_sync(0xffffffffu, v, s);
-		if (sub == 0 && r < r1) res_add(res + r, v, 0, poison);
+		if (sub == 0 && r < r1) res_add(res + r, v * rs, 0, poison);
 	}
 }
 
 template <int T, int NQ>
 __device__ __forceinline__ void attention(const float *q, const float *k_cache, const float *v_cache, int ctx_max,
                                           int head_dim, int n_head, int n_kv_head, int G, int W, int L,
-                                          const int *pos_ptr, float scale, int single, int min_chunk, int o_blocks,
-                                          int spin, float *part_acc, float *part_ml, unsigned *tickets,
-                                          const u8 *wq, const f16 *wd, int dim, long long *res, unsigned *poison) {
+                                          const int *pos_ptr, float scale, int window, float cap, int single,
+                                          int min_chunk, int o_blocks, int spin, float *part_acc, float *part_ml,
+                                          unsigned *tickets, const u8 *wq, const f16 *wd, int dim, float rs,
+                                          long long *res, unsigned *poison) {
 	extern __shared__ float4 sm4[];
 	__shared__ bool last;
 	float *sm = (float *)sm4;
@@ -186,7 +192,8 @@ __device__ __forceinline__ void attention(const float *q, const float *k_cache, 
 	const int h = w / W, wi = w % W; // this warp's head in the group, and its place among the head's warps
 	const int hb = blockIdx.x, y = blockIdx.y, h0 = hb * G;
 	const int kvh = h0 / (n_head / n_kv_head);
-	const int n = *pos_ptr + 1;
+	// The positions lo … pos, n of them.
+	const int lo = window > 0 ? max(0, *pos_ptr + 1 - window) : 0, n = *pos_ptr + 1 - lo;
 	// Contexts up to `single` positions take one split, which each of the
 	// first o_blocks blocks computes whole; longer ones ATT_SPLITS of at
 	// least min_chunk.
@@ -204,8 +211,8 @@ __device__ __forceinline__ void attention(const float *q, const float *k_cache, 
 	const bool direct = one || parts == 1;
 	const int s = one ? 0 : y;
 	const int t0 = s * c, cnt = computes ? min(n, t0 + c) - t0 : 0;
-	const float *kc = k_cache + ((long)kvh * ctx_max + t0) * D;
-	const float *vc = v_cache + ((long)kvh * ctx_max + t0) * D;
+	const float *kc = k_cache + ((long)kvh * ctx_max + lo + t0) * D;
+	const float *vc = v_cache + ((long)kvh * ctx_max + lo + t0) * D;
 	// The heads' outputs wait in shared memory past the region the
 	// softmax's combining steps use (host: attnShared).
 	float *os = sm + max(G * W * (D + 4), G * ATT_SPLITS + 4 * max(nthreads, G * D4));
@@ -255,7 +262,7 @@ __device__ __forceinline__ void attention(const float *q, const float *k_cache, 
 #pragma unroll
 			for (int j = 0; j < NQ; j++) d += dot4(k[u][j], qv[j]);
 			for (int o = L / 2; o > 0; o >>= 1) d += __shfl_xor_sync(0xffffffffu, d, o);
-			if (base + u * step < cnt) st.add(d, v[u]);
+			if (base + u * step < cnt) st.add(softcap(d, cap), v[u]);
 		}
 	}
 	// The lanes of a warp that share sub hold other positions: combine.
@@ -296,7 +303,7 @@ __device__ __forceinline__ void attention(const float *q, const float *k_cache, 
 	}
 	if (direct) {
 		__syncthreads();
-		oproj<T>(os, op, wq, wd, r0, r1, first, res, poison);
+		oproj<T>(os, op, wq, wd, r0, r1, first, rs, res, poison);
 		return;
 	}
 
@@ -372,7 +379,7 @@ __device__ __forceinline__ void attention(const float *q, const float *k_cache, 
 	}
 	if (!spin && tid == 0) tickets[hb] = 0;
 	__syncthreads();
-	oproj<T>(os, op, wq, wd, r0, r1, first, res, poison);
+	oproj<T>(os, op, wq, wd, r0, r1, first, rs, res, poison);
 }
 
 // attention_cl: the contexts the engine runs whole (up to `single`
@@ -458,8 +465,8 @@ __device__ __forceinline__ float merge_states(const float *src, int n, int strid
 template <int T, int NQ>
 __device__ __forceinline__ void attention_cl(const float *q, const float *k_cache, const float *v_cache, int ctx_max,
                                              int head_dim, int n_head, int n_kv_head, int G, int W, int L,
-                                             const int *pos_ptr, float scale, const u8 *wq, const f16 *wd, int dim,
-                                             long long *res, unsigned *poison) {
+                                             const int *pos_ptr, float scale, int window, float cap, const u8 *wq,
+                                             const f16 *wd, int dim, float rs, long long *res, unsigned *poison) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
 	extern __shared__ float4 sm4[];
 	float *sm = (float *)sm4;
@@ -471,12 +478,13 @@ __device__ __forceinline__ void attention_cl(const float *q, const float *k_cach
 	// No block may write to another's shared memory before that one has
 	// started: arrive now, wait before the first such write.
 	cluster_arrive_relaxed();
-	const int n = *pos_ptr + 1;
+	// The positions lo … pos, n of them.
+	const int lo = window > 0 ? max(0, *pos_ptr + 1 - window) : 0, n = *pos_ptr + 1 - lo;
 	const int chunk = (n + C - 1) / C;
 	const int t0 = min(n, rank * chunk), cnt = min(n, t0 + chunk) - t0;
 	const int fresh = n - 1 - t0; // the row the previous kernel wrote, when it is in the chunk
-	const float *kc = k_cache + ((long)kvh * ctx_max + t0) * D;
-	const float *vc = v_cache + ((long)kvh * ctx_max + t0) * D;
+	const float *kc = k_cache + ((long)kvh * ctx_max + lo + t0) * D;
+	const float *vc = v_cache + ((long)kvh * ctx_max + lo + t0) * D;
 	// This block's projection rows, and the first pass's weights.
 	const oshape op(h0 * D, G * D, n_head * D);
 	const int rows = (dim + gridDim.y - 1) / gridDim.y;
@@ -527,7 +535,7 @@ __device__ __forceinline__ void attention_cl(const float *q, const float *k_cach
 #pragma unroll
 			for (int j = 0; j < NQ; j++) d += dot4(k[u][j], qv[j]);
 			for (int o = L / 2; o > 0; o >>= 1) d += __shfl_xor_sync(0xffffffffu, d, o);
-			sc[u] = tb + base + u * step < cnt ? d : -INFINITY;
+			sc[u] = tb + base + u * step < cnt ? softcap(d, cap) : -INFINITY;
 			mr = fmaxf(mr, sc[u]);
 		}
 		float lr = 0.f;
@@ -593,7 +601,7 @@ __device__ __forceinline__ void attention_cl(const float *q, const float *k_cach
 		os4(os, x * D + 4 * d4) = scale4(a, 1.f / l);
 	}
 	__syncthreads();
-	oproj<T>(os, op, wq, wd, r0, r1, first, res, poison);
+	oproj<T>(os, op, wq, wd, r0, r1, first, rs, res, poison);
 #else
 	asm volatile("trap;"); // clusters need sm_90: the engine launches this kernel only there
 #endif
@@ -605,11 +613,12 @@ __device__ __forceinline__ void attention_cl(const float *q, const float *k_cach
 	extern "C" __global__ void __launch_bounds__(512)                                                              \
 	    attention_##name##_##NQ(const float *q, const float *k_cache, const float *v_cache, int ctx_max,           \
 	                            int head_dim, int n_head, int n_kv_head, int G, int W, int L, const int *pos_ptr,  \
-	                            float scale, int single, int min_chunk, int o_blocks, int spin, float *part_acc,  \
-	                            float *part_ml, unsigned *tickets, const u8 *wq, const f16 *wd, int dim,           \
-	                            long long *res, unsigned *poison) {                                                \
+	                            float scale, int window, float cap, int single, int min_chunk, int o_blocks,      \
+	                            int spin, float *part_acc, float *part_ml, unsigned *tickets, const u8 *wq,        \
+	                            const f16 *wd, int dim, float rs, long long *res, unsigned *poison) {              \
 		attention<T, NQ>(q, k_cache, v_cache, ctx_max, head_dim, n_head, n_kv_head, G, W, L, pos_ptr, scale,       \
-		                 single, min_chunk, o_blocks, spin, part_acc, part_ml, tickets, wq, wd, dim, res, poison); \
+		                 window, cap, single, min_chunk, o_blocks, spin, part_acc, part_ml, tickets, wq, wd, dim,  \
+		                 rs, res, poison);                                                                         \
 	}
 #define ATTENTION_NQ(name, T) ATTENTION(name, T, 1) ATTENTION(name, T, 2) ATTENTION(name, T, 3) ATTENTION(name, T, 4)
 FOR_EACH_WEIGHT_TYPE(ATTENTION_NQ)
@@ -620,10 +629,10 @@ FOR_EACH_WEIGHT_TYPE(ATTENTION_NQ)
 	extern "C" __global__ void __launch_bounds__(512)                                                              \
 	    attention_cl_##name##_##NQ(const float *q, const float *k_cache, const float *v_cache, int ctx_max,        \
 	                               int head_dim, int n_head, int n_kv_head, int G, int W, int L,                   \
-	                               const int *pos_ptr, float scale, const u8 *wq, const f16 *wd, int dim,          \
-	                               long long *res, unsigned *poison) {                                             \
-		attention_cl<T, NQ>(q, k_cache, v_cache, ctx_max, head_dim, n_head, n_kv_head, G, W, L, pos_ptr, scale, wq, \
-		                    wd, dim, res, poison);                                                                 \
+	                               const int *pos_ptr, float scale, int window, float cap, const u8 *wq,          \
+	                               const f16 *wd, int dim, float rs, long long *res, unsigned *poison) {           \
+		attention_cl<T, NQ>(q, k_cache, v_cache, ctx_max, head_dim, n_head, n_kv_head, G, W, L, pos_ptr, scale,     \
+		                    window, cap, wq, wd, dim, rs, res, poison);                                            \
 	}
 #define ATTENTION_CL_NQ(name, T)                                                                                   \
 	ATTENTION_CL(name, T, 1) ATTENTION_CL(name, T, 2) ATTENTION_CL(name, T, 3) ATTENTION_CL(name, T, 4)

@@ -108,6 +108,19 @@ __device__ __forceinline__ void res_add(long long *r, float v, long long carry, 
 	atomicAdd((unsigned long long *)r, (unsigned long long)(q + carry));
 }
 
+// softcap squashes x to cap·tanh(x/cap) (Gemma's soft-capping); a cap of 0
+// leaves it.
+__device__ __forceinline__ float softcap(float x, float cap) { return cap > 0.f ? cap * tanhf(x / cap) : x; }
+
+// glu is the gated FFN's unit: act(g)·u, act SiLU (0) or GELU with its
+// tanh approximation (1), as model.Activation numbers them.
+#define ACT_SILU 0
+#define ACT_GELU_TANH 1
+__device__ __forceinline__ float glu(float g, float u, int act) {
+	if (act == ACT_GELU_TANH) return 0.5f * g * (1.f + tanhf(0.7978845608028654f * (g + 0.044715f * g * g * g))) * u;
+	return g / (1.f + expf(-g)) * u;
+}
+
 // rms_factor turns a sum of squares over k elements into RMSNorm's scale.
 __device__ __forceinline__ float rms_factor(float ss, int k, float eps) { return rsqrtf(ss / (float)k + eps); }
 

@@ -194,7 +194,7 @@ template <int PRE> struct normw {
 // residual (stagedBytes on the Go side), 16-byte aligned.
 __device__ __forceinline__ int norm_offset(int k) { return (k + 4 * ((k + 31) >> 5) + 3) & ~3; }
 __device__ __forceinline__ void norm_stage(const float *g, int k, float *gs) {
-	for (int e = threadIdx.x; e < k; e += blockDim.x) {
+	for (int e = threadIdx.x; g && e < k; e += blockDim.x) { // no weights: nothing to copy
 		unsigned long long sa;
 		asm("cvta.to.shared.u64 %0, %1;" : "=l"(sa) : "l"(gs + XS_AT(e)));
 		asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"((unsigned)sa), "l"(g + e) : "memory");

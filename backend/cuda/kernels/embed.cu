@@ -9,7 +9,8 @@
 // for the later kernels, which would otherwise each cross the bus. A token
 // outside the rows (a chained step after one whose logits were all NaN)
 // poisons the step.
-// The row layout is the uploaded one (the output head shares it when
+// The row is multiplied by scale (the model's embedding multiplier, 1 for
+// most). The row layout is the uploaded one (the output head shares it when
 // embeddings are tied).
 #include "weights.cuh"
 
@@ -23,7 +24,7 @@
 #define EMBED(name, T)                                                                                             \
 	extern "C" __global__ void __launch_bounds__(1024)                                                             \
 	    embed_##name(const int *io, int *pos, int *params, int nparams, const u8 *q, const f16 *d, int rows, int k, \
-	                 long long *res, unsigned *poison) {                                                           \
+	                 float scale, long long *res, unsigned *poison) {                                              \
 		__shared__ int in[IO_PARAMS + EMBED_MAX_PARAMS];                                                           \
 		pdl_wait_and_release();                                                                                    \
 		if (threadIdx.x < IO_PARAMS + nparams) in[threadIdx.x] = ((const volatile int *)io)[threadIdx.x];          \
@@ -37,7 +38,7 @@
 		}                                                                                                          \
 		for (int e = threadIdx.x; e < k; e += blockDim.x) {                                                        \
 			long long v;                                                                                           \
-			if (!res_fixed(weight_elem<T>(q, d, tok, (k + 31) >> 5, e), v)) atomicOr(poison, 1u);                   \
+			if (!res_fixed(weight_elem<T>(q, d, tok, (k + 31) >> 5, e) * scale, v)) atomicOr(poison, 1u);                   \
 			res[e] = v;                                                                                            \
 		}                                                                                                          \
 	}

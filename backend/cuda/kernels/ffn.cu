@@ -17,6 +17,12 @@
 // upload's row-major layout (the prefill gemm reads it too): a thread's U
 // columns of a row are one 16-byte load or a few.
 //
+// The block's variations (model.Block): no pre-norm (norm_w null: the
+// residual stream as it is), the gate's activation (act: common.cuh's glu),
+// the residual multiplier rs on the product, and carry = 0 for a branch
+// whose output is post-normed before it joins the stream (out is then a
+// buffer of its own, and block 0 does not carry res into it).
+//
 // With h_out set the kernel stops after the gate/up half and writes the
 // hidden units there instead: wide models (thousands of hidden units, each
 // block's atomics over the whole width, W_down's columns a few bytes from
@@ -176,7 +182,8 @@ template <int U> struct dseg<WT_F32, U> {
 template <int T, int U, int UW>
 __device__ __forceinline__ void ffn(const long long *res, long long *out, unsigned *poison, const float *norm_w,
                                     float eps, int k, const u8 *gq, const f16 *gd, const u8 *uq, const f16 *ud,
-                                    int hidden, const u8 *dq, const f16 *dd, float *h_out) {
+                                    int hidden, const u8 *dq, const f16 *dd, int act, float rs, int carry_res,
+                                    float *h_out) {
 	constexpr int R = 2 * UW;
 	// W_down rows a thread holds from before the wait: all of a 576-wide
 	// model's at 256 threads.
@@ -199,6 +206,7 @@ __device__ __forceinline__ void ffn(const long long *res, long long *out, unsign
 	extern __shared__ float4 xs4[]; // the staged residual, then the norm weights (norm_offset)
 	float *gs = (float *)xs4 + norm_offset(k);
 	norm_stage(norm_w, k, gs);
+	if (!norm_w) gs = nullptr;
 	dseg<T, U> ds[DPRE];
 	if (!h_out) {
 #pragma unroll
@@ -213,13 +221,13 @@ __device__ __forceinline__ void ffn(const long long *res, long long *out, unsign
 	const float *x = res_stage(res, k, (float *)xs4);
 	float acc[R], ss;
 	m.template dot<36, true>(nb, k, x, gs, acc, ss);
-	float scale = rms_factor(ss, k, eps);
+	float scale = gs ? rms_factor(ss, k, eps) : 1.f;
 	if (*poison) scale = __int_as_float(0x7fc00000);
 #pragma unroll
 	for (int i = 0; i < UW; i++) {
 		if (lane == i) {
 			float g = acc[i] * scale, u = acc[UW + i] * scale;
-			float v = m.row[i] >= 0 ? g / (1.f + expf(-g)) * u : 0.f;
+			float v = m.row[i] >= 0 ? glu(g, u, act) : 0.f;
 			hs[w * UW + i] = v;
 			if (h_out && m.row[i] >= 0) h_out[m.row[i]] = v;
 		}
@@ -229,16 +237,16 @@ __device__ __forceinline__ void ffn(const long long *res, long long *out, unsign
 	float4 h[U / 4];
 #pragma unroll
 	for (int j = 0; j < U / 4; j++) h[j] = h4[j];
-	const bool carry = blockIdx.x == 0;
+	const bool carry = blockIdx.x == 0 && carry_res;
 #pragma unroll
 	for (int j = 0; j < DPRE; j++) {
 		int r = threadIdx.x + j * blockDim.x;
-		if (r < k) res_add(out + r, ds[j].dot(h, u0), carry ? res[r] : 0, poison);
+		if (r < k) res_add(out + r, ds[j].dot(h, u0) * rs, carry ? res[r] : 0, poison);
 	}
 	for (int r = threadIdx.x + DPRE * blockDim.x; r < k; r += blockDim.x) {
 		dseg<T, U> s;
 		s.load(dq, dd, r, nbd, u0);
-		res_add(out + r, s.dot(h, u0), carry ? res[r] : 0, poison);
+		res_add(out + r, s.dot(h, u0) * rs, carry ? res[r] : 0, poison);
 	}
 }
 
@@ -246,8 +254,9 @@ __device__ __forceinline__ void ffn(const long long *res, long long *out, unsign
 	extern "C" __global__ void __launch_bounds__(32 * (U / UW))                                                    \
 	    ffn_##name##_u##U##w##UW(const long long *res, long long *out, unsigned *poison, const float *norm_w,      \
 	                             float eps, int k, const u8 *gq, const f16 *gd, const u8 *uq, const f16 *ud,       \
-	                             int hidden, const u8 *dq, const f16 *dd, float *h_out) {                          \
-		ffn<T, U, UW>(res, out, poison, norm_w, eps, k, gq, gd, uq, ud, hidden, dq, dd, h_out);                    \
+	                             int hidden, const u8 *dq, const f16 *dd, int act, float rs, int carry_res,        \
+	                             float *h_out) {                                                                   \
+		ffn<T, U, UW>(res, out, poison, norm_w, eps, k, gq, gd, uq, ud, hidden, dq, dd, act, rs, carry_res, h_out); \
 	}
 // ffn_<type>_u<U>w<UW>: U hidden units a block, UW a warp (U/UW warps a
 // block). The float layouts have one shape: their rows take four and eight

@@ -15,10 +15,10 @@
 // Epilogues (one kernel each, gemm_<type>_<epilogue>):
 //   store  out f32 [m][n] = C                      (Q, K and V stacked)
 //   add    out f32 [m][n] += C                     (O and down projections + residual)
-//   glu    out f16 [m][n] = SiLU(A·Gᵀ) ∘ (A·Uᵀ)    (gate and up, n hidden units)
+//   glu    out f16 [m][n] = act(A·Gᵀ) ∘ (A·Uᵀ)     (gate and up, n hidden units; act SiLU or GELU-tanh, common.cuh)
 // For glu the tile's 64 weight rows interleave gate and up rows of 32 hidden
 // units (row 2j = gate j, row 2j+1 = up j), so each thread's accumulator
-// pair (c0, c1) is one unit's gate and up value: SiLU·up in registers.
+// pair (c0, c1) is one unit's gate and up value: act(gate)·up in registers.
 //
 // Rows of A past m and weight rows past n are zero-filled and never stored;
 // k must be a multiple of 32 (whole quant blocks), m and n are free. Rows of
@@ -177,7 +177,7 @@ template <> __device__ __forceinline__ void store_wblock<WT_MIX>(f16 *dst, const
 
 template <int T, int EPI>
 __device__ __forceinline__ void gemm(const f16 *a, int m, int k, const u8 *wq, const f16 *wd, const u8 *wq2,
-                                     const f16 *wd2, int n, void *out, int ldo) {
+                                     const f16 *wd2, int n, void *out, int ldo, int act) {
 	const int THREADS = 128, WN = 2; // 2×2 warps
 	const int WTN = GEMM_BN / WN;    // a warp tile's columns
 	const int NJ = WTN / 8;          // its n8 tiles
@@ -288,7 +288,7 @@ __device__ __forceinline__ void gemm(const f16 *a, int m, int k, const u8 *wq, c
 				int col = wn * WTN + j * 8 + 2 * tq; // column within the tile
 				if (EPI == EPI_GLU) {
 					int u = blockIdx.x * (GEMM_BN / 2) + (col >> 1);
-					if (u < n) ((f16 *)out)[(long)row * ldo + u] = to_half(v0 / (1.f + expf(-v0)) * v1);
+					if (u < n) ((f16 *)out)[(long)row * ldo + u] = to_half(glu(v0, v1, act));
 				} else {
 					int c = blockIdx.x * GEMM_BN + col;
 					float *o = (float *)out + (long)row * ldo + c;
@@ -306,8 +306,8 @@ __device__ __forceinline__ void gemm(const f16 *a, int m, int k, const u8 *wq, c
 #define GEMM_KERNEL(name, T, epi, EPI)                                                                            \
 	extern "C" __global__ void __launch_bounds__(128)                                                              \
 	    gemm_##name##_##epi(const f16 *a, int m, int k, const u8 *wq, const f16 *wd, const u8 *wq2, const f16 *wd2, \
-	                        int n, void *out, int ldo) {                                                           \
-		gemm<T, EPI>(a, m, k, wq, wd, wq2, wd2, n, out, ldo);                                                      \
+	                        int n, void *out, int ldo, int act) {                                                  \
+		gemm<T, EPI>(a, m, k, wq, wd, wq2, wd2, n, out, ldo, act);                                                 \
 	}
 #define GEMM_EPILOGUES(name, T) GEMM_KERNEL(name, T, store, EPI_STORE) GEMM_KERNEL(name, T, add, EPI_ADD) GEMM_KERNEL(name, T, glu, EPI_GLU)
 GEMM_EPILOGUES(q4_0, WT_Q4_0)

@@ -11,7 +11,9 @@
 // so the host can read one step's token while the next step is running;
 // and when next is set, the id and pos+1 go there: the input of a step
 // chained to this one (embed.cu). A set poison word (common.cuh)
-// makes every logit NaN; the last block clears it for the next step.
+// makes every logit NaN; the last block clears it for the next step. The
+// logits are multiplied by scale and soft-capped (cap; 0: not) before the
+// penalties, as the model's logit multiplier and final soft-cap say.
 //
 // Warps walk groups of R rows across the grid with the next group's weights
 // loaded before the current group's arithmetic: this kernel moves the most
@@ -30,7 +32,7 @@ template <int T, int R> __device__ __forceinline__ void logits_rows(mv<T, R, 1> 
 
 template <int T, int R, typename X>
 __device__ __forceinline__ void logits(const X *in, unsigned *poison, const float *norm_w, float eps, int k, const u8 *wq,
-                                       const f16 *wd, int rows, float *y, const int *counts,
+                                       const f16 *wd, int rows, float lscale, float cap, float *y, const int *counts,
                                        const samp_params *params, float *part_v, int *part_i, unsigned *ticket,
                                        int *best_out, int *out, const int *pos, int *next) {
 	__shared__ float bv[32];
@@ -83,7 +85,7 @@ __device__ __forceinline__ void logits(const X *in, unsigned *poison, const floa
 #pragma unroll
 		for (int i = 0; i < R; i++) {
 			if (cur.row[i] < 0) continue;
-			float v = acc[i] * scale;
+			float v = softcap(acc[i] * scale * lscale, cap);
 			if (pen && cnt[i] > 0) v = penalize(v, cnt[i], sp);
 			if (lane == i) y[cur.row[i]] = v;
 			better(best, besti, v, (int)cur.row[i]); // every lane alike: no reduction
@@ -140,11 +142,11 @@ __device__ __forceinline__ void logits(const X *in, unsigned *poison, const floa
 #define LOGITS_R(name, T, R, X)                                                                                    \
 	extern "C" __global__ void __launch_bounds__(128)                                                              \
 	    logits_##name(const X *in, unsigned *poison, const float *norm_w, float eps, int k, const u8 *wq,          \
-	                  const f16 *wd, int rows, float *y, const int *counts, const samp_params *params,             \
-	                  float *part_v, int *part_i, unsigned *ticket, int *best, int *out, const int *pos,          \
-	                  int *next) {                                                                                 \
-		logits<T, R>(in, poison, norm_w, eps, k, wq, wd, rows, y, counts, params, part_v, part_i, ticket, best,    \
-		             out, pos, next);                                                                              \
+	                  const f16 *wd, int rows, float lscale, float cap, float *y, const int *counts,               \
+	                  const samp_params *params, float *part_v, int *part_i, unsigned *ticket, int *best, int *out, \
+	                  const int *pos, int *next) {                                                                 \
+		logits<T, R>(in, poison, norm_w, eps, k, wq, wd, rows, lscale, cap, y, counts, params, part_v, part_i,      \
+		             ticket, best, out, pos, next);                                                                \
 	}
 // logits_<type> with decode.cuh's rows per warp and logits_<type>_r2 with two
 // read the fixed-point residual stream; logits_float_<type> a float32 row.

@@ -12,7 +12,8 @@
 // group looping over its chunks, Llama-1B's 2048 × 8192 Q4_K down
 // projection read at 0.4 TB/s (H200, 22.8 µs). The chunks of a row add
 // their sums to out with the fixed-point atomics (the same bits in any
-// order); chunk 0 carries res.
+// order); chunk 0 carries res (when set: a post-normed branch has none).
+// The product is scaled by rs, the model's residual multiplier.
 #include "decode.cuh"
 
 // mva_shape is the rows a warp takes and the blocks a lane loads ahead,
@@ -24,7 +25,7 @@ template <int T> struct mva_shape {
 
 template <int T>
 __device__ __forceinline__ void matvec_add(const float *x, int n, const u8 *wq, const f16 *wd, int rows,
-                                           const long long *res, long long *out, unsigned *poison) {
+                                           float rs, const long long *res, long long *out, unsigned *poison) {
 	constexpr int R = mva_shape<T>::R, C = mva_shape<T>::C;
 	const int lane = threadIdx.x & 31, nb = (n + 31) >> 5;
 	const int chunks = (nb + 32 * C - 1) / (32 * C);
@@ -68,14 +69,14 @@ __device__ __forceinline__ void matvec_add(const float *x, int n, const u8 *wq, 
 #pragma unroll
 	for (int i = 0; i < R; i++) {
 		const int r = grp * R + i;
-		if (lane == i && r < rows) res_add(out + r, acc[i], base == 0 ? res[r] : 0, poison);
+		if (lane == i && r < rows) res_add(out + r, acc[i] * rs, base == 0 && res ? res[r] : 0, poison);
 	}
 }
 
 #define MATVEC_ADD(name, T)                                                                                        \
 	extern "C" __global__ void __launch_bounds__(128)                                                              \
-	    matvec_add_##name(const float *x, int n, const u8 *wq, const f16 *wd, int rows, const long long *res,       \
-	                      long long *out, unsigned *poison) {                                                      \
-		matvec_add<T>(x, n, wq, wd, rows, res, out, poison);                                                       \
+	    matvec_add_##name(const float *x, int n, const u8 *wq, const f16 *wd, int rows, float rs,                  \
+	                      const long long *res, long long *out, unsigned *poison) {                                \
+		matvec_add<T>(x, n, wq, wd, rows, rs, res, out, poison);                                                   \
 	}
 FOR_EACH_WEIGHT_TYPE(MATVEC_ADD)

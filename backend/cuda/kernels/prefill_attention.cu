@@ -14,6 +14,11 @@
 // position are zero-filled, never read, so stale cache rows cannot leak NaN.
 // Blocks take row tiles last first: the longest run first.
 //
+// With a sliding window (window > 0) a row sees only its last window
+// positions: the lower mask, and key tiles below every row's window are
+// skipped. softcap > 0 squashes the scores (after scale) to
+// softcap·tanh(s/softcap).
+//
 // q: f16 [m][n_head·HD]; out: f16 [m][n_head·HD]; caches [n_kv][ctx_max][HD].
 #include "prefill.cuh"
 
@@ -24,7 +29,7 @@
 template <int HD>
 __device__ __forceinline__ void prefill_attention(const f16 *q, int m, int pos0, const float *k_cache,
                                                   const float *v_cache, int ctx_max, int n_head, int n_kv,
-                                                  float scale, f16 *out) {
+                                                  float scale, int window, float cap, f16 *out) {
 	const int LD = HD + 8; // ldmatrix rows in distinct banks
 	// float4s of K (and of V) each thread loads a tile, and how many at once.
 	const int ATT_LOADS = ATT_KEYS * HD / 4 / ATT_THREADS;
@@ -47,6 +52,9 @@ __device__ __forceinline__ void prefill_attention(const f16 *q, int m, int pos0,
 	int lim_a = pos0 + ta, lim_b = pos0 + tb; // the last key each row sees
 	int warp_lim = pos0 + (min(r0 + warp * 16 + 15, rows - 1)) / group;
 	int key_end = pos0 + (min(r0 + ATT_ROWS, rows) - 1) / group + 1;
+	// The first key each row sees, and the first the block's rows see.
+	int lo_a = window > 0 ? lim_a - window + 1 : 0, lo_b = window > 0 ? lim_b - window + 1 : 0;
+	int key_lo = window > 0 ? max(0, pos0 + min(r0, rows - 1) / group - window + 1) : 0;
 
 	u32 qf[HD / 16][4];
 	{
@@ -69,7 +77,7 @@ __device__ __forceinline__ void prefill_attention(const f16 *q, int m, int pos0,
 	const float *kbase = k_cache + (long)kvh * ctx_max * HD;
 	const float *vbase = v_cache + (long)kvh * ctx_max * HD;
 	int ntiles = (key_end + ATT_KEYS - 1) / ATT_KEYS;
-	for (int kt = 0; kt < ntiles; kt++) {
+	for (int kt = key_lo / ATT_KEYS; kt < ntiles; kt++) {
 		int k0 = kt * ATT_KEYS;
 		__syncthreads(); // the previous tile's readers are done
 		// The tile's float4s in batches whose loads are all issued before
@@ -121,7 +129,9 @@ __device__ __forceinline__ void prefill_attention(const f16 *q, int m, int pos0,
 #pragma unroll
 			for (int e = 0; e < 4; e++) {
 				int key = k0 + j * 8 + 2 * tq + (e & 1);
-				float v = key <= (e < 2 ? lim_a : lim_b) ? s[j][e] * sl2 : -INFINITY;
+				bool seen = key <= (e < 2 ? lim_a : lim_b) && key >= (e < 2 ? lo_a : lo_b);
+				float v = seen ? (cap > 0.f ? softcap(s[j][e] * scale, cap) * 1.4426950408889634f : s[j][e] * sl2)
+				               : -INFINITY;
 				s[j][e] = v;
 				mx[e >> 1] = fmaxf(mx[e >> 1], v);
 			}
@@ -130,10 +140,12 @@ __device__ __forceinline__ void prefill_attention(const f16 *q, int m, int pos0,
 		for (int hr = 0; hr < 2; hr++) {
 			mx[hr] = fmaxf(mx[hr], __shfl_xor_sync(0xffffffffu, mx[hr], 1));
 			mx[hr] = fmaxf(mx[hr], __shfl_xor_sync(0xffffffffu, mx[hr], 2));
-			// Key 0 is in the first tile and visible to every row, so the
-			// running max is finite from the first tile on.
+			// Without a window key 0 is in the first tile and visible to
+			// every row, so the running max is finite from the first tile
+			// on; with one a row may see no key of a tile it shares with
+			// rows that do (its max stays -inf: nothing to rescale).
 			float mn = fmaxf(mrow[hr], mx[hr]);
-			alpha[hr] = exp2f(mrow[hr] - mn);
+			alpha[hr] = mn == -INFINITY ? 1.f : exp2f(mrow[hr] - mn);
 			mrow[hr] = mn;
 		}
 		float ls[2] = {0.f, 0.f};
@@ -141,7 +153,7 @@ __device__ __forceinline__ void prefill_attention(const f16 *q, int m, int pos0,
 		for (int j = 0; j < ATT_KEYS / 8; j++)
 #pragma unroll
 			for (int e = 0; e < 4; e++) {
-				float p = exp2f(s[j][e] - mrow[e >> 1]);
+				float p = s[j][e] == -INFINITY ? 0.f : exp2f(s[j][e] - mrow[e >> 1]);
 				s[j][e] = p;
 				ls[e >> 1] += p;
 			}
@@ -188,8 +200,9 @@ __device__ __forceinline__ void prefill_attention(const f16 *q, int m, int pos0,
 #define PREFILL_ATTENTION(HD)                                                                                      \
 	extern "C" __global__ void __launch_bounds__(ATT_THREADS)                                                              \
 	    prefill_attention_hd##HD(const f16 *q, int m, int pos0, const float *k_cache, const float *v_cache,          \
-	                             int ctx_max, int n_head, int n_kv, float scale, f16 *out) {                         \
-		prefill_attention<HD>(q, m, pos0, k_cache, v_cache, ctx_max, n_head, n_kv, scale, out);                    \
+	                             int ctx_max, int n_head, int n_kv, float scale, int window, float cap,        \
+	                             f16 *out) {                                                                   \
+		prefill_attention<HD>(q, m, pos0, k_cache, v_cache, ctx_max, n_head, n_kv, scale, window, cap, out);       \
 	}
 PREFILL_ATTENTION(16)
 PREFILL_ATTENTION(32)

@@ -1,16 +1,22 @@
 // prefill_rope: the attention input for m prompt tokens at positions
 // pos0..pos0+m-1, from the stacked Q, K, V projection (gemm store, f32
-// [m][(n_head+2·n_kv)·head_dim]): optional biases, RoPE on Q and K with the
+// [m][(n_head+2·n_kv)·head_dim]): optional biases (from head bias_h0 on:
+// prefill_qk_norm has added Q's and K's when the model normalizes them),
+// RoPE on Q and K with the
 // host's float64 (cos, sin) table, Q rounded to f16 for prefill_attention,
 // and the K and V rows written into the f32 KV cache at their positions.
 // One thread per rotated pair, paired as qkv_rope pairs them: adjacent
 // elements (2i, 2i+1) for llama's RoPE, (i, i+rope_dim/2) for NeoX; elements
-// past rope_dim are paired adjacently and left unrotated.
+// past rope_dim are paired adjacently and left unrotated. The queries are
+// then multiplied by the attention temperature of their position
+// (rope.cuh).
 #include "prefill.cuh"
+#include "rope.cuh"
 
-extern "C" __global__ void prefill_rope(const float *qkv, int m, const float *bias, int n_head, int n_kv, int head_dim,
-                                        const float *rope_cs, int rope_dim, int neox, int pos0, f16 *q_out,
-                                        float *k_cache, float *v_cache, int ctx_max) {
+extern "C" __global__ void prefill_rope(const float *qkv, int m, const float *bias, int bias_h0, int n_head, int n_kv,
+                                        int head_dim, const float *rope_cs, int rope_dim, int neox, float temp_scale,
+                                        int temp_floor, int pos0, f16 *q_out, float *k_cache, float *v_cache,
+                                        int ctx_max) {
 	pdl_wait_and_release();
 	int half = head_dim >> 1, rhalf = rope_dim >> 1;
 	int heads = n_head + 2 * n_kv;
@@ -20,20 +26,11 @@ extern "C" __global__ void prefill_rope(const float *qkv, int m, const float *bi
 	int t = (int)(idx / pairs), p = (int)(idx % pairs);
 	int h = p / half, i = p % half;
 	int a, b;
-	if (neox && i < rhalf) {
-		a = i;
-		b = i + rhalf;
-	} else if (neox) {
-		a = rope_dim + 2 * (i - rhalf);
-		b = a + 1;
-	} else {
-		a = 2 * i;
-		b = a + 1;
-	}
+	pair_rows(i, rhalf, rope_dim, neox, a, b);
 	long c0 = (long)h * head_dim + a, c1 = (long)h * head_dim + b;
 	const float *row = qkv + (long)t * heads * head_dim;
 	float v0 = row[c0], v1 = row[c1];
-	if (bias) {
+	if (bias && h >= bias_h0) {
 		v0 += bias[c0];
 		v1 += bias[c1];
 	}
@@ -48,8 +45,9 @@ extern "C" __global__ void prefill_rope(const float *qkv, int m, const float *bi
 	}
 	if (h < n_head) {
 		f16 *qr = q_out + (long)t * n_head * head_dim;
-		qr[c0] = to_half(v0);
-		qr[c1] = to_half(v1);
+		float temp = attn_temp(pos, temp_scale, temp_floor);
+		qr[c0] = to_half(v0 * temp);
+		qr[c1] = to_half(v1 * temp);
 	} else {
 		int kh = is_v ? h - n_head - n_kv : h - n_head;
 		float *dst = (is_v ? v_cache : k_cache) + ((long)kh * ctx_max + pos) * head_dim;

@@ -17,20 +17,7 @@
 // for llama's "normal" RoPE, rows (i, i+rope_dim/2) for NeoX. Rows past
 // rope_dim are paired adjacently and left unrotated.
 #include "decode.cuh"
-
-// pair_rows gives the two rows (within head h) of rotation pair i.
-__device__ __forceinline__ void pair_rows(int i, int rhalf, int rope_dim, int neox, int &a, int &b) {
-	if (neox && i < rhalf) {
-		a = i;
-		b = i + rhalf;
-	} else if (neox) {
-		a = rope_dim + 2 * (i - rhalf);
-		b = a + 1;
-	} else {
-		a = 2 * i;
-		b = a + 1;
-	}
-}
+#include "rope.cuh"
 
 // qkv_w is the three projections' weights.
 struct qkv_w {
@@ -70,8 +57,9 @@ template <int T, int R>
 __device__ __forceinline__ void qkv_rope(const long long *res, long long *res_next, const unsigned *poison,
                                          const float *norm_w, float eps, int k, const qkv_w &w,
                                          const float *bias, int n_head, int n_kv_head, int head_dim,
-                                         const float *rope_cs, int rope_dim, int neox, const int *pos_ptr, float *q_out,
-                                         float *k_cache, float *v_cache, int ctx_max) {
+                                         const float *rope_cs, int rope_dim, int neox, float temp_scale, int temp_floor,
+                                         const int *pos_ptr, float *q_out, float *k_cache, float *v_cache,
+                                         int ctx_max) {
 	int nb = (k + 31) >> 5, lane = threadIdx.x & 31;
 	int half = head_dim >> 1, rhalf = rope_dim >> 1;
 	int pairs = (n_head + 2 * n_kv_head) * half;
@@ -82,8 +70,10 @@ __device__ __forceinline__ void qkv_rope(const long long *res, long long *res_ne
 	extern __shared__ float4 xs4[]; // the staged residual, then the norm weights (norm_offset)
 	float *gs = (float *)xs4 + norm_offset(k);
 	norm_stage(norm_w, k, gs);
+	if (!norm_w) gs = nullptr; // no pre-norm: the residual stream as it is
 	pdl_wait_and_release();
 	int pos = *pos_ptr;
+	const float temp = attn_temp(pos, temp_scale, temp_floor);
 	for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < k; i += gridDim.x * blockDim.x) res_next[i] = 0;
 	const bool bad = *poison;
 	norm_ready();
@@ -114,7 +104,7 @@ __device__ __forceinline__ void qkv_rope(const long long *res, long long *res_ne
 		}
 		float acc[R], ss;
 		m.template dot<36, true>(nb, k, x, gs, acc, ss);
-		float scale = bad ? __int_as_float(0x7fc00000) : rms_factor(ss, k, eps);
+		float scale = bad ? __int_as_float(0x7fc00000) : gs ? rms_factor(ss, k, eps) : 1.f;
 		float v0 = 0.f, v1 = 0.f;
 #pragma unroll
 		for (int i = 0; i < R / 2; i++) {
@@ -130,8 +120,8 @@ __device__ __forceinline__ void qkv_rope(const long long *res, long long *res_ne
 			t1 = v0 * s + v1 * c;
 		}
 		if (h < n_head) {
-			q_out[(long)h * head_dim + a] = t0;
-			q_out[(long)h * head_dim + b] = t1;
+			q_out[(long)h * head_dim + a] = t0 * temp;
+			q_out[(long)h * head_dim + b] = t1 * temp;
 		} else {
 			bool is_v = h >= n_head + n_kv_head;
 			int kh = is_v ? h - n_head - n_kv_head : h - n_head;
@@ -147,11 +137,11 @@ __device__ __forceinline__ void qkv_rope(const long long *res, long long *res_ne
 	    qkv_rope_##name(const long long *res, long long *res_next, const unsigned *poison, const float *norm_w,     \
 	                    float eps, int k, const u8 *wq, const f16 *wd, const u8 *wkq, const f16 *wkd,             \
 	                    const u8 *wvq, const f16 *wvd, const float *bias, int n_head, int n_kv_head, int head_dim, \
-	                    const float *rope_cs, int rope_dim, int neox, const int *pos_ptr, float *q_out,           \
-	                    float *k_cache, float *v_cache, int ctx_max) {                                             \
+	                    const float *rope_cs, int rope_dim, int neox, float temp_scale, int temp_floor,           \
+	                    const int *pos_ptr, float *q_out, float *k_cache, float *v_cache, int ctx_max) {           \
 		const qkv_w w = {wq, wkq, wvq, wd, wkd, wvd, n_head, n_kv_head};                                           \
 		qkv_rope<T, R>(res, res_next, poison, norm_w, eps, k, w, bias, n_head, n_kv_head, head_dim, rope_cs,        \
-		               rope_dim, neox, pos_ptr, q_out, k_cache, v_cache, ctx_max);                                 \
+		               rope_dim, neox, temp_scale, temp_floor, pos_ptr, q_out, k_cache, v_cache, ctx_max);         \
 	}
 // qkv_rope_<type> with decode.cuh's rows per warp, qkv_rope_<type>_r2 with two.
 #define QKV_ROPE(name, T) QKV_ROPE_R(name, T, mv_shape<T>::R) QKV_ROPE_R(name##_r2, T, 2)
