@@ -30,11 +30,19 @@ func TestArchsMatchCPU(t *testing.T) {
 		shape.Arch, shape.Layers = arch, 4
 		// F16 is multiplied in float on both engines; Q8_0 with
 		// activations rounded to Q8_0 on the CPU (TestEngineMatchesCPU's
-		// bounds).
+		// bounds). Ministral 3's attention temperature multiplies the
+		// queries by up to 2.1 here (1 + 0.5·ln(70/8 + 1)), sharpening
+		// the softmax and the rounding's effect with it: at position 30
+		// (×1.78) the engines' Q8_0 logits part by 0.056 (H200), where
+		// F16's agree to 3e-6.
+		q8Tol := 5e-2
+		if arch == "mistral3" {
+			q8Tol = 8e-2
+		}
 		for _, tc := range []struct {
 			typ quant.Type
 			tol float64
-		}{{quant.F16, 1e-3}, {quant.Q8_0, 5e-2}} {
+		}{{quant.F16, 1e-3}, {quant.Q8_0, q8Tol}} {
 			t.Run(arch+"/"+tc.typ.String(), func(t *testing.T) {
 				m := genModelWith(t, synth.Options{Shape: shape, Type: tc.typ, EmbedType: tc.typ, Seed: 11})
 				worst := compareWithCPU(t, m, 70, tc.tol, 12)

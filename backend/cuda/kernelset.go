@@ -26,6 +26,8 @@ type kernelSet struct {
 	// attention by W_o's layout and float4s per lane; ffn by layout and
 	// ffnShapes (nil: not compiled).
 	attention [numGPUTypes][attMaxNQ + 1]*cu.Function
+	// attentionCap: the split kernel with soft-capped scores.
+	attentionCap [numGPUTypes][attMaxNQ + 1]*cu.Function
 	// attentionCluster: attention_cl, for contexts run whole (sm_90+).
 	attentionCluster [numGPUTypes][attMaxNQ + 1]*cu.Function
 	ffn              [numGPUTypes][len(ffnShapes)]*cu.Function
@@ -72,7 +74,8 @@ func loadKernels(c *cu.Context) (_ *kernelSet, err error) {
 				names = append(names, "logits_"+s, "logits_"+s+"_r2", "logits_float_"+s)
 			case "attention":
 				for nq := 1; nq <= attMaxNQ; nq++ {
-					names = append(names, fmt.Sprintf("attention_%s_%d", s, nq), fmt.Sprintf("attention_cl_%s_%d", s, nq))
+					names = append(names, fmt.Sprintf("attention_%s_%d", s, nq), fmt.Sprintf("attention_cap_%s_%d", s, nq),
+						fmt.Sprintf("attention_cl_%s_%d", s, nq))
 				}
 			case "matvec_add":
 				names = append(names, "matvec_add_"+s)
@@ -111,8 +114,9 @@ func loadKernels(c *cu.Context) (_ *kernelSet, err error) {
 		decode = append(decode, k.embed[t], k.qkvRope[t], k.qkvRope2[t], k.logits[t], k.logits2[t], k.logitsFloat[t], k.matvecAdd[t])
 		for nq := 1; nq <= attMaxNQ; nq++ {
 			k.attention[t][nq] = funcs[fmt.Sprintf("attention_%s_%d", s, nq)]
+			k.attentionCap[t][nq] = funcs[fmt.Sprintf("attention_cap_%s_%d", s, nq)]
 			k.attentionCluster[t][nq] = funcs[fmt.Sprintf("attention_cl_%s_%d", s, nq)]
-			decode = append(decode, k.attention[t][nq], k.attentionCluster[t][nq])
+			decode = append(decode, k.attention[t][nq], k.attentionCap[t][nq], k.attentionCluster[t][nq])
 		}
 		for i := range ffnShapes {
 			if f := funcs[ffnName(t, i)]; f != nil {

@@ -197,15 +197,14 @@ type qkNormArgs struct {
 	temp       attnTemp
 }
 
-// qkNormWarps is the warps a block of qk_norm (a norm group each).
-const qkNormWarps = 4
-
+// qkNorm launches a block a norm group: per head, a thread a rotation pair
+// (at least a warp); over the whole projection, 1024.
 func (l *launcher) qkNorm(a qkNormArgs) error {
-	groups := a.nHead + a.nKV
+	groups, threads := a.nHead+a.nKV, min(1024, max(32, (a.headDim/2+31)&^31))
 	if a.full {
-		groups = 2
+		groups, threads = 2, 1024
 	}
-	return l.launch(l.k.qkNorm, cu.Dim((groups+qkNormWarps-1)/qkNormWarps), 32*qkNormWarps, 0, cu.Args{
+	return l.launch(l.k.qkNorm, cu.Dim(groups), threads, 0, cu.Args{
 		a.q, a.kCache, a.pos, i32(a.ctxMax), i32(a.nHead), i32(a.nKV), i32(a.headDim), b32(a.full), a.qw, a.kw, a.eps,
 		a.ropeCS, i32(a.ropeDim), b32(a.neox), a.temp.scale, i32(a.temp.floor)})
 }
@@ -358,14 +357,17 @@ func (l *launcher) attention(a attnArgs) error {
 	if oBlocks <= 0 {
 		oBlocks = attOBlocks
 	}
-	if c := a.cluster; c > 1 && c <= attMaxCluster && l.c.Info.Major >= 9 && attnClusterShared(g, w, a.headDim, c) <= 48<<10 {
+	// Soft-capped scores: the split kernel's CAP instantiation, for every
+	// length (attention_cl has no cap).
+	if c := a.cluster; c > 1 && c <= attMaxCluster && l.c.Info.Major >= 9 && a.softcap == 0 &&
+		attnClusterShared(g, w, a.headDim, c) <= 48<<10 {
 		// Whole contexts on clusters: oBlocks blocks a group, rounded up
 		// to whole clusters.
 		blocks := (oBlocks + c - 1) / c * c
 		return l.launchClusters(l.k.attentionCluster[a.wo.Type][nq], cu.Dim3{X: a.nHead / g, Y: blocks, Z: 1},
 			cu.Dim3{X: 1, Y: c, Z: 1}, threads, attnClusterShared(g, w, a.headDim, c), cu.Args{
 				a.q, a.kCache, a.vCache, i32(a.ctxMax), i32(a.headDim), i32(a.nHead), i32(a.nKV), i32(g), i32(w), i32(lanes),
-				a.pos, a.scale, i32(a.window), a.softcap, a.wo.Q, a.wo.D, i32(a.wo.Rows), a.rs, a.res, a.poison})
+				a.pos, a.scale, i32(a.window), a.wo.Q, a.wo.D, i32(a.wo.Rows), a.rs, a.res, a.poison})
 	}
 	oBlocks = min(oBlocks, attSplits)
 	// The splits of a long context wait for each other only when every
@@ -374,7 +376,11 @@ func (l *launcher) attention(a attnArgs) error {
 	if !a.noSpin && a.nHead/g*attSplits <= l.sms {
 		spin = 1
 	}
-	return l.launch(l.k.attention[a.wo.Type][nq], cu.Dim3{X: a.nHead / g, Y: attSplits, Z: 1}, threads, shared, cu.Args{
+	f := l.k.attention[a.wo.Type][nq]
+	if a.softcap != 0 {
+		f = l.k.attentionCap[a.wo.Type][nq]
+	}
+	return l.launch(f, cu.Dim3{X: a.nHead / g, Y: attSplits, Z: 1}, threads, shared, cu.Args{
 		a.q, a.kCache, a.vCache, i32(a.ctxMax), i32(a.headDim), i32(a.nHead), i32(a.nKV), i32(g), i32(w), i32(lanes),
 		a.pos, a.scale, i32(a.window), a.softcap, i32(a.single), i32(a.minChunk), i32(oBlocks), spin, a.partAcc, a.partML,
 		a.tickets, a.wo.Q, a.wo.D, i32(a.wo.Rows), a.rs, a.res, a.poison})

@@ -36,6 +36,8 @@ type prefillKernels struct {
 	qkNorm    *cu.Function         // Q/K norms (prefill_qk_norm)
 	branch    *cu.Function         // post-norms and residual multipliers (prefill_branch)
 	attention map[int]*cu.Function // by head dimension
+	// attentionExt: with sliding windows and soft-capped scores.
+	attentionExt map[int]*cu.Function
 }
 
 // loadPrefill loads the prefill modules into k (their modules join
@@ -101,14 +103,14 @@ func (k *kernelSet) loadPrefill(c *cu.Context, target, dir string) error {
 	p.branch = fs[0]
 	names = names[:0]
 	for _, hd := range prefillHeadDims {
-		names = append(names, fmt.Sprintf("prefill_attention_hd%d", hd))
+		names = append(names, fmt.Sprintf("prefill_attention_hd%d", hd), fmt.Sprintf("prefill_attention_ext_hd%d", hd))
 	}
 	if fs, err = load("prefill_attention", names...); err != nil {
 		return err
 	}
-	p.attention = map[int]*cu.Function{}
+	p.attention, p.attentionExt = map[int]*cu.Function{}, map[int]*cu.Function{}
 	for i, hd := range prefillHeadDims {
-		p.attention[hd] = fs[i]
+		p.attention[hd], p.attentionExt[hd] = fs[2*i], fs[2*i+1]
 	}
 	return nil
 }

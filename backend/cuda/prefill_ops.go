@@ -133,6 +133,9 @@ type prefillAttnArgs struct {
 
 func (l *launcher) prefillAttention(a prefillAttnArgs) error {
 	f := l.k.pre.attention[a.hd]
+	if a.window > 0 || a.softcap != 0 {
+		f = l.k.pre.attentionExt[a.hd]
+	}
 	if f == nil {
 		return fmt.Errorf("cuda: no prefill attention for head dimension %d", a.hd)
 	}

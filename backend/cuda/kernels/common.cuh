@@ -113,12 +113,15 @@ __device__ __forceinline__ void res_add(long long *r, float v, long long carry, 
 __device__ __forceinline__ float softcap(float x, float cap) { return cap > 0.f ? cap * tanhf(x / cap) : x; }
 
 // glu is the gated FFN's unit: act(g)·u, act SiLU (0) or GELU with its
-// tanh approximation (1), as model.Activation numbers them.
+// tanh approximation (1), as model.Activation numbers them. Both are
+// g·sigmoid(h)·u: h = g for SiLU, h = 2z for GELU (0.5·(1 + tanh(z)) is
+// sigmoid(2z), z = √(2/π)·(g + 0.044715·g³)), so the two share one
+// exponential and the choice is a select, not a second code path.
 #define ACT_SILU 0
 #define ACT_GELU_TANH 1
 __device__ __forceinline__ float glu(float g, float u, int act) {
-	if (act == ACT_GELU_TANH) return 0.5f * g * (1.f + tanhf(0.7978845608028654f * (g + 0.044715f * g * g * g))) * u;
-	return g / (1.f + expf(-g)) * u;
+	float h = act == ACT_GELU_TANH ? 1.5957691216057308f * g * (1.f + 0.044715f * g * g) : g;
+	return g / (1.f + expf(-h)) * u;
 }
 
 // rms_factor turns a sum of squares over k elements into RMSNorm's scale.

@@ -193,8 +193,15 @@ template <int PRE> struct normw {
 // thread's own copies. norm_offset is where gs starts after the staged
 // residual (stagedBytes on the Go side), 16-byte aligned.
 __device__ __forceinline__ int norm_offset(int k) { return (k + 4 * ((k + 31) >> 5) + 3) & ~3; }
+//
+// Without weights (g null: a block without pre-norms) gs is filled with
+// ones, so that the matrix-vector core's code stays the one with weights.
 __device__ __forceinline__ void norm_stage(const float *g, int k, float *gs) {
-	for (int e = threadIdx.x; g && e < k; e += blockDim.x) { // no weights: nothing to copy
+	if (!g) {
+		for (int e = threadIdx.x; e < k; e += blockDim.x) gs[XS_AT(e)] = 1.f;
+		return;
+	}
+	for (int e = threadIdx.x; e < k; e += blockDim.x) {
 		unsigned long long sa;
 		asm("cvta.to.shared.u64 %0, %1;" : "=l"(sa) : "l"(gs + XS_AT(e)));
 		asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"((unsigned)sa), "l"(g + e) : "memory");

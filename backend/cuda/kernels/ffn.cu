@@ -206,7 +206,6 @@ __device__ __forceinline__ void ffn(const long long *res, long long *out, unsign
 	extern __shared__ float4 xs4[]; // the staged residual, then the norm weights (norm_offset)
 	float *gs = (float *)xs4 + norm_offset(k);
 	norm_stage(norm_w, k, gs);
-	if (!norm_w) gs = nullptr;
 	dseg<T, U> ds[DPRE];
 	if (!h_out) {
 #pragma unroll
@@ -221,7 +220,7 @@ __device__ __forceinline__ void ffn(const long long *res, long long *out, unsign
 	const float *x = res_stage(res, k, (float *)xs4);
 	float acc[R], ss;
 	m.template dot<36, true>(nb, k, x, gs, acc, ss);
-	float scale = gs ? rms_factor(ss, k, eps) : 1.f;
+	float scale = norm_w ? rms_factor(ss, k, eps) : 1.f;
 	if (*poison) scale = __int_as_float(0x7fc00000);
 #pragma unroll
 	for (int i = 0; i < UW; i++) {

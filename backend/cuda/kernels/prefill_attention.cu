@@ -17,7 +17,9 @@
 // With a sliding window (window > 0) a row sees only its last window
 // positions: the lower mask, and key tiles below every row's window are
 // skipped. softcap > 0 squashes the scores (after scale) to
-// softcap·tanh(s/softcap).
+// softcap·tanh(s/softcap). Both are compiled only into the EXT kernels
+// (prefill_attention_ext_hd*): in the score loop they cost the plain ones
+// time even when off.
 //
 // q: f16 [m][n_head·HD]; out: f16 [m][n_head·HD]; caches [n_kv][ctx_max][HD].
 #include "prefill.cuh"
@@ -26,7 +28,7 @@
 #define ATT_KEYS 64
 #define ATT_THREADS 128
 
-template <int HD>
+template <int HD, bool EXT>
 __device__ __forceinline__ void prefill_attention(const f16 *q, int m, int pos0, const float *k_cache,
                                                   const float *v_cache, int ctx_max, int n_head, int n_kv,
                                                   float scale, int window, float cap, f16 *out) {
@@ -53,6 +55,7 @@ __device__ __forceinline__ void prefill_attention(const f16 *q, int m, int pos0,
 	int warp_lim = pos0 + (min(r0 + warp * 16 + 15, rows - 1)) / group;
 	int key_end = pos0 + (min(r0 + ATT_ROWS, rows) - 1) / group + 1;
 	// The first key each row sees, and the first the block's rows see.
+	if (!EXT) window = 0;
 	int lo_a = window > 0 ? lim_a - window + 1 : 0, lo_b = window > 0 ? lim_b - window + 1 : 0;
 	int key_lo = window > 0 ? max(0, pos0 + min(r0, rows - 1) / group - window + 1) : 0;
 
@@ -129,9 +132,10 @@ __device__ __forceinline__ void prefill_attention(const f16 *q, int m, int pos0,
 #pragma unroll
 			for (int e = 0; e < 4; e++) {
 				int key = k0 + j * 8 + 2 * tq + (e & 1);
-				bool seen = key <= (e < 2 ? lim_a : lim_b) && key >= (e < 2 ? lo_a : lo_b);
-				float v = seen ? (cap > 0.f ? softcap(s[j][e] * scale, cap) * 1.4426950408889634f : s[j][e] * sl2)
-				               : -INFINITY;
+				bool seen = key <= (e < 2 ? lim_a : lim_b) && (!EXT || key >= (e < 2 ? lo_a : lo_b));
+				float v = !seen ? -INFINITY
+				          : EXT && cap > 0.f ? softcap(s[j][e] * scale, cap) * 1.4426950408889634f
+				                             : s[j][e] * sl2;
 				s[j][e] = v;
 				mx[e >> 1] = fmaxf(mx[e >> 1], v);
 			}
@@ -145,7 +149,7 @@ __device__ __forceinline__ void prefill_attention(const f16 *q, int m, int pos0,
 			// on; with one a row may see no key of a tile it shares with
 			// rows that do (its max stays -inf: nothing to rescale).
 			float mn = fmaxf(mrow[hr], mx[hr]);
-			alpha[hr] = mn == -INFINITY ? 1.f : exp2f(mrow[hr] - mn);
+			alpha[hr] = EXT && mn == -INFINITY ? 1.f : exp2f(mrow[hr] - mn);
 			mrow[hr] = mn;
 		}
 		float ls[2] = {0.f, 0.f};
@@ -153,7 +157,7 @@ __device__ __forceinline__ void prefill_attention(const f16 *q, int m, int pos0,
 		for (int j = 0; j < ATT_KEYS / 8; j++)
 #pragma unroll
 			for (int e = 0; e < 4; e++) {
-				float p = s[j][e] == -INFINITY ? 0.f : exp2f(s[j][e] - mrow[e >> 1]);
+				float p = EXT && s[j][e] == -INFINITY ? 0.f : exp2f(s[j][e] - mrow[e >> 1]);
 				s[j][e] = p;
 				ls[e >> 1] += p;
 			}
@@ -197,13 +201,16 @@ __device__ __forceinline__ void prefill_attention(const f16 *q, int m, int pos0,
 	}
 }
 
-#define PREFILL_ATTENTION(HD)                                                                                      \
-	extern "C" __global__ void __launch_bounds__(ATT_THREADS)                                                              \
-	    prefill_attention_hd##HD(const f16 *q, int m, int pos0, const float *k_cache, const float *v_cache,          \
-	                             int ctx_max, int n_head, int n_kv, float scale, int window, float cap,        \
-	                             f16 *out) {                                                                   \
-		prefill_attention<HD>(q, m, pos0, k_cache, v_cache, ctx_max, n_head, n_kv, scale, window, cap, out);       \
+#define PREFILL_ATTENTION_V(name, HD, EXT)                                                                         \
+	extern "C" __global__ void __launch_bounds__(ATT_THREADS)                                                      \
+	    name##HD(const f16 *q, int m, int pos0, const float *k_cache, const float *v_cache, int ctx_max, int n_head, \
+	             int n_kv, float scale, int window, float cap, f16 *out) {                                          \
+		prefill_attention<HD, EXT>(q, m, pos0, k_cache, v_cache, ctx_max, n_head, n_kv, scale, window, cap, out);  \
 	}
+// prefill_attention_hd<HD>, and prefill_attention_ext_hd<HD> with sliding
+// windows and soft-caps.
+#define PREFILL_ATTENTION(HD)                                                                                      \
+	PREFILL_ATTENTION_V(prefill_attention_hd, HD, false) PREFILL_ATTENTION_V(prefill_attention_ext_hd, HD, true)
 PREFILL_ATTENTION(16)
 PREFILL_ATTENTION(32)
 PREFILL_ATTENTION(64)

@@ -70,7 +70,6 @@ __device__ __forceinline__ void qkv_rope(const long long *res, long long *res_ne
 	extern __shared__ float4 xs4[]; // the staged residual, then the norm weights (norm_offset)
 	float *gs = (float *)xs4 + norm_offset(k);
 	norm_stage(norm_w, k, gs);
-	if (!norm_w) gs = nullptr; // no pre-norm: the residual stream as it is
 	pdl_wait_and_release();
 	int pos = *pos_ptr;
 	const float temp = attn_temp(pos, temp_scale, temp_floor);
@@ -104,7 +103,7 @@ __device__ __forceinline__ void qkv_rope(const long long *res, long long *res_ne
 		}
 		float acc[R], ss;
 		m.template dot<36, true>(nb, k, x, gs, acc, ss);
-		float scale = bad ? __int_as_float(0x7fc00000) : gs ? rms_factor(ss, k, eps) : 1.f;
+		float scale = bad ? __int_as_float(0x7fc00000) : norm_w ? rms_factor(ss, k, eps) : 1.f;
 		float v0 = 0.f, v1 = 0.f;
 #pragma unroll
 		for (int i = 0; i < R / 2; i++) {
