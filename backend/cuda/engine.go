@@ -209,6 +209,7 @@ type Backend struct {
 	headWindow   *cu.L2Window // the output head's weights, kept in L2 (nil: no room set aside)
 	ropeCS       cu.DevicePtr
 	localRopeCS  cu.DevicePtr    // the rotation of the layers with LayerAttn.LocalRope (0: none)
+	temp         cu.DevicePtr    // the queries' attention temperature by position (tempTable; 0: none)
 	res          [2]cu.DevicePtr // the residual stream, fixed point (kernels/common.cuh): layer i reads res[i%2]
 	branch       cu.DevicePtr    // a post-normed branch's output, fixed point (0: no post-norms)
 	poison       cu.DevicePtr    // set when a residual addend did not fit in fixed point
@@ -703,6 +704,7 @@ func (b *Backend) allocState() error {
 	if slices.ContainsFunc(c.LayerAttn, func(la model.LayerAttention) bool { return la.LocalRope }) {
 		localRope = refRopeTable(b.ctxLen, c.LocalRope)
 	}
+	temp := tempTable(&c.Block, b.ctxLen)
 	branchWords := 0
 	if c.Block.PostNorm {
 		branchWords = 2 * c.Dim
@@ -714,7 +716,7 @@ func (b *Backend) allocState() error {
 	}{
 		{&b.res[0], 2 * c.Dim}, {&b.res[1], 2 * c.Dim}, {&b.q, c.QDim()}, {&b.logits, c.VocabSize}, {&b.ffnH, c.FFNDim},
 		{&b.partAcc, acc}, {&b.partML, ml}, {&b.partV, parts}, {&b.partI, parts},
-		{&b.ropeCS, len(rope)}, {&b.localRopeCS, len(localRope)},
+		{&b.ropeCS, len(rope)}, {&b.localRopeCS, len(localRope)}, {&b.temp, len(temp)},
 		// Zeroed below: counters, the poison word, the penalty history and
 		// the post-norms' branch (each post-norm zeroes it after reading).
 		{&b.pos, 1}, {&b.next, 2}, {&b.ticket, 1}, {&b.attnTickets, 2 * c.NumHeads}, {&b.poison, 1}, {&b.best, 1}, {&b.params, spWords},
@@ -744,9 +746,14 @@ func (b *Backend) allocState() error {
 	if err := b.c.CopyHtoD(b.ropeCS, f32Bytes(rope)); err != nil {
 		return err
 	}
-	if localRope != nil {
-		if err := b.c.CopyHtoD(b.localRopeCS, f32Bytes(localRope)); err != nil {
-			return err
+	for _, t := range []struct {
+		p cu.DevicePtr
+		v []float32
+	}{{b.localRopeCS, localRope}, {b.temp, temp}} {
+		if t.v != nil {
+			if err := b.c.CopyHtoD(t.p, f32Bytes(t.v)); err != nil {
+				return err
+			}
 		}
 	}
 	if b.host, err = b.c.AllocHost(4 * ioWords); err != nil {
@@ -782,16 +789,15 @@ func (b *Backend) recordStep(l *launcher, k stepKind, afterLayer func(i int) err
 	if err := l.embed(in, pos, b.params, nParams, &b.embd, blk.EmbedScale, b.res[0], b.poison); err != nil {
 		return err
 	}
-	temp := attnTemp{scale: blk.AttnTempScale, floor: blk.AttnTempFloor}
 	for i := range b.layers {
 		ly := &b.layers[i]
 		cur, next := b.res[i%2], b.res[(i+1)%2]
 		ropeCS, ropeDim := b.layerRope(i)
 		qa := qkvArgs{res: cur, resNext: next, poison: b.poison, normW: ly.attnNorm, eps: c.RMSEps, wq: &ly.wq, wk: &ly.wk, wv: &ly.wv,
 			bias: ly.bias, nHead: c.NumHeads, nKV: c.NumKVHeads, headDim: c.HeadDim, ropeCS: ropeCS, ropeDim: ropeDim,
-			neox: c.Rope.Neox, temp: temp, pos: pos, q: b.q, kCache: ly.kCache, vCache: ly.vCache, ctxMax: b.ctxLen}
+			neox: c.Rope.Neox, temp: b.temp, pos: pos, q: b.q, kCache: ly.kCache, vCache: ly.vCache, ctxMax: b.ctxLen}
 		if ly.qNorm != 0 {
-			qa.ropeDim, qa.temp = 0, attnTemp{} // qk_norm rotates and scales after the norms
+			qa.ropeDim, qa.temp = 0, 0 // qk_norm rotates and scales after the norms
 		}
 		if err := l.qkvRope(qa); err != nil {
 			return err
@@ -799,7 +805,7 @@ func (b *Backend) recordStep(l *launcher, k stepKind, afterLayer func(i int) err
 		if ly.qNorm != 0 {
 			err := l.qkNorm(qkNormArgs{q: b.q, kCache: ly.kCache, pos: pos, ctxMax: b.ctxLen, nHead: c.NumHeads,
 				nKV: c.NumKVHeads, headDim: c.HeadDim, full: blk.QKNorm == model.QKNormFull, qw: ly.qNorm, kw: ly.kNorm,
-				eps: c.RMSEps, ropeCS: ropeCS, ropeDim: ropeDim, neox: c.Rope.Neox, temp: temp})
+				eps: c.RMSEps, ropeCS: ropeCS, ropeDim: ropeDim, neox: c.Rope.Neox, temp: b.temp})
 			if err != nil {
 				return err
 			}

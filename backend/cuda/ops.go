@@ -143,7 +143,7 @@ type qkvArgs struct {
 	ropeCS     cu.DevicePtr // [ctx][ropeDim/2] (cos, sin)
 	ropeDim    int          // 0: no rotation
 	neox       bool
-	temp       attnTemp     // the queries' temperature by position
+	temp       cu.DevicePtr // the queries' temperature by position (tempTable; 0: none)
 	pos        cu.DevicePtr // int32
 	q          cu.DevicePtr
 	kCache     cu.DevicePtr
@@ -169,15 +169,21 @@ func (l *launcher) qkvRope(a qkvArgs) error {
 	}
 	return l.launch(f, cu.Dim(l.warpBlocks((pairs+perWarp-1)/perWarp, 0)), 32*l.warps(), stagedNormBytes(a.wq.Cols), cu.Args{
 		a.res, a.resNext, a.poison, a.normW, a.eps, i32(a.wq.Cols), a.wq.Q, a.wq.D, a.wk.Q, a.wk.D, a.wv.Q, a.wv.D, a.bias,
-		i32(a.nHead), i32(a.nKV), i32(a.headDim), a.ropeCS, i32(a.ropeDim), neox, a.temp.scale, i32(a.temp.floor), a.pos, a.q,
+		i32(a.nHead), i32(a.nKV), i32(a.headDim), a.ropeCS, i32(a.ropeDim), neox, a.temp, a.pos, a.q,
 		a.kCache, a.vCache, i32(a.ctxMax)})
 }
 
-// attnTemp is model.Block's attention temperature tuning: the queries of
-// position p times 1 + scale·ln(⌊p/floor⌋+1) (scale 0: none, floor unread).
-type attnTemp struct {
-	scale float32
-	floor int
+// tempTable is model.Block's attention temperature of every position
+// below ctx, as the kernels read it (nil: the block has none).
+func tempTable(b *model.Block, ctx int) []float32 {
+	if b.AttnTempScale == 0 {
+		return nil
+	}
+	t := make([]float32, ctx)
+	for p := range t {
+		t[p] = b.AttnTemp(p)
+	}
+	return t
 }
 
 // qkNormArgs are qk_norm's operands: the queries in q and the keys in the
@@ -194,7 +200,7 @@ type qkNormArgs struct {
 	ropeCS     cu.DevicePtr
 	ropeDim    int
 	neox       bool
-	temp       attnTemp
+	temp       cu.DevicePtr
 }
 
 // qkNorm launches a block a norm group: per head, a thread a rotation pair
@@ -206,7 +212,7 @@ func (l *launcher) qkNorm(a qkNormArgs) error {
 	}
 	return l.launch(l.k.qkNorm, cu.Dim(groups), threads, 0, cu.Args{
 		a.q, a.kCache, a.pos, i32(a.ctxMax), i32(a.nHead), i32(a.nKV), i32(a.headDim), b32(a.full), a.qw, a.kw, a.eps,
-		a.ropeCS, i32(a.ropeDim), b32(a.neox), a.temp.scale, i32(a.temp.floor)})
+		a.ropeCS, i32(a.ropeDim), b32(a.neox), a.temp})
 }
 
 // b32 is a kernel's int flag.

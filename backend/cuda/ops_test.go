@@ -635,9 +635,9 @@ func TestAttentionStep(t *testing.T) {
 		partAcc, partML := g.floats(nil, acc), g.floats(nil, ml)
 		noNorm := ci%5 == 2
 		qkMode := []model.QKNorm{model.QKNormNone, model.QKNormHead, model.QKNormNone, model.QKNormFull}[ci%4]
-		var temp attnTemp
+		var temp []float32 // the attention temperature by position (nil: none)
 		if ci%4 == 2 || ci%7 == 3 {
-			temp = attnTemp{scale: 0.3, floor: 8}
+			temp = tempTable(&model.Block{AttnTempScale: 0.3, AttnTempFloor: 8}, tc.ctx)
 		}
 		window, capv, rs := 0, float32(0), float32(1)
 		if ci%3 == 1 {
@@ -650,9 +650,13 @@ func TestAttentionStep(t *testing.T) {
 		if qkMode == model.QKNormFull {
 			qw, kw = randFloats(r, qd, 1), randFloats(r, kvd, 1)
 		}
+		var dtemp cu.DevicePtr
+		if temp != nil {
+			dtemp = g.floats(temp, 0)
+		}
 		for _, pos := range []int{r.IntN(tc.minChunk), tc.ctx/3 + r.IntN(tc.ctx/3), tc.ctx - 1} {
-			name := fmt.Sprintf("%s/d%d/h%d/kv%d/hd%d/rope%d/neox=%v/bias=%v/pos%d/nonorm=%v/qk%d/temp%v/win%d/cap%v/rs%v",
-				tc.typ, tc.dim, tc.nHead, tc.nKV, tc.headDim, tc.ropeD, tc.neox, tc.bias, pos, noNorm, qkMode, temp.scale,
+			name := fmt.Sprintf("%s/d%d/h%d/kv%d/hd%d/rope%d/neox=%v/bias=%v/pos%d/nonorm=%v/qk%d/temp=%v/win%d/cap%v/rs%v",
+				tc.typ, tc.dim, tc.nHead, tc.nKV, tc.headDim, tc.ropeD, tc.neox, tc.bias, pos, noNorm, qkMode, temp != nil,
 				window, capv, rs)
 			x, nw := randFloats(r, tc.dim, 1), randFloats(r, tc.dim, 1)
 			res, xr := g.residual(x)
@@ -671,13 +675,13 @@ func TestAttentionStep(t *testing.T) {
 			dpos := g.int32s(int32(pos))
 			eps := float32(1e-5)
 			qa := qkvArgs{res: res, resNext: next, poison: poison, normW: g.floats(nw, 0), eps: eps, wq: dwq, wk: dwk, wv: dwv, bias: dbias,
-				nHead: tc.nHead, nKV: tc.nKV, headDim: tc.headDim, ropeCS: dcs, ropeDim: tc.ropeD, neox: tc.neox, temp: temp,
+				nHead: tc.nHead, nKV: tc.nKV, headDim: tc.headDim, ropeCS: dcs, ropeDim: tc.ropeD, neox: tc.neox, temp: dtemp,
 				pos: dpos, q: dq, kCache: dkc, vCache: dvc, ctxMax: tc.ctx}
 			if noNorm {
 				qa.normW = 0
 			}
 			if qkMode != model.QKNormNone {
-				qa.ropeDim, qa.temp = 0, attnTemp{}
+				qa.ropeDim, qa.temp = 0, 0
 			}
 			if err := g.l.qkvRope(qa); err != nil {
 				t.Fatal(err)
@@ -685,7 +689,7 @@ func TestAttentionStep(t *testing.T) {
 			if qkMode != model.QKNormNone {
 				err := g.l.qkNorm(qkNormArgs{q: dq, kCache: dkc, pos: dpos, ctxMax: tc.ctx, nHead: tc.nHead, nKV: tc.nKV,
 					headDim: tc.headDim, full: qkMode == model.QKNormFull, qw: g.floats(qw, 0), kw: g.floats(kw, 0), eps: eps,
-					ropeCS: dcs, ropeDim: tc.ropeD, neox: tc.neox, temp: temp})
+					ropeCS: dcs, ropeDim: tc.ropeD, neox: tc.neox, temp: dtemp})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -717,10 +721,9 @@ func TestAttentionStep(t *testing.T) {
 			}
 			refRope(q, tc.nHead, tc.headDim, tc.ropeD, tc.neox, cs, pos)
 			refRope(k, tc.nKV, tc.headDim, tc.ropeD, tc.neox, cs, pos)
-			if temp.scale != 0 {
-				f := 1 + float64(temp.scale)*math.Log(float64(pos/temp.floor)+1)
+			if temp != nil {
 				for i := range q {
-					q[i] *= f
+					q[i] *= float64(temp[pos])
 				}
 			}
 			gotQ := g.read(dq, qd)

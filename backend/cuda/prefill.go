@@ -200,7 +200,6 @@ func (b *Backend) recordPrefill(l *launcher, tok cu.DevicePtr, m, pos0 int) erro
 	if err := l.prefillEmbed(tok, m, &b.embd, blk.EmbedScale, p.x); err != nil {
 		return err
 	}
-	temp := attnTemp{scale: blk.AttnTempScale, floor: blk.AttnTempFloor}
 	for i := range b.layers {
 		ly := &b.layers[i]
 		if err := l.prefillNorm(p.x, ly.attnNorm, c.RMSEps, m, c.Dim, p.xn); err != nil {
@@ -220,7 +219,7 @@ func (b *Backend) recordPrefill(l *launcher, tok cu.DevicePtr, m, pos0 int) erro
 		}
 		ropeCS, ropeDim := b.layerRope(i)
 		err := l.prefillRope(ropeArgs{qkv: p.qkv, bias: ly.bias, biasFrom: biasFrom, m: m, pos0: pos0, nHead: c.NumHeads,
-			nKV: c.NumKVHeads, hd: c.HeadDim, ropeCS: ropeCS, ropeDim: ropeDim, neox: c.Rope.Neox, temp: temp, q: p.q,
+			nKV: c.NumKVHeads, hd: c.HeadDim, ropeCS: ropeCS, ropeDim: ropeDim, neox: c.Rope.Neox, temp: b.temp, q: p.q,
 			kCache: ly.kCache, vCache: ly.vCache, ctxMax: b.ctxLen})
 		if err != nil {
 			return err

@@ -81,7 +81,7 @@ type ropeArgs struct {
 	ropeCS         cu.DevicePtr
 	ropeDim        int // 0: no rotation
 	neox           bool
-	temp           attnTemp
+	temp           cu.DevicePtr // tempTable (0: none)
 	q              cu.DevicePtr // f16 [m][nHead*hd]
 	kCache, vCache cu.DevicePtr
 	ctxMax         int
@@ -94,7 +94,7 @@ func (l *launcher) prefillRope(a ropeArgs) error {
 	}
 	n := a.m * (a.nHead + 2*a.nKV) * a.hd / 2
 	return l.launch(l.k.pre.rope, cu.Dim((n+255)/256), 256, 0, cu.Args{a.qkv, i32(a.m), a.bias, i32(a.biasFrom),
-		i32(a.nHead), i32(a.nKV), i32(a.hd), a.ropeCS, i32(a.ropeDim), neox, a.temp.scale, i32(a.temp.floor), i32(a.pos0),
+		i32(a.nHead), i32(a.nKV), i32(a.hd), a.ropeCS, i32(a.ropeDim), neox, a.temp, i32(a.pos0),
 		a.q, a.kCache, a.vCache, i32(a.ctxMax)})
 }
 

@@ -241,16 +241,16 @@ func TestPrefillRopeKernel(t *testing.T) {
 		nHead, nKV, hd, ropeDim int
 		neox, bias              bool
 		m, pos0, ctx            int
-		temp                    attnTemp
+		temp                    model.Block // its attention temperature
 	}{
-		{4, 2, 16, 16, false, false, 7, 0, 64, attnTemp{}},
-		{9, 3, 64, 64, false, false, 130, 37, 300, attnTemp{scale: 0.3, floor: 8}},
-		{8, 2, 64, 32, true, true, 50, 100, 200, attnTemp{}},
-		{4, 4, 128, 128, true, false, 1, 9, 16, attnTemp{}},
-		{4, 2, 32, 0, true, true, 20, 3, 40, attnTemp{scale: 0.5, floor: 4}}, // no rotation (SmolLM3's layers)
+		{4, 2, 16, 16, false, false, 7, 0, 64, model.Block{}},
+		{9, 3, 64, 64, false, false, 130, 37, 300, model.Block{AttnTempScale: 0.3, AttnTempFloor: 8}},
+		{8, 2, 64, 32, true, true, 50, 100, 200, model.Block{}},
+		{4, 4, 128, 128, true, false, 1, 9, 16, model.Block{}},
+		{4, 2, 32, 0, true, true, 20, 3, 40, model.Block{AttnTempScale: 0.5, AttnTempFloor: 4}}, // no rotation (SmolLM3's layers)
 	}
 	for _, tc := range cases {
-		name := fmt.Sprintf("h%d/kv%d/hd%d/rope%d/neox=%v/bias=%v/m%d/pos%d/temp%v", tc.nHead, tc.nKV, tc.hd, tc.ropeDim, tc.neox, tc.bias, tc.m, tc.pos0, tc.temp.scale)
+		name := fmt.Sprintf("h%d/kv%d/hd%d/rope%d/neox=%v/bias=%v/m%d/pos%d/temp%v", tc.nHead, tc.nKV, tc.hd, tc.ropeDim, tc.neox, tc.bias, tc.m, tc.pos0, tc.temp.AttnTempScale)
 		w := (tc.nHead + 2*tc.nKV) * tc.hd
 		qkv := randFloats(r, tc.m*w, 1)
 		var bias []float32
@@ -265,13 +265,18 @@ func TestPrefillRopeKernel(t *testing.T) {
 		qd := tc.nHead * tc.hd
 		dq := g.halves((tc.m + 1) * qd)
 		g.settle()
+		temp := tempTable(&tc.temp, tc.ctx)
+		var dtemp cu.DevicePtr
+		if temp != nil {
+			dtemp = g.floats(temp, 0)
+		}
 		err := g.l.prefillRope(ropeArgs{qkv: g.floats(qkv, 0), bias: dbias, m: tc.m, pos0: tc.pos0, nHead: tc.nHead,
-			nKV: tc.nKV, hd: tc.hd, ropeCS: g.floats(cs, 0), ropeDim: tc.ropeDim, neox: tc.neox, temp: tc.temp, q: dq,
+			nKV: tc.nKV, hd: tc.hd, ropeCS: g.floats(cs, 0), ropeDim: tc.ropeDim, neox: tc.neox, temp: dtemp, q: dq,
 			kCache: dkc, vCache: dvc, ctxMax: tc.ctx})
 		if err != nil {
 			t.Fatal(err)
 		}
-		q, wantK, wantV := refPrefillRope(qkv, bias, tc.m, tc.nHead, tc.nKV, tc.hd, tc.ropeDim, tc.neox, cs, tc.temp, tc.pos0, kc, vc, tc.ctx)
+		q, wantK, wantV := refPrefillRope(qkv, bias, tc.m, tc.nHead, tc.nKV, tc.hd, tc.ropeDim, tc.neox, cs, temp, tc.pos0, kc, vc, tc.ctx)
 		gotQ := g.readHalves(dq, (tc.m+1)*qd)
 		check(t, name+" q", gotQ[:tc.m*qd], q, f16OutTol)
 		untouched(t, name+" q", gotQ[tc.m*qd:])

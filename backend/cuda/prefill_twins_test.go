@@ -75,9 +75,9 @@ func refPrefillNorm(x, w []float32, eps float32, m, k int) []float64 {
 }
 
 // refPrefillRope returns the roped queries [m][nHead·hd], times the
-// attention temperature of their position, and writes the roped K and the
+// attention temperature of their position (temp[p]; nil: none), and writes the roped K and the
 // V rows of m tokens at pos0.. into copies of the caches.
-func refPrefillRope(qkv, bias []float32, m, nHead, nKV, hd, ropeDim int, neox bool, cs []float32, temp attnTemp, pos0 int,
+func refPrefillRope(qkv, bias []float32, m, nHead, nKV, hd, ropeDim int, neox bool, cs, temp []float32, pos0 int,
 	kc, vc []float32, ctx int) (q []float64, kOut, vOut []float32) {
 	w := (nHead + 2*nKV) * hd
 	kOut, vOut = append([]float32(nil), kc...), append([]float32(nil), vc...)
@@ -92,10 +92,9 @@ func refPrefillRope(qkv, bias []float32, m, nHead, nKV, hd, ropeDim int, neox bo
 		qr, kr, vr := row[:nHead*hd], row[nHead*hd:(nHead+nKV)*hd], row[(nHead+nKV)*hd:]
 		refRope(qr, nHead, hd, ropeDim, neox, cs, pos0+t)
 		refRope(kr, nKV, hd, ropeDim, neox, cs, pos0+t)
-		if temp.scale != 0 {
-			f := 1 + float64(temp.scale)*math.Log(float64((pos0+t)/temp.floor)+1)
+		if temp != nil {
 			for i := range qr {
-				qr[i] *= f
+				qr[i] *= float64(temp[pos0+t])
 			}
 		}
 		q = append(q, qr...)

@@ -27,7 +27,7 @@ __device__ unsigned __ballot_sync(unsigned mask, int pred);
 __device__ int __popc(unsigned);
 extern "C" __device__ float expf(float);
 extern "C" __device__ float logf(float);
-extern "C" __device__ float tanhf(float);
+__device__ float __expf(float);
 extern "C" __device__ double exp(double);
 __device__ unsigned atomicAdd(unsigned *, unsigned);
 __device__ int atomicAdd(int *, int);

@@ -8,14 +8,14 @@
 // One thread per rotated pair, paired as qkv_rope pairs them: adjacent
 // elements (2i, 2i+1) for llama's RoPE, (i, i+rope_dim/2) for NeoX; elements
 // past rope_dim are paired adjacently and left unrotated. The queries are
-// then multiplied by the attention temperature of their position
-// (rope.cuh).
+// then multiplied by the attention temperature of their position (a
+// table, rope.cuh).
 #include "prefill.cuh"
 #include "rope.cuh"
 
 extern "C" __global__ void prefill_rope(const float *qkv, int m, const float *bias, int bias_h0, int n_head, int n_kv,
-                                        int head_dim, const float *rope_cs, int rope_dim, int neox, float temp_scale,
-                                        int temp_floor, int pos0, f16 *q_out, float *k_cache, float *v_cache,
+                                        int head_dim, const float *rope_cs, int rope_dim, int neox, const float *temp,
+                                        int pos0, f16 *q_out, float *k_cache, float *v_cache,
                                         int ctx_max) {
 	pdl_wait_and_release();
 	int half = head_dim >> 1, rhalf = rope_dim >> 1;
@@ -45,9 +45,9 @@ extern "C" __global__ void prefill_rope(const float *qkv, int m, const float *bi
 	}
 	if (h < n_head) {
 		f16 *qr = q_out + (long)t * n_head * head_dim;
-		float temp = attn_temp(pos, temp_scale, temp_floor);
-		qr[c0] = to_half(v0 * temp);
-		qr[c1] = to_half(v1 * temp);
+		float tq = temp ? temp[pos] : 1.f;
+		qr[c0] = to_half(v0 * tq);
+		qr[c1] = to_half(v1 * tq);
 	} else {
 		int kh = is_v ? h - n_head - n_kv : h - n_head;
 		float *dst = (is_v ? v_cache : k_cache) + ((long)kh * ctx_max + pos) * head_dim;

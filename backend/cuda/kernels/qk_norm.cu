@@ -27,7 +27,7 @@ __device__ __forceinline__ float *qk_at(float *q, float *k_cache, bool is_q, int
 extern "C" __global__ void __launch_bounds__(1024)
     qk_norm(float *q, float *k_cache, const int *pos_ptr, int ctx_max, int n_head, int n_kv, int head_dim, int full,
             const float *qw, const float *kw, float eps, const float *rope_cs, int rope_dim, int neox,
-            float temp_scale, int temp_floor) {
+            const float *temp) {
 	__shared__ float scratch[32];
 	pdl_wait_and_release();
 	const int g = blockIdx.x;
@@ -42,7 +42,7 @@ extern "C" __global__ void __launch_bounds__(1024)
 		ss += v * v;
 	}
 	const float f = rms_factor(block_sum(ss, scratch), n, eps);
-	const float temp = is_q ? attn_temp(pos, temp_scale, temp_floor) : 1.f;
+	const float tq = is_q && temp ? temp[pos] : 1.f;
 	const int half = head_dim >> 1, rhalf = rope_dim >> 1;
 	for (int p = threadIdx.x; p < heads * half; p += blockDim.x) {
 		int hh = p / half, i = p % half, a, b;
@@ -58,7 +58,7 @@ extern "C" __global__ void __launch_bounds__(1024)
 			v0 = r0;
 			v1 = r1;
 		}
-		*pa = v0 * temp;
-		*pb = v1 * temp;
+		*pa = v0 * tq;
+		*pb = v1 * tq;
 	}
 }

@@ -57,7 +57,7 @@ template <int T, int R>
 __device__ __forceinline__ void qkv_rope(const long long *res, long long *res_next, const unsigned *poison,
                                          const float *norm_w, float eps, int k, const qkv_w &w,
                                          const float *bias, int n_head, int n_kv_head, int head_dim,
-                                         const float *rope_cs, int rope_dim, int neox, float temp_scale, int temp_floor,
+                                         const float *rope_cs, int rope_dim, int neox, const float *temp,
                                          const int *pos_ptr, float *q_out, float *k_cache, float *v_cache,
                                          int ctx_max) {
 	int nb = (k + 31) >> 5, lane = threadIdx.x & 31;
@@ -72,7 +72,7 @@ __device__ __forceinline__ void qkv_rope(const long long *res, long long *res_ne
 	norm_stage(norm_w, k, gs);
 	pdl_wait_and_release();
 	int pos = *pos_ptr;
-	const float temp = attn_temp(pos, temp_scale, temp_floor);
+	const float tq = temp ? temp[pos] : 1.f;
 	for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < k; i += gridDim.x * blockDim.x) res_next[i] = 0;
 	const bool bad = *poison;
 	norm_ready();
@@ -119,8 +119,8 @@ __device__ __forceinline__ void qkv_rope(const long long *res, long long *res_ne
 			t1 = v0 * s + v1 * c;
 		}
 		if (h < n_head) {
-			q_out[(long)h * head_dim + a] = t0 * temp;
-			q_out[(long)h * head_dim + b] = t1 * temp;
+			q_out[(long)h * head_dim + a] = t0 * tq;
+			q_out[(long)h * head_dim + b] = t1 * tq;
 		} else {
 			bool is_v = h >= n_head + n_kv_head;
 			int kh = is_v ? h - n_head - n_kv_head : h - n_head;
@@ -136,11 +136,11 @@ __device__ __forceinline__ void qkv_rope(const long long *res, long long *res_ne
 	    qkv_rope_##name(const long long *res, long long *res_next, const unsigned *poison, const float *norm_w,     \
 	                    float eps, int k, const u8 *wq, const f16 *wd, const u8 *wkq, const f16 *wkd,             \
 	                    const u8 *wvq, const f16 *wvd, const float *bias, int n_head, int n_kv_head, int head_dim, \
-	                    const float *rope_cs, int rope_dim, int neox, float temp_scale, int temp_floor,           \
+	                    const float *rope_cs, int rope_dim, int neox, const float *temp,                          \
 	                    const int *pos_ptr, float *q_out, float *k_cache, float *v_cache, int ctx_max) {           \
 		const qkv_w w = {wq, wkq, wvq, wd, wkd, wvd, n_head, n_kv_head};                                           \
 		qkv_rope<T, R>(res, res_next, poison, norm_w, eps, k, w, bias, n_head, n_kv_head, head_dim, rope_cs,        \
-		               rope_dim, neox, temp_scale, temp_floor, pos_ptr, q_out, k_cache, v_cache, ctx_max);         \
+		               rope_dim, neox, temp, pos_ptr, q_out, k_cache, v_cache, ctx_max);                           \
 	}
 // qkv_rope_<type> with decode.cuh's rows per warp, qkv_rope_<type>_r2 with two.
 #define QKV_ROPE(name, T) QKV_ROPE_R(name, T, mv_shape<T>::R) QKV_ROPE_R(name##_r2, T, 2)
