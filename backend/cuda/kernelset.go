@@ -20,6 +20,9 @@ type kernelSet struct {
 	embed, qkvRope, logits [numGPUTypes]*cu.Function
 	// The _r2 variants: two rows per warp.
 	qkvRope2, logits2 [numGPUTypes]*cu.Function
+	// qkvRopeExt and qkvRopeExt2: the QKV kernels with the block's
+	// variations (no pre-norm, attention temperature).
+	qkvRopeExt, qkvRopeExt2 [numGPUTypes]*cu.Function
 	// logitsFloat reads a float32 row (the prefill's) instead of the
 	// fixed-point residual stream.
 	logitsFloat [numGPUTypes]*cu.Function
@@ -69,7 +72,7 @@ func loadKernels(c *cu.Context) (_ *kernelSet, err error) {
 			case "embed":
 				names = append(names, "embed_"+s)
 			case "qkv_rope":
-				names = append(names, "qkv_rope_"+s, "qkv_rope_"+s+"_r2")
+				names = append(names, "qkv_rope_"+s, "qkv_rope_"+s+"_r2", "qkv_rope_ext_"+s, "qkv_rope_ext_"+s+"_r2")
 			case "logits":
 				names = append(names, "logits_"+s, "logits_"+s+"_r2", "logits_float_"+s)
 			case "attention":
@@ -107,6 +110,8 @@ func loadKernels(c *cu.Context) (_ *kernelSet, err error) {
 		k.embed[t] = funcs["embed_"+s]
 		k.qkvRope[t] = funcs["qkv_rope_"+s]
 		k.qkvRope2[t] = funcs["qkv_rope_"+s+"_r2"]
+		k.qkvRopeExt[t], k.qkvRopeExt2[t] = funcs["qkv_rope_ext_"+s], funcs["qkv_rope_ext_"+s+"_r2"]
+		decode = append(decode, k.qkvRopeExt[t], k.qkvRopeExt2[t])
 		k.logits[t] = funcs["logits_"+s]
 		k.logits2[t] = funcs["logits_"+s+"_r2"]
 		k.logitsFloat[t] = funcs["logits_float_"+s]

@@ -162,6 +162,14 @@ func (l *launcher) qkvRope(a qkvArgs) error {
 	if l.rows > 2 {
 		r, f = rowsPerWarp(t), l.k.qkvRope[t]
 	}
+	if a.normW == 0 || a.temp != 0 {
+		// The block's variations: the ext kernels (the plain ones have
+		// none of their code).
+		f = l.k.qkvRopeExt2[t]
+		if r > 2 {
+			f = l.k.qkvRopeExt[t]
+		}
+	}
 	perWarp := r / 2 // pairs of rows
 	neox := int32(0)
 	if a.neox {

@@ -193,14 +193,7 @@ template <int PRE> struct normw {
 // thread's own copies. norm_offset is where gs starts after the staged
 // residual (stagedBytes on the Go side), 16-byte aligned.
 __device__ __forceinline__ int norm_offset(int k) { return (k + 4 * ((k + 31) >> 5) + 3) & ~3; }
-//
-// Without weights (g null: a block without pre-norms) gs is filled with
-// ones, so that the matrix-vector core's code stays the one with weights.
 __device__ __forceinline__ void norm_stage(const float *g, int k, float *gs) {
-	if (!g) {
-		for (int e = threadIdx.x; e < k; e += blockDim.x) gs[XS_AT(e)] = 1.f;
-		return;
-	}
 	for (int e = threadIdx.x; e < k; e += blockDim.x) {
 		unsigned long long sa;
 		asm("cvta.to.shared.u64 %0, %1;" : "=l"(sa) : "l"(gs + XS_AT(e)));
@@ -209,6 +202,12 @@ __device__ __forceinline__ void norm_stage(const float *g, int k, float *gs) {
 	asm volatile("cp.async.commit_group;" ::: "memory");
 }
 __device__ __forceinline__ void norm_ready() { asm volatile("cp.async.wait_all;" ::: "memory"); }
+
+// norm_ones fills gs with ones in norm_stage's layout: a block without
+// pre-norms (no weights) runs the matrix-vector core's code with weights.
+__device__ __forceinline__ void norm_ones(int k, float *gs) {
+	for (int e = threadIdx.x; e < k; e += blockDim.x) gs[XS_AT(e)] = 1.f;
+}
 
 // xload fills x with block b of in (elements 32b…32b+31, BS floats apart:
 // see xstride) times g[32b…] (g may be null; padded as XS_AT when GP, as

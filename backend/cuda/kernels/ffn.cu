@@ -205,7 +205,10 @@ __device__ __forceinline__ void ffn(const long long *res, long long *out, unsign
 	m.preload(nb);
 	extern __shared__ float4 xs4[]; // the staged residual, then the norm weights (norm_offset)
 	float *gs = (float *)xs4 + norm_offset(k);
-	norm_stage(norm_w, k, gs);
+	if (norm_w)
+		norm_stage(norm_w, k, gs);
+	else
+		norm_ones(k, gs);
 	dseg<T, U> ds[DPRE];
 	if (!h_out) {
 #pragma unroll

@@ -53,7 +53,11 @@ __device__ __forceinline__ void qkv_rows(mv<T, R, 1> &m, const qkv_w &w, int grp
 	}
 }
 
-template <int T, int R>
+// EXT: the block's variations (no pre-norm: norm_w null; the attention
+// temperature table temp). The plain kernels (EXT false, llama's block)
+// have none of their code: these kernels run on cold instruction caches,
+// where it cost 3% of a SmolLM-135M token (H200) unused.
+template <int T, int R, bool EXT>
 __device__ __forceinline__ void qkv_rope(const long long *res, long long *res_next, const unsigned *poison,
                                          const float *norm_w, float eps, int k, const qkv_w &w,
                                          const float *bias, int n_head, int n_kv_head, int head_dim,
@@ -69,10 +73,13 @@ __device__ __forceinline__ void qkv_rope(const long long *res, long long *res_ne
 	m.preload(nb);
 	extern __shared__ float4 xs4[]; // the staged residual, then the norm weights (norm_offset)
 	float *gs = (float *)xs4 + norm_offset(k);
-	norm_stage(norm_w, k, gs);
+	if (!EXT || norm_w)
+		norm_stage(norm_w, k, gs);
+	else
+		norm_ones(k, gs);
 	pdl_wait_and_release();
 	int pos = *pos_ptr;
-	const float tq = temp ? temp[pos] : 1.f;
+	const float tq = EXT && temp ? temp[pos] : 1.f;
 	for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < k; i += gridDim.x * blockDim.x) res_next[i] = 0;
 	const bool bad = *poison;
 	norm_ready();
@@ -103,7 +110,7 @@ __device__ __forceinline__ void qkv_rope(const long long *res, long long *res_ne
 		}
 		float acc[R], ss;
 		m.template dot<36, true>(nb, k, x, gs, acc, ss);
-		float scale = bad ? __int_as_float(0x7fc00000) : norm_w ? rms_factor(ss, k, eps) : 1.f;
+		float scale = bad ? __int_as_float(0x7fc00000) : !EXT || norm_w ? rms_factor(ss, k, eps) : 1.f;
 		float v0 = 0.f, v1 = 0.f;
 #pragma unroll
 		for (int i = 0; i < R / 2; i++) {
@@ -119,8 +126,8 @@ __device__ __forceinline__ void qkv_rope(const long long *res, long long *res_ne
 			t1 = v0 * s + v1 * c;
 		}
 		if (h < n_head) {
-			q_out[(long)h * head_dim + a] = t0 * tq;
-			q_out[(long)h * head_dim + b] = t1 * tq;
+			q_out[(long)h * head_dim + a] = EXT ? t0 * tq : t0;
+			q_out[(long)h * head_dim + b] = EXT ? t1 * tq : t1;
 		} else {
 			bool is_v = h >= n_head + n_kv_head;
 			int kh = is_v ? h - n_head - n_kv_head : h - n_head;
@@ -131,7 +138,7 @@ __device__ __forceinline__ void qkv_rope(const long long *res, long long *res_ne
 	}
 }
 
-#define QKV_ROPE_R(name, T, R)                                                                                     \
+#define QKV_ROPE_R(name, T, R, EXT)                                                                                \
 	extern "C" __global__ void __launch_bounds__(128)                                                              \
 	    qkv_rope_##name(const long long *res, long long *res_next, const unsigned *poison, const float *norm_w,     \
 	                    float eps, int k, const u8 *wq, const f16 *wd, const u8 *wkq, const f16 *wkd,             \
@@ -139,9 +146,12 @@ __device__ __forceinline__ void qkv_rope(const long long *res, long long *res_ne
 	                    const float *rope_cs, int rope_dim, int neox, const float *temp,                          \
 	                    const int *pos_ptr, float *q_out, float *k_cache, float *v_cache, int ctx_max) {           \
 		const qkv_w w = {wq, wkq, wvq, wd, wkd, wvd, n_head, n_kv_head};                                           \
-		qkv_rope<T, R>(res, res_next, poison, norm_w, eps, k, w, bias, n_head, n_kv_head, head_dim, rope_cs,        \
+		qkv_rope<T, R, EXT>(res, res_next, poison, norm_w, eps, k, w, bias, n_head, n_kv_head, head_dim, rope_cs,        \
 		               rope_dim, neox, temp, pos_ptr, q_out, k_cache, v_cache, ctx_max);                           \
 	}
-// qkv_rope_<type> with decode.cuh's rows per warp, qkv_rope_<type>_r2 with two.
-#define QKV_ROPE(name, T) QKV_ROPE_R(name, T, mv_shape<T>::R) QKV_ROPE_R(name##_r2, T, 2)
+// qkv_rope_<type> with decode.cuh's rows per warp, qkv_rope_<type>_r2 with
+// two; qkv_rope_ext_<type>(_r2) with the block's variations.
+#define QKV_ROPE(name, T)                                                                                          \
+	QKV_ROPE_R(name, T, mv_shape<T>::R, false) QKV_ROPE_R(name##_r2, T, 2, false)                                  \
+	QKV_ROPE_R(ext_##name, T, mv_shape<T>::R, true) QKV_ROPE_R(ext_##name##_r2, T, 2, true)
 FOR_EACH_WEIGHT_TYPE(QKV_ROPE)
