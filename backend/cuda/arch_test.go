@@ -1,6 +1,7 @@
 package cuda
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -16,10 +17,12 @@ import (
 // Phi-3's LongRoPE, SmolLM3's layers without RoPE, Ministral 3's attention
 // temperature, Mistral's window) on the GPU against the CPU engine: decode
 // logits for 70 steps (past every window and LongRoPE's 32-position
-// switch), and the batched prefill against the decode steps.
+// switch), and the batched prefill against the decode steps; then Phi-3
+// and Gemma 3 with their real head dimensions (96, 256).
 func TestArchsMatchCPU(t *testing.T) {
 	skipWithoutGPU(t)
 	r := rand.New(rand.NewPCG(31, 31))
+	var shapes []synth.Shape
 	var archs []string
 	for a := range synth.Archs {
 		archs = append(archs, a)
@@ -28,6 +31,14 @@ func TestArchsMatchCPU(t *testing.T) {
 	for _, arch := range archs {
 		shape := synth.Presets["tiny"]
 		shape.Arch, shape.Layers = arch, 4
+		shapes = append(shapes, shape)
+	}
+	// The head dimensions of real Phi-3 (96) and Gemma 3 (256) files.
+	shapes = append(shapes,
+		synth.Shape{Arch: "phi3", Layers: 2, Dim: 192, Heads: 2, KVHeads: 2, HeadDim: 96, FFN: 256, Vocab: 320, Context: 256, RopeBase: 10000},
+		synth.Shape{Arch: "gemma3", Layers: 2, Dim: 128, Heads: 2, KVHeads: 1, HeadDim: 256, FFN: 256, Vocab: 320, Context: 256, RopeBase: 10000, Tied: true})
+	for _, shape := range shapes {
+		arch := shape.Arch
 		// F16 is multiplied in float on both engines; Q8_0 with
 		// activations rounded to Q8_0 on the CPU (TestEngineMatchesCPU's
 		// bounds). Ministral 3's attention temperature multiplies the
@@ -43,7 +54,7 @@ func TestArchsMatchCPU(t *testing.T) {
 			typ quant.Type
 			tol float64
 		}{{quant.F16, 1e-3}, {quant.Q8_0, q8Tol}} {
-			t.Run(arch+"/"+tc.typ.String(), func(t *testing.T) {
+			t.Run(fmt.Sprintf("%s/hd%d/%s", arch, shape.HeadDim, tc.typ), func(t *testing.T) {
 				m := genModelWith(t, synth.Options{Shape: shape, Type: tc.typ, EmbedType: tc.typ, Seed: 11})
 				worst := compareWithCPU(t, m, 70, tc.tol, 12)
 				t.Logf("worst logits relative error over 70 steps %.3g (bound %.1g)", worst, tc.tol)

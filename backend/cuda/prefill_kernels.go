@@ -20,7 +20,7 @@ const (
 func (e gemmEpilogue) String() string { return [...]string{"store", "add", "glu"}[e] }
 
 // prefillHeadDims are the head dimensions prefill_attention is built for.
-var prefillHeadDims = []int{16, 32, 64, 128}
+var prefillHeadDims = []int{16, 32, 64, 96, 128, 256}
 
 // gemmTypes are the families the prefill gemm reads: every one but F32
 // (whose models prefill through the decode graph).

@@ -313,6 +313,9 @@ func TestPrefillAttentionKernel(t *testing.T) {
 		// soft-caps with and without them.
 		{32, 4, 2, 150, 20, 8, 0}, {64, 9, 3, 200, 100, 100, 1.5}, {128, 4, 1, 70, 300, 4096, 0}, {16, 4, 4, 90, 0, 0, 2},
 		{64, 2, 1, 130, 0, 65, 0},
+		// Phi-3's heads of 96 and Gemma 3's of 256 (tiles of 32 keys).
+		{96, 4, 2, 70, 10, 0, 0}, {96, 8, 2, 130, 30, 16, 0}, {256, 4, 1, 50, 20, 0, 0}, {256, 2, 2, 100, 0, 40, 1.5},
+		{256, 8, 4, 33, 70, 0, 0},
 	}
 	for _, tc := range cases {
 		name := fmt.Sprintf("hd%d/h%d/kv%d/m%d/pos%d/win%d/cap%v", tc.hd, tc.nHead, tc.nKV, tc.m, tc.pos0, tc.window, tc.cap)

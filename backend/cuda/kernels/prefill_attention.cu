@@ -7,7 +7,7 @@
 // are packed into one block's rows, row r = token r/G, head kvh·G + r%G, so
 // each K/V tile is read and converted once per group. A block of 4 warps
 // takes 64 such rows (16 a warp) for KV head blockIdx.y and walks the keys in
-// tiles of 64: K and V (f32 in the cache) are converted to f16 in shared
+// tiles of 64 (32 for heads of 256): K and V (f32 in the cache) are converted to f16 in shared
 // memory, S = Q·Kᵀ by mma.sync, the causal mask, an online softmax in
 // registers (exp2, running max and sum per row), and O += P·V by mma.sync
 // with P straight from the score registers. Keys past the block's last
@@ -25,19 +25,21 @@
 #include "prefill.cuh"
 
 #define ATT_ROWS 64
-#define ATT_KEYS 64
 #define ATT_THREADS 128
 
 template <int HD, bool EXT>
 __device__ __forceinline__ void prefill_attention(const f16 *q, int m, int pos0, const float *k_cache,
                                                   const float *v_cache, int ctx_max, int n_head, int n_kv,
                                                   float scale, int window, float cap, f16 *out) {
+	// Keys a tile: 64, or 32 for heads of 256, whose K and V tiles of 64
+	// would pass the 48 KiB of static shared memory.
+	constexpr int KEYS = HD > 128 ? 32 : 64;
 	const int LD = HD + 8; // ldmatrix rows in distinct banks
 	// float4s of K (and of V) each thread loads a tile, and how many at once.
-	const int ATT_LOADS = ATT_KEYS * HD / 4 / ATT_THREADS;
+	const int ATT_LOADS = KEYS * HD / 4 / ATT_THREADS;
 	const int ATT_BATCH = ATT_LOADS < 4 ? ATT_LOADS : 4;
-	__shared__ __attribute__((aligned(16))) f16 sk[ATT_KEYS * LD];
-	__shared__ __attribute__((aligned(16))) f16 sv[ATT_KEYS * LD];
+	__shared__ __attribute__((aligned(16))) f16 sk[KEYS * LD];
+	__shared__ __attribute__((aligned(16))) f16 sv[KEYS * LD];
 	pdl_wait_and_release();
 	int group = n_head / n_kv, kvh = blockIdx.y;
 	int rows = m * group;
@@ -79,9 +81,9 @@ __device__ __forceinline__ void prefill_attention(const f16 *q, int m, int pos0,
 
 	const float *kbase = k_cache + (long)kvh * ctx_max * HD;
 	const float *vbase = v_cache + (long)kvh * ctx_max * HD;
-	int ntiles = (key_end + ATT_KEYS - 1) / ATT_KEYS;
-	for (int kt = key_lo / ATT_KEYS; kt < ntiles; kt++) {
-		int k0 = kt * ATT_KEYS;
+	int ntiles = (key_end + KEYS - 1) / KEYS;
+	for (int kt = key_lo / KEYS; kt < ntiles; kt++) {
+		int k0 = kt * KEYS;
 		__syncthreads(); // the previous tile's readers are done
 		// The tile's float4s in batches whose loads are all issued before
 		// the first is converted: a few memory round trips a tile, not one
@@ -113,13 +115,13 @@ __device__ __forceinline__ void prefill_attention(const f16 *q, int m, int pos0,
 		__syncthreads();
 		if (k0 > warp_lim) continue; // every key of the tile is masked for this warp
 
-		float s[ATT_KEYS / 8][4];
+		float s[KEYS / 8][4];
 #pragma unroll
-		for (int j = 0; j < ATT_KEYS / 8; j++) s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.f;
+		for (int j = 0; j < KEYS / 8; j++) s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.f;
 #pragma unroll
 		for (int ks = 0; ks < HD / 16; ks++)
 #pragma unroll
-			for (int jp = 0; jp < ATT_KEYS / 16; jp++) {
+			for (int jp = 0; jp < KEYS / 16; jp++) {
 				u32 r[4];
 				ldsm_x4(r, smem_addr(sk + (jp * 16 + (lane & 7) + ((lane >> 4) << 3)) * LD + ks * 16 + ((lane >> 3) & 1) * 8));
 				mma_16816(s[2 * jp], qf[ks], r[0], r[1]);
@@ -128,7 +130,7 @@ __device__ __forceinline__ void prefill_attention(const f16 *q, int m, int pos0,
 
 		float mx[2] = {-INFINITY, -INFINITY};
 #pragma unroll
-		for (int j = 0; j < ATT_KEYS / 8; j++)
+		for (int j = 0; j < KEYS / 8; j++)
 #pragma unroll
 			for (int e = 0; e < 4; e++) {
 				int key = k0 + j * 8 + 2 * tq + (e & 1);
@@ -154,7 +156,7 @@ __device__ __forceinline__ void prefill_attention(const f16 *q, int m, int pos0,
 		}
 		float ls[2] = {0.f, 0.f};
 #pragma unroll
-		for (int j = 0; j < ATT_KEYS / 8; j++)
+		for (int j = 0; j < KEYS / 8; j++)
 #pragma unroll
 			for (int e = 0; e < 4; e++) {
 				float p = EXT && s[j][e] == -INFINITY ? 0.f : exp2f(s[j][e] - mrow[e >> 1]);
@@ -171,7 +173,7 @@ __device__ __forceinline__ void prefill_attention(const f16 *q, int m, int pos0,
 			o[d][3] *= alpha[1];
 		}
 #pragma unroll
-		for (int kk = 0; kk < ATT_KEYS / 16; kk++) {
+		for (int kk = 0; kk < KEYS / 16; kk++) {
 			// The score accumulators of key tiles 2kk and 2kk+1 are the A
 			// fragment of P for these 16 keys.
 			u32 pa[4] = {pack_half2(s[2 * kk][0], s[2 * kk][1]), pack_half2(s[2 * kk][2], s[2 * kk][3]),
@@ -214,4 +216,6 @@ __device__ __forceinline__ void prefill_attention(const f16 *q, int m, int pos0,
 PREFILL_ATTENTION(16)
 PREFILL_ATTENTION(32)
 PREFILL_ATTENTION(64)
+PREFILL_ATTENTION(96)
 PREFILL_ATTENTION(128)
+PREFILL_ATTENTION(256)
