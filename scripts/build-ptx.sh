@@ -1,12 +1,13 @@
 #!/bin/sh
-# build-ptx.sh: compile backend/cuda/kernels/*.cu to PTX with nvcc (on a GPU
-# machine: nvcc is not needed anywhere else), gzipped as the kernels package
-# embeds it, and write the manifest of source hashes that the kernels
-# package's test checks. Output goes to backend/cuda/kernels/ptx/, or to $1
-# when given.
+# build-ptx.sh: compile backend/cuda/kernels/*.cu to PTX and to machine code
+# with nvcc (on a GPU machine: nvcc is not needed anywhere else), gzipped as
+# the kernels package embeds them, and write the manifest of source hashes
+# that the kernels package's test checks. Output goes to
+# backend/cuda/kernels/ptx/, or to $1 when given.
 #
 #   compute_80: runs on Ampere and every newer GPU (the driver JITs it)
 #   compute_90: Hopper and newer; adds programmatic dependent launch
+#   sm_80, sm_90 cubins: loaded without JIT on 8.x and 9.0 devices
 set -eu
 NVCC=${NVCC:-/usr/local/cuda/bin/nvcc}
 cd "$(dirname "$0")/../backend/cuda/kernels"
@@ -16,10 +17,12 @@ for f in *.cu; do
 	op=${f%.cu}
 	"$NVCC" -ptx -O3 -std=c++17 -arch=compute_80 -o "$out/$op.sm80.ptx" "$f"
 	"$NVCC" -ptx -O3 -std=c++17 -arch=compute_90 -o "$out/$op.sm90.ptx" "$f"
+	"$NVCC" -cubin -O3 -std=c++17 -arch=sm_80 -o "$out/$op.sm80.cubin" "$f"
+	"$NVCC" -cubin -O3 -std=c++17 -arch=sm_90 -o "$out/$op.sm90.cubin" "$f"
 done
-gzip -9nf "$out"/*.ptx
+gzip -9nf "$out"/*.ptx "$out"/*.cubin
 {
 	echo "# sha256 of the kernel sources; $("$NVCC" --version | tail -n 2 | head -n 1)"
 	sha256sum *.cu *.cuh
 } >"$out/manifest.txt"
-echo "built $(ls "$out"/*.ptx.gz | wc -l) PTX files in $out"
+echo "built $(ls "$out"/*.ptx.gz | wc -l) PTX files and $(ls "$out"/*.cubin.gz | wc -l) cubins in $out"

@@ -1,7 +1,7 @@
 #!/bin/bash
 # gpu-check.sh: the CUDA decode engine's whole check on a GPU machine, in one
-# call: compile the kernels to PTX (in parallel; $OUT/ptx.tar.gz holds the
-# working tree's PTX, gzipped, with build-ptx.sh's manifest, to commit), the
+# call: compile the kernels to PTX and cubins (in parallel; $OUT/ptx.tar.gz
+# holds the working tree's PTX and cubins, gzipped, with build-ptx.sh's manifest, to commit), the
 # compiler's register/spill/stack report, the driver binding and kernel
 # tests against their CPU twins, the engine against the CPU engine and
 # package sample, and the decode benchmark on a generated SmolLM-135M-shaped
@@ -41,6 +41,8 @@ else
 			op=${f%.cu}
 			"$NVCC" -ptx -O3 -std=c++17 -arch=compute_80 -o "$2/$op.sm80.ptx" "$f" &
 			"$NVCC" -ptx -O3 -std=c++17 -arch=compute_90 -o "$2/$op.sm90.ptx" "$f" &
+			"$NVCC" -cubin -O3 -std=c++17 -arch=sm_80 -o "$2/$op.sm80.cubin" "$f" &
+			"$NVCC" -cubin -O3 -std=c++17 -arch=sm_90 -o "$2/$op.sm90.cubin" "$f" &
 		done
 		fail=0
 		for job in $(jobs -p); do wait "$job" || fail=1; done
@@ -54,7 +56,7 @@ else
 	rm -rf /tmp/ptx /tmp/ptx-run
 	build_ptx "$root/$GPU_DIR/kernels" /tmp/ptx-run/ptx >"$OUT/build-run.log" 2>&1 || { echo "PTX build failed:"; head -40 "$OUT/build-run.log"; exit 1; }
 	build_ptx "$root/backend/cuda/kernels" /tmp/ptx/ptx >"$OUT/build.log" 2>&1 || { echo "working-tree PTX build failed:"; head -20 "$OUT/build.log"; }
-	gzip -9nf /tmp/ptx/ptx/*.ptx # as committed (build-ptx.sh)
+	gzip -9nf /tmp/ptx/ptx/*.ptx /tmp/ptx/ptx/*.cubin # as committed (build-ptx.sh)
 	tar czf "$OUT/ptx.tar.gz" -C /tmp/ptx ptx
 	ptx=/tmp/ptx-run/ptx
 	for f in "$ptx"/*.sm90.ptx; do

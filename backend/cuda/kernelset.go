@@ -8,8 +8,9 @@ import (
 	"gotok/backend/cuda/kernels"
 )
 
-// ptxDirEnv names a directory of freshly built PTX to load instead of the
-// embedded files (on a GPU machine, before the PTX is committed).
+// ptxDirEnv names a directory of freshly built PTX and cubins to load
+// instead of the embedded files (on a GPU machine, before they are
+// committed).
 const ptxDirEnv = "GOTOK_CUDA_PTX_DIR"
 
 // kernelSet holds every kernel entry point, per weight layout where the
@@ -46,7 +47,6 @@ type kernelSet struct {
 
 // loadKernels JIT-compiles the kernel modules for c's device.
 func loadKernels(c *cu.Context) (_ *kernelSet, err error) {
-	target := kernels.Target(c.Info.Major)
 	dir := os.Getenv(ptxDirEnv)
 	k := &kernelSet{}
 	defer func() {
@@ -56,11 +56,11 @@ func loadKernels(c *cu.Context) (_ *kernelSet, err error) {
 	}()
 	funcs := map[string]*cu.Function{}
 	for _, op := range []string{"embed", "qkv_rope", "qk_norm", "attention", "ffn", "matvec_add", "postnorm", "logits", "sampler"} {
-		ptx, err := kernels.PTX(op, target, dir)
+		img, err := kernels.Image(op, c.Info.Major, c.Info.Minor, dir)
 		if err != nil {
 			return nil, err
 		}
-		m, err := c.LoadModule(op, ptx)
+		m, err := c.LoadModule(op, img)
 		if err != nil {
 			return nil, err
 		}
@@ -149,7 +149,7 @@ func loadKernels(c *cu.Context) (_ *kernelSet, err error) {
 			return nil, err
 		}
 	}
-	if err := k.loadPrefill(c, target, dir); err != nil {
+	if err := k.loadPrefill(c, dir); err != nil {
 		return nil, err
 	}
 	return k, nil

@@ -42,13 +42,13 @@ type prefillKernels struct {
 
 // loadPrefill loads the prefill modules into k (their modules join
 // k.modules, so unload frees them).
-func (k *kernelSet) loadPrefill(c *cu.Context, target, dir string) error {
+func (k *kernelSet) loadPrefill(c *cu.Context, dir string) error {
 	load := func(op string, names ...string) ([]*cu.Function, error) {
-		ptx, err := kernels.PTX(op, target, dir)
+		img, err := kernels.Image(op, c.Info.Major, c.Info.Minor, dir)
 		if err != nil {
 			return nil, err
 		}
-		m, err := c.LoadModule(op, ptx)
+		m, err := c.LoadModule(op, img)
 		if err != nil {
 			return nil, err
 		}

@@ -1,8 +1,9 @@
 // Package kernels holds the CUDA C++ kernels of the CUDA backend (*.cu, one
-// op per file) and their PTX, compiled on a GPU machine by
-// scripts/build-ptx.sh and embedded here, gzipped (PTX is verbose text, a
-// fifth of the size compressed), so that building gotok needs no CUDA SDK.
-// The driver JIT-compiles the PTX for the device at load.
+// op per file), their PTX and their machine code for the common GPUs
+// (cubins for sm_80 and sm_90), compiled on a GPU machine by
+// scripts/build-ptx.sh and embedded here, gzipped, so that building gotok
+// needs no CUDA SDK. The driver loads a cubin as it is, and JIT-compiles
+// the PTX on other GPUs.
 package kernels
 
 import (
@@ -17,7 +18,7 @@ import (
 	"strings"
 )
 
-//go:embed ptx/*.ptx.gz ptx/manifest.txt
+//go:embed ptx/*.ptx.gz ptx/*.cubin.gz ptx/manifest.txt
 var ptxFS embed.FS
 
 // Manifest returns the embedded manifest: source file name → sha256 (hex)
@@ -75,7 +76,40 @@ func Target(major int) string {
 // from there instead (fresh nvcc output on a GPU machine, before it is
 // committed: NAME.ptx, or NAME.ptx.gz as committed).
 func PTX(op, target, dir string) ([]byte, error) {
-	name := op + "." + target + ".ptx"
+	return file(op+"."+target+".ptx", dir)
+}
+
+// CubinArch is the machine code built for a device of compute capability
+// major.minor: "sm80" for 8.x (binary compatible across the 8.x devices),
+// "sm90" for 9.0; "" for the others, which load PTX.
+func CubinArch(major, minor int) string {
+	switch {
+	case major == 8:
+		return "sm80"
+	case major == 9 && minor == 0:
+		return "sm90"
+	}
+	return ""
+}
+
+// Image returns op's module image for a device of compute capability
+// major.minor: its machine code (a cubin, CubinArch) when there is one,
+// which the driver loads as it is, else the PTX of Target(major), which
+// the driver compiles: ~45 s for every kernel on an H200 the first time (the
+// driver then caches the result), where the cubins load in about a second.
+// dir is as for PTX; a dir without cubins gives PTX.
+func Image(op string, major, minor int, dir string) ([]byte, error) {
+	if arch := CubinArch(major, minor); arch != "" {
+		if b, err := file(op+"."+arch+".cubin", dir); err == nil {
+			return b, nil
+		}
+	}
+	return PTX(op, Target(major), dir)
+}
+
+// file reads name from dir (plain or gzipped) or, with dir empty, from the
+// embedded ptx directory (gzipped).
+func file(name, dir string) ([]byte, error) {
 	if dir != "" {
 		b, err := os.ReadFile(filepath.Join(dir, name))
 		if err == nil {
@@ -89,7 +123,7 @@ func PTX(op, target, dir string) ([]byte, error) {
 	}
 	gz, err := ptxFS.ReadFile("ptx/" + name + ".gz")
 	if err != nil {
-		return nil, fmt.Errorf("kernels: no embedded PTX for %s: %w", name, err)
+		return nil, fmt.Errorf("kernels: nothing embedded for %s: %w", name, err)
 	}
 	return gunzip(name, gz)
 }

@@ -1,6 +1,7 @@
 package kernels
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"os"
@@ -71,7 +72,46 @@ func TestPTXIsFresh(t *testing.T) {
 			if !strings.Contains(string(b), ".entry") {
 				t.Errorf("%s.%s.ptx has no kernel entry", op, target)
 			}
+			b, err = file(op+"."+target+".cubin", "")
+			if err != nil {
+				t.Error(err)
+				continue
+			}
+			if !bytes.HasPrefix(b, []byte("\x7fELF")) {
+				t.Errorf("%s.%s.cubin is not an ELF image", op, target)
+			}
 		}
+	}
+}
+
+// TestImage checks which image a device gets: the cubin of its
+// architecture where one is built, else PTX; from a directory that has
+// only PTX, PTX.
+func TestImage(t *testing.T) {
+	for _, tc := range []struct {
+		major, minor int
+		cubin        string
+	}{{8, 0, "sm80"}, {8, 6, "sm80"}, {8, 9, "sm80"}, {9, 0, "sm90"}, {10, 0, ""}, {12, 0, ""}, {7, 5, ""}} {
+		if got := CubinArch(tc.major, tc.minor); got != tc.cubin {
+			t.Errorf("CubinArch(%d, %d) = %q, want %q", tc.major, tc.minor, got, tc.cubin)
+		}
+		b, err := Image("embed", tc.major, tc.minor, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if elf := bytes.HasPrefix(b, []byte("\x7fELF")); elf != (tc.cubin != "") {
+			t.Errorf("sm_%d%d: the embedded image is a cubin: %v, want %v", tc.major, tc.minor, elf, tc.cubin != "")
+		}
+	}
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "embed.sm90.ptx"), []byte("// ptx .entry"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := Image("embed", 9, 0, dir); err != nil || string(b) != "// ptx .entry" {
+		t.Errorf("Image from a directory of PTX = %q, %v", b, err)
+	}
+	if _, err := Image("nothing", 9, 0, dir); err == nil {
+		t.Error("Image of a missing op: no error")
 	}
 }
 
