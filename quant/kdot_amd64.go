@@ -11,6 +11,12 @@ func dotQ4KRowAVX2(w, x *byte, nblocks int) float32
 //go:noescape
 func dotQ5KRowAVX2(w, x *byte, nblocks int) float32
 
+// dotQ4KRow2AVX2 is dotQ4KRowAVX2 for two tokens' activations at once,
+// writing out[0] and out[1].
+//
+//go:noescape
+func dotQ4KRow2AVX2(w, x0, x1 *byte, nblocks int, out *float32)
+
 // dotQ6KRowAVX2 is dotQ4KRowAVX2 for Q6_K.
 //
 //go:noescape

@@ -495,3 +495,87 @@ qknext:
 qkdone:
 	VZEROUPPER
 	RET
+
+// Q4K_PAIR2 adds the scaled sums of sub-blocks 2c and 2c+1 (codes in Y1,
+// Y2) against two tokens' activations, at DI (to Y0) and R13 (to Y12): the
+// codes and the scale patterns (Y4, Y6) are made once for both. Clobbers
+// Y4, Y6-Y8.
+#define Q4K_PAIR2(c) \
+	VPSHUFB shufK4<>+(64*c)(SB), Y3, Y4; \
+	VPSHUFB shufK4<>+(64*c+32)(SB), Y3, Y6; \
+	VPMADDUBSW (4+64*c)(DI), Y1, Y7; \
+	VPMADDUBSW (4+64*c+32)(DI), Y2, Y8; \
+	VPMADDWD Y4, Y7, Y7; \
+	VPMADDWD Y6, Y8, Y8; \
+	VPADDD Y7, Y0, Y0; \
+	VPADDD Y8, Y0, Y0; \
+	VPMADDUBSW (4+64*c)(R13), Y1, Y7; \
+	VPMADDUBSW (4+64*c+32)(R13), Y2, Y8; \
+	VPMADDWD Y4, Y7, Y7; \
+	VPMADDWD Y6, Y8, Y8; \
+	VPADDD Y7, Y12, Y12; \
+	VPADDD Y8, Y12, Y12
+
+// Q4K_FINISH_AT is Q4K_FINISH for the Q8_K block at x, the integer sums in
+// iacc and the float accumulator facc. Clobbers iacc, Y6-Y9.
+#define Q4K_FINISH_AT(x, iacc, facc) \
+	VMOVDQU 260(x), Y6; \
+	VPMADDWD Y13, Y6, Y6; \
+	VPMULLD Y5, Y6, Y6; \
+	VCVTDQ2PS iacc, iacc; \
+	VCVTDQ2PS Y6, Y6; \
+	VBROADCASTSS (x), Y8; \
+	VPBROADCASTW (SI), X7; \
+	VCVTPH2PS X7, Y7; \
+	VMULPS Y8, Y7, Y7; \
+	VFMADD231PS Y7, iacc, facc; \
+	VPBROADCASTW 2(SI), X9; \
+	VCVTPH2PS X9, Y9; \
+	VMULPS Y8, Y9, Y9; \
+	VFNMADD231PS Y9, Y6, facc
+
+// func dotQ4KRow2AVX2(w, x0, x1 *byte, nblocks int, out *float32)
+//
+// The dot products of a row of nblocks Q4_K super-blocks with two tokens'
+// Q8_K blocks (x0, x1), to out[0] and out[1]: each block's scales and
+// nibbles are unpacked once for both tokens, as the prefill's products
+// repeat them for every token. Each token's arithmetic is dotQ4KRowAVX2's,
+// in the same order.
+TEXT ·dotQ4KRow2AVX2(SB), NOSPLIT, $0-40
+	MOVQ w+0(FP), SI
+	MOVQ x0+8(FP), DI
+	MOVQ x1+16(FP), R13
+	MOVQ nblocks+24(FP), CX
+	ROW_CONSTS
+	VXORPS Y11, Y11, Y11
+	TESTQ CX, CX
+	JLE q4r2done
+q4r2loop:
+	Q4K_UNPACK
+	VPXOR Y0, Y0, Y0
+	VPXOR Y12, Y12, Y12
+	Q4K_CODES(16)
+	Q4K_PAIR2(0)
+	Q4K_CODES(48)
+	Q4K_PAIR2(1)
+	Q4K_CODES(80)
+	Q4K_PAIR2(2)
+	Q4K_CODES(112)
+	Q4K_PAIR2(3)
+	Q4K_FINISH_AT(DI, Y0, Y10)
+	Q4K_FINISH_AT(R13, Y12, Y11)
+	ADDQ $144, SI
+	ADDQ $292, DI
+	ADDQ $292, R13
+	DECQ CX
+	JNZ q4r2loop
+q4r2done:
+	VEXTRACTF128 $1, Y11, X1
+	VADDPS X1, X11, X11
+	VHADDPS X11, X11, X11
+	VHADDPS X11, X11, X11
+	ROW_RESULT
+	MOVQ out+32(FP), AX
+	MOVSS X10, (AX)
+	MOVSS X11, 4(AX)
+	RET

@@ -279,3 +279,30 @@ func BenchmarkQuantizeQ8_K(b *testing.B) {
 		QuantizeQ8_K(x, dst)
 	}
 }
+
+// BenchmarkMatMulQ4_KQ8_K is a prefill product of 64 rows of 2048 by 64
+// tokens: MatMulKQ8_K, against the row kernel called for every (row,
+// token) pair (amd64).
+func BenchmarkMatMulQ4_KQ8_K(b *testing.B) {
+	rng := rand.New(rand.NewPCG(1, 1))
+	const nb, rows, tokens = 8, 64, 64
+	w := randK(rng, Q4_K, nb*rows, 0)
+	x, _ := randQ8K(b, rng, nb*tokens, 1)
+	out := make([]float32, rows*tokens)
+	b.Run("matmul", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			MatMulKQ8_K(Q4_K, w, nb, rows, x, tokens, out, rows)
+		}
+	})
+	b.Run("row-kernel", func(b *testing.B) {
+		dot := KDot(Q4_K)
+		rb, xb := nb*Q4_K.BlockBytes(), nb*Q8KBytes
+		for i := 0; i < b.N; i++ {
+			for r := 0; r < rows; r++ {
+				for t := 0; t < tokens; t++ {
+					out[t*rows+r] = dot(w[r*rb:(r+1)*rb], x[t*xb:(t+1)*xb], nb)
+				}
+			}
+		}
+	})
+}
