@@ -17,6 +17,12 @@ func dotQ5KRowAVX2(w, x *byte, nblocks int) float32
 //go:noescape
 func dotQ4KRow2AVX2(w, x0, x1 *byte, nblocks int, out *float32)
 
+// dotQ4KRow4AVX2 is dotQ4KRowAVX2 for four tokens' activations xstride
+// bytes apart, adding token t's 8 partial sums to acc[8t:8t+8].
+//
+//go:noescape
+func dotQ4KRow4AVX2(w, x *byte, xstride, nblocks int, acc *[32]float32)
+
 // dotQ6KRowAVX2 is dotQ4KRowAVX2 for Q6_K.
 //
 //go:noescape

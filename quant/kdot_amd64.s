@@ -579,3 +579,95 @@ q4r2done:
 	MOVSS X10, (AX)
 	MOVSS X11, 4(AX)
 	RET
+
+// Q4K_PAIR4_TOKEN adds the scaled sums of sub-blocks 2c, 2c+1 (codes in
+// Y1, Y2, scale patterns in Y4, Y6) against the token whose Q8_K block is
+// at x, to iacc. Clobbers Y7, Y8.
+#define Q4K_PAIR4_TOKEN(c, x, iacc) \
+	VPMADDUBSW (4+64*c)x, Y1, Y7; \
+	VPMADDUBSW (4+64*c+32)x, Y2, Y8; \
+	VPMADDWD Y4, Y7, Y7; \
+	VPMADDWD Y6, Y8, Y8; \
+	VPADDD Y7, iacc, iacc; \
+	VPADDD Y8, iacc, iacc
+
+// Q4K_PAIR4 is Q4K_PAIR2 for four tokens: DI, DI+R13, DI+2·R13, DI+R14, to
+// Y0, Y9, Y12, Y14.
+#define Q4K_PAIR4(c) \
+	VPSHUFB shufK4<>+(64*c)(SB), Y3, Y4; \
+	VPSHUFB shufK4<>+(64*c+32)(SB), Y3, Y6; \
+	Q4K_PAIR4_TOKEN(c, (DI), Y0); \
+	Q4K_PAIR4_TOKEN(c, (DI)(R13*1), Y9); \
+	Q4K_PAIR4_TOKEN(c, (DI)(R13*2), Y12); \
+	Q4K_PAIR4_TOKEN(c, (DI)(R14*1), Y14)
+
+// Q4K_FINISH4 adds x.d·(d·iacc − dmin·Σ_j m_j·(bsums[2j]+bsums[2j+1])) to
+// the 8 floats at aoff(AX), for the Q8_K block at R8, with d and dmin as
+// floats in Y1 and Y2. Clobbers iacc, Y6-Y8.
+#define Q4K_FINISH4(iacc, aoff) \
+	VMOVDQU 260(R8), Y6; \
+	VPMADDWD Y13, Y6, Y6; \
+	VPMULLD Y5, Y6, Y6; \
+	VCVTDQ2PS iacc, iacc; \
+	VCVTDQ2PS Y6, Y6; \
+	VBROADCASTSS (R8), Y8; \
+	VMULPS Y1, Y8, Y7; \
+	VMULPS Y2, Y8, Y8; \
+	VMULPS Y7, iacc, iacc; \
+	VFNMADD231PS Y8, Y6, iacc; \
+	VADDPS aoff(AX), iacc, iacc; \
+	VMOVUPS iacc, aoff(AX)
+
+// func dotQ4KRow4AVX2(w, x *byte, xstride, nblocks int, acc *[32]float32)
+//
+// dotQ4KRowAVX2 for four tokens whose Q8_K rows are xstride bytes apart
+// from x: each super-block's scales, nibbles and d, dmin are unpacked once
+// for the four. Token t's sum is left as 8 partial sums added to acc[8t:],
+// for the caller to reduce.
+TEXT ·dotQ4KRow4AVX2(SB), NOSPLIT, $0-40
+	MOVQ w+0(FP), SI
+	MOVQ x+8(FP), DI
+	MOVQ xstride+16(FP), R13
+	LEAQ (R13)(R13*2), R14
+	MOVQ nblocks+24(FP), CX
+	MOVL $0x0f0f0f0f, AX
+	VMOVD AX, X15
+	VPBROADCASTD X15, Y15
+	VPCMPEQW Y13, Y13, Y13
+	VPSRLW $15, Y13, Y13
+	TESTQ CX, CX
+	JLE q4r4done
+q4r4loop:
+	Q4K_UNPACK
+	VPXOR Y0, Y0, Y0
+	VPXOR Y9, Y9, Y9
+	VPXOR Y12, Y12, Y12
+	VPXOR Y14, Y14, Y14
+	Q4K_CODES(16)
+	Q4K_PAIR4(0)
+	Q4K_CODES(48)
+	Q4K_PAIR4(1)
+	Q4K_CODES(80)
+	Q4K_PAIR4(2)
+	Q4K_CODES(112)
+	Q4K_PAIR4(3)
+	VPBROADCASTW (SI), X1
+	VCVTPH2PS X1, Y1
+	VPBROADCASTW 2(SI), X2
+	VCVTPH2PS X2, Y2
+	MOVQ acc+32(FP), AX
+	MOVQ DI, R8
+	Q4K_FINISH4(Y0, 0)
+	LEAQ (DI)(R13*1), R8
+	Q4K_FINISH4(Y9, 32)
+	LEAQ (DI)(R13*2), R8
+	Q4K_FINISH4(Y12, 64)
+	LEAQ (DI)(R14*1), R8
+	Q4K_FINISH4(Y14, 96)
+	ADDQ $144, SI
+	ADDQ $292, DI
+	DECQ CX
+	JNZ q4r4loop
+q4r4done:
+	VZEROUPPER
+	RET
