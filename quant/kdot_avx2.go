@@ -8,7 +8,7 @@ func matMulKAVX2(typ Type, w []byte, nblocks, rows int, x []byte, tokens int, ou
 	kernel := dotQ4KRowAVX2
 	switch typ {
 	case Q4_K:
-		if tokens >= 4 {
+		if tokens > 1 {
 			matMulQ4KTiled(w, nblocks, rows, x, tokens, out, outStride)
 			return
 		}
