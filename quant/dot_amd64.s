@@ -152,8 +152,13 @@ labeldone: \
 // streams: without this the kernel ran at half speed from DRAM.
 //
 // PFDIST covers DRAM latency at the kernels' consumption rate with room to
-// spare; measured from DRAM on Zen 4, 4096 beat 1024 and 2048 and tied 8192.
-#define PFDIST 4096
+// spare. Measured on this machine kind (2 Zen 4 cores) on Llama-1B Q4_K_M's
+// 279 MB Q8_0 head, both cores, GB/s: 4096 23.5–24.6, 32768 38.4–39.9; on
+// a synthetic matrix of that size, one core / two: 1024 10.6 / 20.7, 4096
+// 12.2 / 23.7, 8192 18.2 / 36.4, 16384 20–21 / 40–44, 32768 21.6 / 44,
+// 65536 21.6 / 44.7. (An earlier measurement had 4096 best; prefetches
+// past the matrix's end are harmless.)
+#define PFDIST 32768
 #define PREFETCH_START \
 	MOVQ $PFDIST, R14; \
 	ADDQ SI, R14
