@@ -23,6 +23,11 @@ func dotQ4KRow2AVX2(w, x0, x1 *byte, nblocks int, out *float32)
 //go:noescape
 func dotQ4KRow4AVX2(w, x *byte, xstride, nblocks int, acc *[32]float32)
 
+// dotQ5KRow4AVX2 is dotQ4KRow4AVX2 for Q5_K.
+//
+//go:noescape
+func dotQ5KRow4AVX2(w, x *byte, xstride, nblocks int, acc *[32]float32)
+
 // dotQ6KRowAVX2 is dotQ4KRowAVX2 for Q6_K.
 //
 //go:noescape

@@ -671,3 +671,75 @@ q4r4loop:
 q4r4done:
 	VZEROUPPER
 	RET
+
+// Q5K_PAIR4_TOKEN is Q4K_PAIR4_TOKEN with the scale patterns in Y4, Y11.
+#define Q5K_PAIR4_TOKEN(c, x, iacc) \
+	VPMADDUBSW (4+64*c)x, Y1, Y7; \
+	VPMADDUBSW (4+64*c+32)x, Y2, Y8; \
+	VPMADDWD Y4, Y7, Y7; \
+	VPMADDWD Y11, Y8, Y8; \
+	VPADDD Y7, iacc, iacc; \
+	VPADDD Y8, iacc, iacc
+
+// Q5K_PAIR4 is Q4K_PAIR4 for Q5_K (Y6 holds the qh bytes, Y14 bytes 0x01):
+// four tokens at DI, DI+R13, DI+2·R13, DI+R14, to Y0, Y9, Y12, Y10.
+#define Q5K_PAIR4(c) \
+	VPSHUFB shufK4<>+(64*c)(SB), Y3, Y4; \
+	VPSHUFB shufK4<>+(64*c+32)(SB), Y3, Y11; \
+	Q5K_PAIR4_TOKEN(c, (DI), Y0); \
+	Q5K_PAIR4_TOKEN(c, (DI)(R13*1), Y9); \
+	Q5K_PAIR4_TOKEN(c, (DI)(R13*2), Y12); \
+	Q5K_PAIR4_TOKEN(c, (DI)(R14*1), Y10)
+
+// func dotQ5KRow4AVX2(w, x *byte, xstride, nblocks int, acc *[32]float32)
+//
+// dotQ4KRow4AVX2 for Q5_K: dotQ5KRowAVX2's arithmetic for four tokens,
+// each super-block unpacked once for the four.
+TEXT ·dotQ5KRow4AVX2(SB), NOSPLIT, $0-40
+	MOVQ w+0(FP), SI
+	MOVQ x+8(FP), DI
+	MOVQ xstride+16(FP), R13
+	LEAQ (R13)(R13*2), R14
+	MOVQ nblocks+24(FP), CX
+	ROW_CONSTS
+	TESTQ CX, CX
+	JLE q5r4done
+q5r4loop:
+	Q4K_UNPACK
+	VPXOR Y0, Y0, Y0
+	VPXOR Y9, Y9, Y9
+	VPXOR Y12, Y12, Y12
+	VPXOR Y10, Y10, Y10
+	VMOVDQU 16(SI), Y6
+	Q4K_CODES(48)
+	Q5K_HIGH(0)
+	Q5K_PAIR4(0)
+	Q4K_CODES(80)
+	Q5K_HIGH(1)
+	Q5K_PAIR4(1)
+	Q4K_CODES(112)
+	Q5K_HIGH(2)
+	Q5K_PAIR4(2)
+	Q4K_CODES(144)
+	Q5K_HIGH(3)
+	Q5K_PAIR4(3)
+	VPBROADCASTW (SI), X1
+	VCVTPH2PS X1, Y1
+	VPBROADCASTW 2(SI), X2
+	VCVTPH2PS X2, Y2
+	MOVQ acc+32(FP), AX
+	MOVQ DI, R8
+	Q4K_FINISH4(Y0, 0)
+	LEAQ (DI)(R13*1), R8
+	Q4K_FINISH4(Y9, 32)
+	LEAQ (DI)(R13*2), R8
+	Q4K_FINISH4(Y12, 64)
+	LEAQ (DI)(R14*1), R8
+	Q4K_FINISH4(Y10, 96)
+	ADDQ $176, SI
+	ADDQ $292, DI
+	DECQ CX
+	JNZ q5r4loop
+q5r4done:
+	VZEROUPPER
+	RET

@@ -1,19 +1,24 @@
 package quant
 
 // matMulKAVX2 is MatMulKQ8_K for Q4_K, Q5_K and Q6_K on checked arguments:
-// the assembly row kernel for every (row, token) pair, row-major so that
-// the weight row stays in L1 across the tokens; Q4_K in tiles (matMulQ4KTiled).
+// Q4_K and Q5_K batches in tiles, several tokens a call (matMulKTiled); a
+// single token, and Q6_K, the assembly row kernel for every (row, token)
+// pair, row-major so that the weight row stays in L1 across the tokens.
 func matMulKAVX2(typ Type, w []byte, nblocks, rows int, x []byte, tokens int, out []float32, outStride int) {
 	rb, xb := nblocks*typ.BlockBytes(), nblocks*q8_KBytes
 	kernel := dotQ4KRowAVX2
 	switch typ {
 	case Q4_K:
 		if tokens > 1 {
-			matMulQ4KTiled(w, nblocks, rows, x, tokens, out, outStride)
+			matMulKTiled(typ, w, nblocks, rows, x, tokens, out, outStride)
 			return
 		}
 	case Q5_K:
 		kernel = dotQ5KRowAVX2
+		if tokens > 3 {
+			matMulKTiled(typ, w, nblocks, rows, x, tokens, out, outStride)
+			return
+		}
 	case Q6_K:
 		kernel = dotQ6KRowAVX2
 	}
@@ -25,34 +30,39 @@ func matMulKAVX2(typ Type, w []byte, nblocks, rows int, x []byte, tokens int, ou
 	}
 }
 
-// q4KTileRows is the rows of a Q4_K tile: their weights (a 2048-wide row
-// is 1,152 bytes) stay in L2 while every group of four tokens passes over
+// kTileRows is the rows of a tile: their weights (a 2048-wide Q4_K row is
+// 1,152 bytes) stay in L2 while every group of four tokens passes over
 // them.
-const q4KTileRows = 32
+const kTileRows = 32
 
-// matMulQ4KTiled multiplies Q4_K rows by tokens in tiles of q4KTileRows
-// rows by four tokens: the four tokens' activations (a 2048-wide Q8_K row
-// is 2,336 bytes) stay in L1 across the tile's rows, and each row's scales
-// and nibbles are unpacked once for the four (dotQ4KRow4AVX2). Leftover
-// tokens take two or one a call.
-func matMulQ4KTiled(w []byte, nblocks, rows int, x []byte, tokens int, out []float32, outStride int) {
-	rb, xb := nblocks*Q4_K.BlockBytes(), nblocks*q8_KBytes
+// matMulKTiled multiplies Q4_K or Q5_K rows by tokens in tiles of
+// kTileRows rows by four tokens: the four tokens' activations (a
+// 2048-wide Q8_K row is 2,336 bytes) stay in L1 across the tile's rows,
+// and each row's scales and codes are unpacked once for the four
+// (dotQ4KRow4AVX2, dotQ5KRow4AVX2). Leftover tokens take two a call
+// (Q4_K) or one.
+func matMulKTiled(typ Type, w []byte, nblocks, rows int, x []byte, tokens int, out []float32, outStride int) {
+	rb, xb := nblocks*typ.BlockBytes(), nblocks*q8_KBytes
+	kernel4, kernel1 := dotQ4KRow4AVX2, dotQ4KRowAVX2
+	if typ == Q5_K {
+		kernel4, kernel1 = dotQ5KRow4AVX2, dotQ5KRowAVX2
+	}
 	var acc [32]float32
 	var pair [2]float32
-	for r0 := 0; r0 < rows; r0 += q4KTileRows {
-		r1 := min(rows, r0+q4KTileRows)
+	for r0 := 0; r0 < rows; r0 += kTileRows {
+		r1 := min(rows, r0+kTileRows)
 		t := 0
 		for ; t+3 < tokens; t += 4 {
 			for r := r0; r < r1; r++ {
 				acc = [32]float32{}
-				dotQ4KRow4AVX2(&w[r*rb], &x[t*xb], xb, nblocks, &acc)
+				kernel4(&w[r*rb], &x[t*xb], xb, nblocks, &acc)
 				for k := range 4 {
 					l := acc[8*k : 8*k+8]
 					out[(t+k)*outStride+r] = ((l[0] + l[4]) + (l[1] + l[5])) + ((l[2] + l[6]) + (l[3] + l[7]))
 				}
 			}
 		}
-		for ; t+1 < tokens; t += 2 {
+		for ; typ == Q4_K && t+1 < tokens; t += 2 {
 			for r := r0; r < r1; r++ {
 				dotQ4KRow2AVX2(&w[r*rb], &x[t*xb], &x[(t+1)*xb], nblocks, &pair[0])
 				out[t*outStride+r], out[(t+1)*outStride+r] = pair[0], pair[1]
@@ -60,7 +70,7 @@ func matMulQ4KTiled(w []byte, nblocks, rows int, x []byte, tokens int, out []flo
 		}
 		for ; t < tokens; t++ {
 			for r := r0; r < r1; r++ {
-				out[t*outStride+r] = dotQ4KRowAVX2(&w[r*rb], &x[t*xb], nblocks)
+				out[t*outStride+r] = kernel1(&w[r*rb], &x[t*xb], nblocks)
 			}
 		}
 	}

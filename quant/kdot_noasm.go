@@ -10,3 +10,5 @@ func quantizeQ8_KAVX2(x *float32, dst *byte, nblocks int) { panic("unreachable")
 func dotQ4KRow2AVX2(w, x0, x1 *byte, nblocks int, out *float32) { panic("unreachable") }
 
 func dotQ4KRow4AVX2(w, x *byte, xstride, nblocks int, acc *[32]float32) { panic("unreachable") }
+
+func dotQ5KRow4AVX2(w, x *byte, xstride, nblocks int, acc *[32]float32) { panic("unreachable") }
