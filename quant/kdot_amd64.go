@@ -28,6 +28,11 @@ func dotQ4KRow4AVX2(w, x *byte, xstride, nblocks int, acc *[32]float32)
 //go:noescape
 func dotQ5KRow4AVX2(w, x *byte, xstride, nblocks int, acc *[32]float32)
 
+// dotQ6KRow4AVX2 is dotQ4KRow4AVX2 for Q6_K.
+//
+//go:noescape
+func dotQ6KRow4AVX2(w, x *byte, xstride, nblocks int, acc *[32]float32)
+
 // dotQ6KRowAVX2 is dotQ4KRowAVX2 for Q6_K.
 //
 //go:noescape

@@ -743,3 +743,113 @@ q5r4loop:
 q5r4done:
 	VZEROUPPER
 	RET
+
+// Q6K4_SUM adds the scaled sums of the 32 codes in Y1 (sub-blocks 2t,
+// 2t+1 of half h) against four tokens (DI, DI+R13, DI+2·R13, DI+R14) to
+// Y0, Y9, Y10, Y11: the scales are spread once (Y3, from the half's scale
+// dwords in Y5 and the VPERMD indices for t, loaded into Y12) for the four.
+// Clobbers Y2, Y3, Y12.
+#define Q6K4_TOKEN(h, t, x, iacc) \
+	VPMADDUBSW (4+128*h+32*t)x, Y1, Y2; \
+	VPMADDWD onesW<>(SB), Y2, Y2; \
+	VPMULLD Y3, Y2, Y2; \
+	VPADDD Y2, iacc, iacc
+
+#define Q6K4_SUM(h, t) \
+	VMOVDQU q6KScaleIdx<>+(32*t)(SB), Y12; \
+	VPERMD Y5, Y12, Y3; \
+	Q6K4_TOKEN(h, t, (DI), Y0); \
+	Q6K4_TOKEN(h, t, (DI)(R13*1), Y9); \
+	Q6K4_TOKEN(h, t, (DI)(R13*2), Y10); \
+	Q6K4_TOKEN(h, t, (DI)(R14*1), Y11)
+
+// Q6K4_HALF is Q6K_HALF for four tokens. Clobbers Y1-Y3, Y5-Y8, Y12.
+#define Q6K4_HALF(h) \
+	VPMOVSXBD (192+8*h)(SI), Y5; \
+	VMOVDQU (128+32*h)(SI), Y6; \
+	VMOVDQU (64*h)(SI), Y7; \
+	VMOVDQU (64*h+32)(SI), Y8; \
+	VPAND Y15, Y7, Y1; \
+	VPAND Y14, Y6, Y2; \
+	VPSLLW $4, Y2, Y2; \
+	VPOR Y2, Y1, Y1; \
+	Q6K4_SUM(h, 0); \
+	VPAND Y15, Y8, Y1; \
+	VPSLLW $2, Y6, Y2; \
+	VPAND Y13, Y2, Y2; \
+	VPOR Y2, Y1, Y1; \
+	Q6K4_SUM(h, 1); \
+	VPSRLW $4, Y7, Y1; \
+	VPAND Y15, Y1, Y1; \
+	VPAND Y13, Y6, Y2; \
+	VPOR Y2, Y1, Y1; \
+	Q6K4_SUM(h, 2); \
+	VPSRLW $4, Y8, Y1; \
+	VPAND Y15, Y1, Y1; \
+	VPSRLW $2, Y6, Y2; \
+	VPAND Y13, Y2, Y2; \
+	VPOR Y2, Y1, Y1; \
+	Q6K4_SUM(h, 3)
+
+// Q6K4_FINISH takes the offset of 32 out of iacc through the bsums of the
+// Q8_K block at R8 (the super-block's scales as int16 in Y5), and adds
+// d·x.d·iacc (d as floats in Y1) to the 8 floats at aoff(AX). Clobbers
+// iacc, Y2, Y3.
+#define Q6K4_FINISH(iacc, aoff) \
+	VPMADDWD 260(R8), Y5, Y2; \
+	VPSLLD $5, Y2, Y2; \
+	VPSUBD Y2, iacc, iacc; \
+	VCVTDQ2PS iacc, iacc; \
+	VBROADCASTSS (R8), Y3; \
+	VMULPS Y1, Y3, Y3; \
+	VMULPS Y3, iacc, iacc; \
+	VADDPS aoff(AX), iacc, iacc; \
+	VMOVUPS iacc, aoff(AX)
+
+// func dotQ6KRow4AVX2(w, x *byte, xstride, nblocks int, acc *[32]float32)
+//
+// dotQ4KRow4AVX2 for Q6_K: dotQ6KRowAVX2's arithmetic for four tokens,
+// each super-block decoded once for the four.
+TEXT ·dotQ6KRow4AVX2(SB), NOSPLIT, $0-40
+	MOVQ w+0(FP), SI
+	MOVQ x+8(FP), DI
+	MOVQ xstride+16(FP), R13
+	LEAQ (R13)(R13*2), R14
+	MOVQ nblocks+24(FP), CX
+	MOVQ acc+32(FP), AX
+	MOVL $0x0f0f0f0f, DX
+	VMOVD DX, X15
+	VPBROADCASTD X15, Y15
+	MOVL $0x03030303, DX
+	VMOVD DX, X14
+	VPBROADCASTD X14, Y14
+	MOVL $0x30303030, DX
+	VMOVD DX, X13
+	VPBROADCASTD X13, Y13
+	TESTQ CX, CX
+	JLE q6r4done
+q6r4loop:
+	VPXOR Y0, Y0, Y0
+	VPXOR Y9, Y9, Y9
+	VPXOR Y10, Y10, Y10
+	VPXOR Y11, Y11, Y11
+	Q6K4_HALF(0)
+	Q6K4_HALF(1)
+	VPMOVSXBW 192(SI), Y5
+	VPBROADCASTW 208(SI), X1
+	VCVTPH2PS X1, Y1
+	MOVQ DI, R8
+	Q6K4_FINISH(Y0, 0)
+	LEAQ (DI)(R13*1), R8
+	Q6K4_FINISH(Y9, 32)
+	LEAQ (DI)(R13*2), R8
+	Q6K4_FINISH(Y10, 64)
+	LEAQ (DI)(R14*1), R8
+	Q6K4_FINISH(Y11, 96)
+	ADDQ $210, SI
+	ADDQ $292, DI
+	DECQ CX
+	JNZ q6r4loop
+q6r4done:
+	VZEROUPPER
+	RET

@@ -1,9 +1,10 @@
 package quant
 
 // matMulKAVX2 is MatMulKQ8_K for Q4_K, Q5_K and Q6_K on checked arguments:
-// Q4_K and Q5_K batches in tiles, several tokens a call (matMulKTiled); a
-// single token, and Q6_K, the assembly row kernel for every (row, token)
-// pair, row-major so that the weight row stays in L1 across the tokens.
+// batches in tiles, several tokens a call (matMulKTiled); a single token
+// (and Q5_K's and Q6_K's batches of two or three) the assembly row kernel
+// for every (row, token) pair, row-major so that the weight row stays in L1
+// across the tokens.
 func matMulKAVX2(typ Type, w []byte, nblocks, rows int, x []byte, tokens int, out []float32, outStride int) {
 	rb, xb := nblocks*typ.BlockBytes(), nblocks*q8_KBytes
 	kernel := dotQ4KRowAVX2
@@ -21,6 +22,10 @@ func matMulKAVX2(typ Type, w []byte, nblocks, rows int, x []byte, tokens int, ou
 		}
 	case Q6_K:
 		kernel = dotQ6KRowAVX2
+		if tokens > 3 {
+			matMulKTiled(typ, w, nblocks, rows, x, tokens, out, outStride)
+			return
+		}
 	}
 	for r := 0; r < rows; r++ {
 		row := &w[r*rb]
@@ -35,17 +40,20 @@ func matMulKAVX2(typ Type, w []byte, nblocks, rows int, x []byte, tokens int, ou
 // them.
 const kTileRows = 32
 
-// matMulKTiled multiplies Q4_K or Q5_K rows by tokens in tiles of
+// matMulKTiled multiplies Q4_K, Q5_K or Q6_K rows by tokens in tiles of
 // kTileRows rows by four tokens: the four tokens' activations (a
 // 2048-wide Q8_K row is 2,336 bytes) stay in L1 across the tile's rows,
 // and each row's scales and codes are unpacked once for the four
-// (dotQ4KRow4AVX2, dotQ5KRow4AVX2). Leftover tokens take two a call
+// (dotQ4KRow4AVX2, dotQ5KRow4AVX2, dotQ6KRow4AVX2). Leftover tokens take two a call
 // (Q4_K) or one.
 func matMulKTiled(typ Type, w []byte, nblocks, rows int, x []byte, tokens int, out []float32, outStride int) {
 	rb, xb := nblocks*typ.BlockBytes(), nblocks*q8_KBytes
 	kernel4, kernel1 := dotQ4KRow4AVX2, dotQ4KRowAVX2
-	if typ == Q5_K {
+	switch typ {
+	case Q5_K:
 		kernel4, kernel1 = dotQ5KRow4AVX2, dotQ5KRowAVX2
+	case Q6_K:
+		kernel4, kernel1 = dotQ6KRow4AVX2, dotQ6KRowAVX2
 	}
 	var acc [32]float32
 	var pair [2]float32

@@ -12,3 +12,5 @@ func dotQ4KRow2AVX2(w, x0, x1 *byte, nblocks int, out *float32) { panic("unreach
 func dotQ4KRow4AVX2(w, x *byte, xstride, nblocks int, acc *[32]float32) { panic("unreachable") }
 
 func dotQ5KRow4AVX2(w, x *byte, xstride, nblocks int, acc *[32]float32) { panic("unreachable") }
+
+func dotQ6KRow4AVX2(w, x *byte, xstride, nblocks int, acc *[32]float32) { panic("unreachable") }
