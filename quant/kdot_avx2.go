@@ -6,26 +6,17 @@ package quant
 // for every (row, token) pair, row-major so that the weight row stays in L1
 // across the tokens.
 func matMulKAVX2(typ Type, w []byte, nblocks, rows int, x []byte, tokens int, out []float32, outStride int) {
+	if tokens >= 4 || (typ == Q4_K && tokens > 1) {
+		matMulKTiled(typ, w, nblocks, rows, x, tokens, out, outStride)
+		return
+	}
 	rb, xb := nblocks*typ.BlockBytes(), nblocks*q8_KBytes
 	kernel := dotQ4KRowAVX2
 	switch typ {
-	case Q4_K:
-		if tokens > 1 {
-			matMulKTiled(typ, w, nblocks, rows, x, tokens, out, outStride)
-			return
-		}
 	case Q5_K:
 		kernel = dotQ5KRowAVX2
-		if tokens > 3 {
-			matMulKTiled(typ, w, nblocks, rows, x, tokens, out, outStride)
-			return
-		}
 	case Q6_K:
 		kernel = dotQ6KRowAVX2
-		if tokens > 3 {
-			matMulKTiled(typ, w, nblocks, rows, x, tokens, out, outStride)
-			return
-		}
 	}
 	for r := 0; r < rows; r++ {
 		row := &w[r*rb]
