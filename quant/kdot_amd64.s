@@ -197,24 +197,27 @@ GLOBL shufK4<>(SB), RODATA|NOPTR, $256
 	VPSLLW $4, Y4, Y4; \
 	VPOR Y4, Y2, Y2
 
-// Q4K_FINISH adds x.d·(d·Y0 − dmin·Σ_j m_j·(bsums[2j]+bsums[2j+1])) to the
-// float lanes of Y10, for the block at SI (d, dmin at 0, 2) and the Q8_K
-// block at DI. Clobbers Y0, Y6-Y9.
-#define Q4K_FINISH \
-	VMOVDQU 260(DI), Y6; \
+// Q4K_FINISH_AT adds x.d·(d·iacc − dmin·Σ_j m_j·(bsums[2j]+bsums[2j+1]))
+// to the float lanes of facc, for the block at SI (d, dmin at 0, 2) and the
+// Q8_K block at x. Clobbers iacc, Y6-Y9.
+#define Q4K_FINISH_AT(x, iacc, facc) \
+	VMOVDQU 260(x), Y6; \
 	VPMADDWD Y13, Y6, Y6; \
 	VPMULLD Y5, Y6, Y6; \
-	VCVTDQ2PS Y0, Y0; \
+	VCVTDQ2PS iacc, iacc; \
 	VCVTDQ2PS Y6, Y6; \
-	VBROADCASTSS (DI), Y8; \
+	VBROADCASTSS (x), Y8; \
 	VPBROADCASTW (SI), X7; \
 	VCVTPH2PS X7, Y7; \
 	VMULPS Y8, Y7, Y7; \
-	VFMADD231PS Y7, Y0, Y10; \
+	VFMADD231PS Y7, iacc, facc; \
 	VPBROADCASTW 2(SI), X9; \
 	VCVTPH2PS X9, Y9; \
 	VMULPS Y8, Y9, Y9; \
-	VFNMADD231PS Y9, Y6, Y10
+	VFNMADD231PS Y9, Y6, facc
+
+// Q4K_FINISH is Q4K_FINISH_AT for the one-token kernels' registers.
+#define Q4K_FINISH Q4K_FINISH_AT(DI, Y0, Y10)
 
 // ROW_CONSTS sets Y15 to bytes 0x0f, Y14 to bytes 0x01, Y13 to int16
 // ones, and zeroes the float accumulator Y10.
@@ -516,24 +519,6 @@ qkdone:
 	VPADDD Y7, Y12, Y12; \
 	VPADDD Y8, Y12, Y12
 
-// Q4K_FINISH_AT is Q4K_FINISH for the Q8_K block at x, the integer sums in
-// iacc and the float accumulator facc. Clobbers iacc, Y6-Y9.
-#define Q4K_FINISH_AT(x, iacc, facc) \
-	VMOVDQU 260(x), Y6; \
-	VPMADDWD Y13, Y6, Y6; \
-	VPMULLD Y5, Y6, Y6; \
-	VCVTDQ2PS iacc, iacc; \
-	VCVTDQ2PS Y6, Y6; \
-	VBROADCASTSS (x), Y8; \
-	VPBROADCASTW (SI), X7; \
-	VCVTPH2PS X7, Y7; \
-	VMULPS Y8, Y7, Y7; \
-	VFMADD231PS Y7, iacc, facc; \
-	VPBROADCASTW 2(SI), X9; \
-	VCVTPH2PS X9, Y9; \
-	VMULPS Y8, Y9, Y9; \
-	VFNMADD231PS Y9, Y6, facc
-
 // func dotQ4KRow2AVX2(w, x0, x1 *byte, nblocks int, out *float32)
 //
 // The dot products of a row of nblocks Q4_K super-blocks with two tokens'
@@ -580,26 +565,27 @@ q4r2done:
 	MOVSS X11, 4(AX)
 	RET
 
-// Q4K_PAIR4_TOKEN adds the scaled sums of sub-blocks 2c, 2c+1 (codes in
-// Y1, Y2, scale patterns in Y4, Y6) against the token whose Q8_K block is
-// at x, to iacc. Clobbers Y7, Y8.
-#define Q4K_PAIR4_TOKEN(c, x, iacc) \
+// KQ_PAIR4_TOKEN adds the scaled sums of sub-blocks 2c, 2c+1 (codes in
+// Y1, Y2, scale patterns in Y4 and phi) against the token whose Q8_K block
+// is at x, to iacc. Clobbers Y7, Y8.
+#define KQ_PAIR4_TOKEN(c, x, iacc, phi) \
 	VPMADDUBSW (4+64*c)x, Y1, Y7; \
 	VPMADDUBSW (4+64*c+32)x, Y2, Y8; \
 	VPMADDWD Y4, Y7, Y7; \
-	VPMADDWD Y6, Y8, Y8; \
+	VPMADDWD phi, Y8, Y8; \
 	VPADDD Y7, iacc, iacc; \
 	VPADDD Y8, iacc, iacc
 
-// Q4K_PAIR4 is Q4K_PAIR2 for four tokens: DI, DI+R13, DI+2·R13, DI+R14, to
-// Y0, Y9, Y12, Y14.
-#define Q4K_PAIR4(c) \
+// KQ_PAIR4 is Q4K_PAIR2 for four tokens, DI, DI+R13, DI+2·R13, DI+R14, to
+// Y0, Y9, Y12 and acc3, with the high scale pattern in phi (Q4_K: Y6, Y14;
+// Q5_K, whose Y6 holds the qh bytes and Y14 a mask: Y11, Y10).
+#define KQ_PAIR4(c, phi, acc3) \
 	VPSHUFB shufK4<>+(64*c)(SB), Y3, Y4; \
-	VPSHUFB shufK4<>+(64*c+32)(SB), Y3, Y6; \
-	Q4K_PAIR4_TOKEN(c, (DI), Y0); \
-	Q4K_PAIR4_TOKEN(c, (DI)(R13*1), Y9); \
-	Q4K_PAIR4_TOKEN(c, (DI)(R13*2), Y12); \
-	Q4K_PAIR4_TOKEN(c, (DI)(R14*1), Y14)
+	VPSHUFB shufK4<>+(64*c+32)(SB), Y3, phi; \
+	KQ_PAIR4_TOKEN(c, (DI), Y0, phi); \
+	KQ_PAIR4_TOKEN(c, (DI)(R13*1), Y9, phi); \
+	KQ_PAIR4_TOKEN(c, (DI)(R13*2), Y12, phi); \
+	KQ_PAIR4_TOKEN(c, (DI)(R14*1), acc3, phi)
 
 // Q4K_FINISH4 adds x.d·(d·iacc − dmin·Σ_j m_j·(bsums[2j]+bsums[2j+1])) to
 // the 8 floats at aoff(AX), for the Q8_K block at R8, with d and dmin as
@@ -617,6 +603,22 @@ q4r2done:
 	VFNMADD231PS Y8, Y6, iacc; \
 	VADDPS aoff(AX), iacc, iacc; \
 	VMOVUPS iacc, aoff(AX)
+
+// Q4K_FINISH4_ALL finishes the super-block at SI for the four tokens of
+// KQ_PAIR4, whose sums are in Y0, Y9, Y12 and acc3, into the floats at AX.
+#define Q4K_FINISH4_ALL(acc3) \
+	VPBROADCASTW (SI), X1; \
+	VCVTPH2PS X1, Y1; \
+	VPBROADCASTW 2(SI), X2; \
+	VCVTPH2PS X2, Y2; \
+	MOVQ DI, R8; \
+	Q4K_FINISH4(Y0, 0); \
+	LEAQ (DI)(R13*1), R8; \
+	Q4K_FINISH4(Y9, 32); \
+	LEAQ (DI)(R13*2), R8; \
+	Q4K_FINISH4(Y12, 64); \
+	LEAQ (DI)(R14*1), R8; \
+	Q4K_FINISH4(acc3, 96)
 
 // func dotQ4KRow4AVX2(w, x *byte, xstride, nblocks int, acc *[32]float32)
 //
@@ -644,26 +646,15 @@ q4r4loop:
 	VPXOR Y12, Y12, Y12
 	VPXOR Y14, Y14, Y14
 	Q4K_CODES(16)
-	Q4K_PAIR4(0)
+	KQ_PAIR4(0, Y6, Y14)
 	Q4K_CODES(48)
-	Q4K_PAIR4(1)
+	KQ_PAIR4(1, Y6, Y14)
 	Q4K_CODES(80)
-	Q4K_PAIR4(2)
+	KQ_PAIR4(2, Y6, Y14)
 	Q4K_CODES(112)
-	Q4K_PAIR4(3)
-	VPBROADCASTW (SI), X1
-	VCVTPH2PS X1, Y1
-	VPBROADCASTW 2(SI), X2
-	VCVTPH2PS X2, Y2
+	KQ_PAIR4(3, Y6, Y14)
 	MOVQ acc+32(FP), AX
-	MOVQ DI, R8
-	Q4K_FINISH4(Y0, 0)
-	LEAQ (DI)(R13*1), R8
-	Q4K_FINISH4(Y9, 32)
-	LEAQ (DI)(R13*2), R8
-	Q4K_FINISH4(Y12, 64)
-	LEAQ (DI)(R14*1), R8
-	Q4K_FINISH4(Y14, 96)
+	Q4K_FINISH4_ALL(Y14)
 	ADDQ $144, SI
 	ADDQ $292, DI
 	DECQ CX
@@ -671,25 +662,6 @@ q4r4loop:
 q4r4done:
 	VZEROUPPER
 	RET
-
-// Q5K_PAIR4_TOKEN is Q4K_PAIR4_TOKEN with the scale patterns in Y4, Y11.
-#define Q5K_PAIR4_TOKEN(c, x, iacc) \
-	VPMADDUBSW (4+64*c)x, Y1, Y7; \
-	VPMADDUBSW (4+64*c+32)x, Y2, Y8; \
-	VPMADDWD Y4, Y7, Y7; \
-	VPMADDWD Y11, Y8, Y8; \
-	VPADDD Y7, iacc, iacc; \
-	VPADDD Y8, iacc, iacc
-
-// Q5K_PAIR4 is Q4K_PAIR4 for Q5_K (Y6 holds the qh bytes, Y14 bytes 0x01):
-// four tokens at DI, DI+R13, DI+2·R13, DI+R14, to Y0, Y9, Y12, Y10.
-#define Q5K_PAIR4(c) \
-	VPSHUFB shufK4<>+(64*c)(SB), Y3, Y4; \
-	VPSHUFB shufK4<>+(64*c+32)(SB), Y3, Y11; \
-	Q5K_PAIR4_TOKEN(c, (DI), Y0); \
-	Q5K_PAIR4_TOKEN(c, (DI)(R13*1), Y9); \
-	Q5K_PAIR4_TOKEN(c, (DI)(R13*2), Y12); \
-	Q5K_PAIR4_TOKEN(c, (DI)(R14*1), Y10)
 
 // func dotQ5KRow4AVX2(w, x *byte, xstride, nblocks int, acc *[32]float32)
 //
@@ -713,29 +685,18 @@ q5r4loop:
 	VMOVDQU 16(SI), Y6
 	Q4K_CODES(48)
 	Q5K_HIGH(0)
-	Q5K_PAIR4(0)
+	KQ_PAIR4(0, Y11, Y10)
 	Q4K_CODES(80)
 	Q5K_HIGH(1)
-	Q5K_PAIR4(1)
+	KQ_PAIR4(1, Y11, Y10)
 	Q4K_CODES(112)
 	Q5K_HIGH(2)
-	Q5K_PAIR4(2)
+	KQ_PAIR4(2, Y11, Y10)
 	Q4K_CODES(144)
 	Q5K_HIGH(3)
-	Q5K_PAIR4(3)
-	VPBROADCASTW (SI), X1
-	VCVTPH2PS X1, Y1
-	VPBROADCASTW 2(SI), X2
-	VCVTPH2PS X2, Y2
+	KQ_PAIR4(3, Y11, Y10)
 	MOVQ acc+32(FP), AX
-	MOVQ DI, R8
-	Q4K_FINISH4(Y0, 0)
-	LEAQ (DI)(R13*1), R8
-	Q4K_FINISH4(Y9, 32)
-	LEAQ (DI)(R13*2), R8
-	Q4K_FINISH4(Y12, 64)
-	LEAQ (DI)(R14*1), R8
-	Q4K_FINISH4(Y10, 96)
+	Q4K_FINISH4_ALL(Y10)
 	ADDQ $176, SI
 	ADDQ $292, DI
 	DECQ CX
