@@ -171,13 +171,9 @@ func (l *launcher) qkvRope(a qkvArgs) error {
 		}
 	}
 	perWarp := r / 2 // pairs of rows
-	neox := int32(0)
-	if a.neox {
-		neox = 1
-	}
 	return l.launch(f, cu.Dim(l.warpBlocks((pairs+perWarp-1)/perWarp, 0)), 32*l.warps(), stagedNormBytes(a.wq.Cols), cu.Args{
 		a.res, a.resNext, a.poison, a.normW, a.eps, i32(a.wq.Cols), a.wq.Q, a.wq.D, a.wk.Q, a.wk.D, a.wv.Q, a.wv.D, a.bias,
-		i32(a.nHead), i32(a.nKV), i32(a.headDim), a.ropeCS, i32(a.ropeDim), neox, a.temp, a.pos, a.q,
+		i32(a.nHead), i32(a.nKV), i32(a.headDim), a.ropeCS, i32(a.ropeDim), b32(a.neox), a.temp, a.pos, a.q,
 		a.kCache, a.vCache, i32(a.ctxMax)})
 }
 

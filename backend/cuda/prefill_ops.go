@@ -88,13 +88,9 @@ type ropeArgs struct {
 }
 
 func (l *launcher) prefillRope(a ropeArgs) error {
-	neox := int32(0)
-	if a.neox {
-		neox = 1
-	}
 	n := a.m * (a.nHead + 2*a.nKV) * a.hd / 2
 	return l.launch(l.k.pre.rope, cu.Dim((n+255)/256), 256, 0, cu.Args{a.qkv, i32(a.m), a.bias, i32(a.biasFrom),
-		i32(a.nHead), i32(a.nKV), i32(a.hd), a.ropeCS, i32(a.ropeDim), neox, a.temp, i32(a.pos0),
+		i32(a.nHead), i32(a.nKV), i32(a.hd), a.ropeCS, i32(a.ropeDim), b32(a.neox), a.temp, i32(a.pos0),
 		a.q, a.kCache, a.vCache, i32(a.ctxMax)})
 }
 
