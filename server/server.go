@@ -390,7 +390,7 @@ func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) error {
 
 // Serve serves on ln until ctx ends, then drains (see Run).
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
-	return Run(ctx, ln, s.o.Logger, s.o.DrainTimeout, func(context.Context) (*Server, error) { return s, nil })
+	return run(ctx, ln, s.o.Logger, s.o.DrainTimeout, s, func(context.Context) (*Server, error) { return s, nil })
 }
 
 // ErrLoadAbandoned is Run's error when ctx ended while the model loaded
@@ -411,6 +411,13 @@ var ErrLoadAbandoned = errors.New("server: the model load did not stop within th
 // its Server. gotok.Load cannot be cancelled, so gotok serve exits with
 // the load still running.
 func Run(ctx context.Context, ln net.Listener, log *slog.Logger, drain time.Duration, load func(context.Context) (*Server, error)) error {
+	return run(ctx, ln, log, drain, nil, load)
+}
+
+// run is Run; with ready set (Serve: a Server already made) it serves
+// ready from the first connection, with no window of 503s before the load
+// goroutine has stored it.
+func run(ctx context.Context, ln net.Listener, log *slog.Logger, drain time.Duration, ready *Server, load func(context.Context) (*Server, error)) error {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -418,6 +425,9 @@ func Run(ctx context.Context, ln net.Listener, log *slog.Logger, drain time.Dura
 		drain = 30 * time.Second
 	}
 	var current atomic.Pointer[Server]
+	if ready != nil {
+		current.Store(ready)
+	}
 	baseCtx, cancelAll := context.WithCancel(context.Background())
 	defer cancelAll()
 	hs := &http.Server{
