@@ -94,6 +94,13 @@ type tuning struct {
 	// ffnSplit runs the FFN as two kernels: gate/up into a buffer, then
 	// the down projection row-parallel (matvec_add).
 	ffnSplit bool
+	// qkvWarps is the QKV kernel's warps a block (0: qkvWarps). Each
+	// block stages the whole residual stream and the norm's weights.
+	qkvWarps int
+	// attnHeads runs the attention's output projection as a kernel of its
+	// own (matvec_add) on the heads' outputs; attnHeadsLong only in the
+	// graphs of contexts past attnSingle.
+	attnHeads, attnHeadsLong bool
 }
 
 func defaultTuning() tuning {
@@ -122,10 +129,25 @@ const largeModelDim = 1024
 func tuningFor(c *model.Config, ffn gpuType) tuning {
 	t := defaultTuning()
 	if c.Dim >= largeModelDim {
-		t.ffn = ffnShape{32, 4}
 		t.attnOBlocks = 8
 		t.attnWarpsLong = 4
 		t.ffnSplit = ffn == wtMix
+		// Long contexts merge their splits in one block a head group,
+		// which then projected all of W_o's rows alone: 162 µs a layer at
+		// 2148 positions on the Llama-8B shape (Q8_0, H200).
+		t.attnHeadsLong = true
+		// Llama-8B shape (8 layers, H200), µs a token @100, Q8_0 / Q4_0 /
+		// Q4_K_M: QKV blocks of 4 warps 1,443 / 1,685 / 2,269, 8 warps
+		// 1,261 / 1,506 / 2,017 (16: 1,217 / 1,459 / 1,955, but 128
+		// registers a thread and spills).
+		t.qkvWarps = 8
+		// The FFN, 32 units a block, 4 a warp on the Llama-1B shape (Q4_0
+		// 638 µs @100, 2 a warp 684); 2 a warp from the 8B shape's width on
+		// (Q8_0 1,433, Q4_0 1,337; 4 a warp 1,782 and 1,684).
+		t.ffn = ffnShape{32, 4}
+		if c.Dim >= 4096 {
+			t.ffn = ffnShape{32, 2}
+		}
 	}
 	return t
 }
@@ -215,6 +237,7 @@ type Backend struct {
 	poison       cu.DevicePtr    // set when a residual addend did not fit in fixed point
 	q            cu.DevicePtr
 	ffnH         cu.DevicePtr // the split FFN's hidden units (tuning.ffnSplit)
+	heads        cu.DevicePtr // the attention heads' outputs (tuning.attnHeads)
 	logits       cu.DevicePtr
 	partAcc      cu.DevicePtr
 	partML       cu.DevicePtr
@@ -326,7 +349,7 @@ func New(m *model.Model, o Options) (_ *Backend, err error) {
 // newLauncher is a launcher on b's stream with b's tuned shapes.
 func (b *Backend) newLauncher(pdl bool) *launcher {
 	return &launcher{c: b.c, k: b.k, stream: b.stream, sms: b.c.Info.SMCount, pdl: pdl,
-		ffnShape: b.tune.ffn, ffnMixShape: b.tune.ffnMix, attnWarpsPerHead: b.tune.attnWarps}
+		ffnShape: b.tune.ffn, ffnMixShape: b.tune.ffnMix, attnWarpsPerHead: b.tune.attnWarps, warpsPerBlock: b.tune.qkvWarps}
 }
 
 func (b *Backend) checkConfig() error {
@@ -714,7 +737,7 @@ func (b *Backend) allocState() error {
 		p *cu.DevicePtr
 		n int // 4-byte words
 	}{
-		{&b.res[0], 2 * c.Dim}, {&b.res[1], 2 * c.Dim}, {&b.q, c.QDim()}, {&b.logits, c.VocabSize}, {&b.ffnH, c.FFNDim},
+		{&b.res[0], 2 * c.Dim}, {&b.res[1], 2 * c.Dim}, {&b.q, c.QDim()}, {&b.logits, c.VocabSize}, {&b.ffnH, c.FFNDim}, {&b.heads, c.QDim()},
 		{&b.partAcc, acc}, {&b.partML, ml}, {&b.partV, parts}, {&b.partI, parts},
 		{&b.ropeCS, len(rope)}, {&b.localRopeCS, len(localRope)}, {&b.temp, len(temp)},
 		// Zeroed below: counters, the poison word, the penalty history and
@@ -821,6 +844,9 @@ func (b *Backend) recordStep(l *launcher, k stepKind, afterLayer func(i int) err
 			softcap: blk.AttnSoftcap, rs: attnRS, single: b.tune.attnSingle,
 			minChunk: b.tune.attnMinChunk, oBlocks: b.tune.attnOBlocks, noSpin: b.tune.attnNoSpin, cluster: l.attnCluster,
 			partAcc: b.partAcc, partML: b.partML, tickets: b.attnTickets, wo: &ly.wo, res: attnOut, poison: b.poison}
+		if b.tune.attnHeads || b.tune.attnHeadsLong && l.attnCluster == 0 {
+			a.heads = b.heads
+		}
 		if err := l.attention(a); err != nil {
 			return err
 		}

@@ -170,8 +170,12 @@ func TestEngineMatchesCPU(t *testing.T) {
 		t.Logf("%s: worst logits relative error over 40 steps %.3g (bound %.1g)", tc.name, worst, tc.tol)
 	}
 	// Wide models' shapes (tuningFor) on the small one: the FFN split in
-	// two kernels, 32 units a block.
-	wide := func(tu *tuning) { tu.ffnSplit, tu.ffn, tu.attnOBlocks, tu.attnWarpsLong = true, ffnShape{32, 4}, 8, 4 }
+	// two kernels, 32 units a block, QKV blocks of 8 warps, the heads'
+	// outputs projected by matvec_add.
+	wide := func(tu *tuning) {
+		tu.ffnSplit, tu.ffn, tu.attnOBlocks, tu.attnWarpsLong = true, ffnShape{32, 2}, 8, 4
+		tu.qkvWarps, tu.attnHeads = 8, true
+	}
 	for _, o := range []synth.Options{q4KMLike(t256, 5), {Shape: t256, Type: quant.Q4_0, EmbedType: quant.Q8_0, Seed: 5},
 		{Shape: t256, Type: quant.F16, EmbedType: quant.F16, Seed: 5}} {
 		worst := compareWithCPU(t, genModelWith(t, o), 40, 5e-2, 9, wide)
@@ -798,6 +802,9 @@ func sweepShapes(t *testing.T, g *Backend) {
 		{name: "long: 1 warp a head", tune: with(func(t *tuning) { t.attnWarpsLong = 1 })},
 		{name: "long: 3 warps a head", tune: with(func(t *tuning) { t.attnWarpsLong = 3 })},
 		{name: "attention 2 warps a head", tune: def, attnWarps: 2},
+		{name: "heads projected apart", tune: with(func(t *tuning) { t.attnHeads = true })},
+		{name: "heads apart when long", tune: with(func(t *tuning) { t.attnHeads, t.attnHeadsLong = false, true })},
+		{name: "heads never apart", tune: with(func(t *tuning) { t.attnHeads, t.attnHeadsLong = false, false })},
 		{name: "ffn fused", tune: with(func(t *tuning) { t.ffnSplit = false })},
 		{name: "ffn split", tune: with(func(t *tuning) { t.ffnSplit = true })},
 		{name: "ffn 16 units, 1 a warp", tune: def, ffn: ffnShape{16, 1}},
@@ -806,6 +813,9 @@ func sweepShapes(t *testing.T, g *Backend) {
 		{name: "ffn 32 units, 4 a warp", tune: def, ffn: ffnShape{32, 4}},
 		{name: "qkv four rows per warp", tune: def, rows: 4},
 		{name: "qkv 2 warps per block", tune: def, warps: 2},
+		{name: "qkv 8 warps per block", tune: def, warps: 8},
+		{name: "qkv 4 warps per block", tune: def, warps: 4},
+		{name: "qkv 8 warps, 4 rows", tune: def, warps: 8, rows: 4},
 		{name: "logits 3 blocks/SM", tune: def, logitsPerSM: 3},
 		{name: "logits two rows, 12/SM", tune: def, logitsRows: 2, logitsPerSM: 12},
 		{name: "no PDL", tune: def, noPDL: true},
@@ -826,6 +836,9 @@ func sweepShapes(t *testing.T, g *Backend) {
 		}
 		if v.attnWarps == 0 {
 			v.attnWarps = def.attnWarps
+		}
+		if v.warps == 0 {
+			v.warps = def.qkvWarps
 		}
 		l := &launcher{c: g.c, k: g.k, stream: g.stream, sms: g.c.Info.SMCount, pdl: g.c.Info.Major >= 9 && !v.noPDL,
 			warpsPerBlock: v.warps, logitsPerSM: v.logitsPerSM, rows: v.rows, logitsRows: v.logitsRows, ffnShape: ffn,
@@ -885,7 +898,11 @@ func profileStep(t *testing.T, g *Backend, pos int) {
 	if pos+1 <= g.tune.attnSingle && g.tune.attnWarpsLong > 0 {
 		cluster = g.tune.attnCluster
 	}
-	l := &launcher{c: g.c, k: g.k, stream: g.stream, sms: g.c.Info.SMCount, pdl: g.c.Info.Major >= 9, attnCluster: cluster}
+	l := g.newLauncher(g.c.Info.Major >= 9)
+	l.attnCluster = cluster
+	if pos+1 > g.tune.attnSingle && g.tune.attnWarpsLong > 0 {
+		l.attnWarpsPerHead = g.tune.attnWarpsLong
+	}
 	l.keep = func(f *cu.Function) bool {
 		if counts[f.Name] == 0 {
 			order = append(order, f.Name)

@@ -293,6 +293,10 @@ type attnArgs struct {
 	tickets           cu.DevicePtr // 2·nHead zeroed uint32
 	wo                *deviceMatrix
 	res, poison       cu.DevicePtr // W_o·attention is added to the residual stream res
+	// heads, when set (nHead·headDim floats), takes the heads' outputs,
+	// and matvec_add projects them: on wide models the few blocks a head
+	// group has would each project thousands of W_o's rows.
+	heads cu.DevicePtr
 }
 
 // attnGroup is the query heads one attention block takes: the largest
@@ -374,26 +378,44 @@ func (l *launcher) attention(a attnArgs) error {
 		// Whole contexts on clusters: oBlocks blocks a group, rounded up
 		// to whole clusters.
 		blocks := (oBlocks + c - 1) / c * c
-		return l.launchClusters(l.k.attentionCluster[a.wo.Type][nq], cu.Dim3{X: a.nHead / g, Y: blocks, Z: 1},
+		if a.heads != 0 {
+			blocks = c
+		}
+		err := l.launchClusters(l.k.attentionCluster[a.wo.Type][nq], cu.Dim3{X: a.nHead / g, Y: blocks, Z: 1},
 			cu.Dim3{X: 1, Y: c, Z: 1}, threads, attnClusterShared(g, w, a.headDim, c), cu.Args{
 				a.q, a.kCache, a.vCache, i32(a.ctxMax), i32(a.headDim), i32(a.nHead), i32(a.nKV), i32(g), i32(w), i32(lanes),
-				a.pos, a.scale, i32(a.window), a.wo.Q, a.wo.D, i32(a.wo.Rows), a.rs, a.res, a.poison})
+				a.pos, a.scale, i32(a.window), a.wo.Q, a.wo.D, i32(a.wo.Rows), a.rs, a.res, a.poison, a.heads})
+		return l.projectHeads(a, err)
 	}
 	oBlocks = min(oBlocks, attSplits)
 	// The splits of a long context wait for each other only when every
 	// block of the grid can be resident at once (one a SM).
 	spin := int32(0)
-	if !a.noSpin && a.nHead/g*attSplits <= l.sms {
+	if !a.noSpin && a.heads == 0 && a.nHead/g*attSplits <= l.sms {
 		spin = 1
+	}
+	if a.heads != 0 {
+		oBlocks = 1
 	}
 	f := l.k.attention[a.wo.Type][nq]
 	if a.softcap != 0 {
 		f = l.k.attentionCap[a.wo.Type][nq]
 	}
-	return l.launch(f, cu.Dim3{X: a.nHead / g, Y: attSplits, Z: 1}, threads, shared, cu.Args{
+	err := l.launch(f, cu.Dim3{X: a.nHead / g, Y: attSplits, Z: 1}, threads, shared, cu.Args{
 		a.q, a.kCache, a.vCache, i32(a.ctxMax), i32(a.headDim), i32(a.nHead), i32(a.nKV), i32(g), i32(w), i32(lanes),
 		a.pos, a.scale, i32(a.window), a.softcap, i32(a.single), i32(a.minChunk), i32(oBlocks), spin, a.partAcc, a.partML,
-		a.tickets, a.wo.Q, a.wo.D, i32(a.wo.Rows), a.rs, a.res, a.poison})
+		a.tickets, a.wo.Q, a.wo.D, i32(a.wo.Rows), a.rs, a.res, a.poison, a.heads})
+	return l.projectHeads(a, err)
+}
+
+// projectHeads adds W_o times the heads' outputs to the residual stream
+// when the attention kernel left them in a.heads (err: the attention's
+// launch).
+func (l *launcher) projectHeads(a attnArgs, err error) error {
+	if err != nil || a.heads == 0 {
+		return err
+	}
+	return l.matvecAdd(a.heads, a.wo, a.rs, 0, a.res, a.poison)
 }
 
 // ffnShape is the FFN kernel's split: units hidden units a block, perWarp

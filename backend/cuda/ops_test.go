@@ -757,16 +757,20 @@ func TestAttentionStep(t *testing.T) {
 			// tickets at zero for the next step), then in one split, however
 			// long, then on clusters (attention_cl, sm_90+: 1 to 8 blocks
 			// of a cluster without positions, chunks of several rounds,
-			// more than 4 warps a head).
-			for run := 0; run < 4; run++ {
-				if run == 2 {
+			// more than 4 warps a head); then the three again with the
+			// heads' outputs projected by matvec_add.
+			heads := g.floats(nil, qd)
+			for run := 0; run < 7; run++ {
+				switch run {
+				case 2, 5:
 					a.single = tc.ctx
-				}
-				if run == 3 {
+				case 3, 6:
 					a.cluster = []int{8, 4, 2}[ci%3]
 					if ci%4 == 3 {
 						g.l.attnWarpsPerHead = 8
 					}
+				case 4:
+					a.single, a.cluster, a.heads = 0, 0, heads
 				}
 				before := randResidual(r, tc.dim)
 				a.res = g.int64s(before)
@@ -774,8 +778,8 @@ func TestAttentionStep(t *testing.T) {
 					t.Fatal(err)
 				}
 				got := residualDelta(g.readInt64s(a.res, tc.dim), before)
-				check(t, fmt.Sprintf("%s attention+out run %d (%d blocks share a split's rows, spin %v, clusters of %d, warps a head %d)",
-					name, run, oBlocks, !a.noSpin, a.cluster, g.l.attnWarpsPerHead), got, want, 1e-5)
+				check(t, fmt.Sprintf("%s attention+out run %d (%d blocks share a split's rows, spin %v, clusters of %d, warps a head %d, heads apart %v)",
+					name, run, oBlocks, !a.noSpin, a.cluster, g.l.attnWarpsPerHead, a.heads != 0), got, want, 1e-5)
 				g.l.attnWarpsPerHead = 0
 			}
 			if p := math.Float32bits(g.read(poison, 1)[0]); p != 0 {

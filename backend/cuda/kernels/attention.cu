@@ -33,6 +33,13 @@
 // fixed-point atomic add, so the groups' parts sum in any order to the same
 // bits.
 //
+// With o_out set (wide models, where a few blocks projecting all of W_o's
+// rows bound the step), the kernel stops before the projection: one block
+// of each head group writes the heads' outputs to o_out (n_head·head_dim
+// floats) and the engine adds W_o·o_out to the stream with matvec_add.cu's
+// row-parallel kernel. The launch then has one block a group (one cluster)
+// and no spin.
+//
 // Per layer, the attention may see only the last `window` positions (a
 // sliding window; 0: all) and scale its output by rs (the model's residual
 // multiplier) before adding it. Soft-capped scores (Gemma 2) take kernels
@@ -146,6 +153,12 @@ __device__ __forceinline__ void oxload(xblk &x, const float *os, const oshape &o
 // in oxload's padded layout.
 __device__ __forceinline__ float4 &os4(float *os, int e) { return *(float4 *)(os + XS_AT(e)); }
 
+// heads_out copies the group's n heads' outputs from os (padded) to dst,
+// with the whole block, after a barrier that made os whole.
+__device__ __forceinline__ void heads_out(const float *os, int n, float *dst) {
+	for (int e = threadIdx.x; e < n; e += blockDim.x) dst[e] = os[XS_AT(e)];
+}
+
 // oproj adds rows [r0, r1) of W_o times the heads' outputs os to the
 // residual stream res, every warp of the block taking RPW rows a pass. The
 // first pass's weights are in first (loaded before the PDL wait). One copy
@@ -185,7 +198,7 @@ __device__ __forceinline__ void attention(const float *q, const float *k_cache, 
                                           const int *pos_ptr, float scale, int window, float cap, int single,
                                           int min_chunk, int o_blocks, int spin, float *part_acc, float *part_ml,
                                           unsigned *tickets, const u8 *wq, const f16 *wd, int dim, float rs,
-                                          long long *res, unsigned *poison) {
+                                          long long *res, unsigned *poison, float *o_out) {
 	extern __shared__ float4 sm4[];
 	__shared__ bool last;
 	float *sm = (float *)sm4;
@@ -234,7 +247,7 @@ __device__ __forceinline__ void attention(const float *q, const float *k_cache, 
 	wblk<T> first;
 	{
 		int r = r0 + w * op.RPW + lane / op.LB, b = lane % op.LB;
-		if (b < op.nbl && r < r1) wload<T>(first, wq, wd, (long)r * op.nbo + op.bf + b);
+		if (!o_out && b < op.nbl && r < r1) wload<T>(first, wq, wd, (long)r * op.nbo + op.bf + b);
 	}
 	pdl_wait_and_release();
 
@@ -305,6 +318,10 @@ __device__ __forceinline__ void attention(const float *q, const float *k_cache, 
 	}
 	if (direct) {
 		__syncthreads();
+		if (o_out) {
+			if (y == 0) heads_out(os, G * D, o_out + h0 * D);
+			return;
+		}
 		oproj<T>(os, op, wq, wd, r0, r1, first, rs, res, poison);
 		return;
 	}
@@ -381,6 +398,10 @@ __device__ __forceinline__ void attention(const float *q, const float *k_cache, 
 	}
 	if (!spin && tid == 0) tickets[hb] = 0;
 	__syncthreads();
+	if (o_out) {
+		heads_out(os, G * D, o_out + h0 * D);
+		return;
+	}
 	oproj<T>(os, op, wq, wd, r0, r1, first, rs, res, poison);
 }
 
@@ -468,7 +489,7 @@ template <int T, int NQ>
 __device__ __forceinline__ void attention_cl(const float *q, const float *k_cache, const float *v_cache, int ctx_max,
                                              int head_dim, int n_head, int n_kv_head, int G, int W, int L,
                                              const int *pos_ptr, float scale, int window, const u8 *wq, const f16 *wd,
-                                             int dim, float rs, long long *res, unsigned *poison) {
+                                             int dim, float rs, long long *res, unsigned *poison, float *o_out) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
 	extern __shared__ float4 sm4[];
 	float *sm = (float *)sm4;
@@ -494,7 +515,7 @@ __device__ __forceinline__ void attention_cl(const float *q, const float *k_cach
 	wblk<T> first;
 	{
 		int r = r0 + w * op.RPW + lane / op.LB, b = lane % op.LB;
-		if (b < op.nbl && r < r1) wload<T>(first, wq, wd, (long)r * op.nbo + op.bf + b);
+		if (!o_out && b < op.nbl && r < r1) wload<T>(first, wq, wd, (long)r * op.nbo + op.bf + b);
 	}
 	// The lane group's positions tb, tb+step, …: the first ATT_CL_UNROLL
 	// before the wait, all but the fresh row.
@@ -603,6 +624,10 @@ __device__ __forceinline__ void attention_cl(const float *q, const float *k_cach
 		os4(os, x * D + 4 * d4) = scale4(a, 1.f / l);
 	}
 	__syncthreads();
+	if (o_out) {
+		if (blockIdx.y == 0) heads_out(os, G * D, o_out + h0 * D);
+		return;
+	}
 	oproj<T>(os, op, wq, wd, r0, r1, first, rs, res, poison);
 #else
 	asm volatile("trap;"); // clusters need sm_90: the engine launches this kernel only there
@@ -617,10 +642,11 @@ __device__ __forceinline__ void attention_cl(const float *q, const float *k_cach
 	                            int head_dim, int n_head, int n_kv_head, int G, int W, int L, const int *pos_ptr,  \
 	                            float scale, int window, float cap, int single, int min_chunk, int o_blocks,      \
 	                            int spin, float *part_acc, float *part_ml, unsigned *tickets, const u8 *wq,        \
-	                            const f16 *wd, int dim, float rs, long long *res, unsigned *poison) {              \
+	                            const f16 *wd, int dim, float rs, long long *res, unsigned *poison,               \
+	                            float *o_out) {                                                                    \
 		attention<T, NQ, CAP>(q, k_cache, v_cache, ctx_max, head_dim, n_head, n_kv_head, G, W, L, pos_ptr, scale,  \
 		                 window, cap, single, min_chunk, o_blocks, spin, part_acc, part_ml, tickets, wq, wd, dim,  \
-		                 rs, res, poison);                                                                         \
+		                 rs, res, poison, o_out);                                                                  \
 	}
 // attention_cap_<type>_<NQ>: the same with soft-capped scores.
 #define ATTENTION_NQ(name, T)                                                                                      \
@@ -638,9 +664,9 @@ FOR_EACH_WEIGHT_TYPE(ATTENTION_NQ)
 	    attention_cl_##name##_##NQ(const float *q, const float *k_cache, const float *v_cache, int ctx_max,        \
 	                               int head_dim, int n_head, int n_kv_head, int G, int W, int L,                   \
 	                               const int *pos_ptr, float scale, int window, const u8 *wq, const f16 *wd,      \
-	                               int dim, float rs, long long *res, unsigned *poison) {                          \
+	                               int dim, float rs, long long *res, unsigned *poison, float *o_out) {            \
 		attention_cl<T, NQ>(q, k_cache, v_cache, ctx_max, head_dim, n_head, n_kv_head, G, W, L, pos_ptr, scale,     \
-		                    window, wq, wd, dim, rs, res, poison);                                                 \
+		                    window, wq, wd, dim, rs, res, poison, o_out);                                          \
 	}
 #define ATTENTION_CL_NQ(name, T)                                                                                   \
 	ATTENTION_CL(name, T, 1) ATTENTION_CL(name, T, 2) ATTENTION_CL(name, T, 3) ATTENTION_CL(name, T, 4)

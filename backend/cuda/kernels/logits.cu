@@ -22,6 +22,29 @@
 #include "decode.cuh"
 #include "sampling.cuh"
 
+__device__ __forceinline__ float in_elem(const long long *in, int e) { return res_f32(in[e]); }
+__device__ __forceinline__ float in_elem(const float *in, int e) { return in[e]; }
+
+// stage_normed writes rmsnorm(in)·g (g may be null), k elements, to xs in
+// res_stage's padded layout, with the whole block: rows wider than 1024
+// elements (the lanes' blocks do not fit in registers) then read their
+// activations normalized, where each row group took the squares and the
+// gains again. scratch holds 32 floats.
+template <typename X>
+__device__ __forceinline__ const float *stage_normed(const X *in, int k, const float *g, float eps, float *xs,
+                                                     float *scratch) {
+	float ss = 0.f;
+	for (int e = threadIdx.x; e < k; e += blockDim.x) {
+		float v = in_elem(in, e);
+		xs[XS_AT(e)] = v;
+		ss += v * v;
+	}
+	const float s = rms_factor(block_sum(ss, scratch), k, eps);
+	for (int e = threadIdx.x; e < k; e += blockDim.x) xs[XS_AT(e)] *= g ? g[e] * s : s; // the thread's own elements
+	__syncthreads();
+	return xs;
+}
+
 template <int T, int R> __device__ __forceinline__ void logits_rows(mv<T, R, 1> &m, int grp, int rows) {
 #pragma unroll
 	for (int i = 0; i < R; i++) {
@@ -63,10 +86,10 @@ __device__ __forceinline__ void logits(const X *in, unsigned *poison, const floa
 	if (counts) sp = *params;
 	bool pen = counts && (sp.flags & SP_PENALTY);
 	const bool bad = poison && *poison;
-	extern __shared__ float4 xs4[]; // XS_AT(k) floats for the fixed-point residual stream
-	const float *x = res_stage(in, k, (float *)xs4);
-	xblk xs[1];
+	extern __shared__ float4 xs4[]; // XS_AT(k) floats
 	constexpr int BS = xstride<X>::BS;
+	const float *x = whole ? res_stage(in, k, (float *)xs4) : stage_normed(in, k, norm_w, eps, (float *)xs4, bv);
+	xblk xs[1];
 	float ssx = whole ? xpre<1, BS>(xs, nb, k, x, norm_w, &gw) : 0.f;
 	float best = -INFINITY;
 	int besti = 0x7fffffff;
@@ -76,12 +99,12 @@ __device__ __forceinline__ void logits(const X *in, unsigned *poison, const floa
 		int ncnt[R];
 #pragma unroll
 		for (int i = 0; i < R; i++) ncnt[i] = counts && nxt.row[i] >= 0 ? counts[nxt.row[i]] : 0;
-		float acc[R], ss = ssx;
+		float acc[R], ss;
 		if (whole)
 			cur.dotx(nb, xs, acc);
 		else
-			cur.template dot<BS>(nb, k, x, norm_w, acc, ss);
-		float scale = bad ? __int_as_float(0x7fc00000) : rms_factor(ss, k, eps);
+			cur.template dot<36>(nb, k, x, nullptr, acc, ss);
+		float scale = bad ? __int_as_float(0x7fc00000) : whole ? rms_factor(ssx, k, eps) : 1.f;
 #pragma unroll
 		for (int i = 0; i < R; i++) {
 			if (cur.row[i] < 0) continue;

@@ -139,7 +139,7 @@ __device__ __forceinline__ void qkv_rope(const long long *res, long long *res_ne
 }
 
 #define QKV_ROPE_R(name, T, R, EXT)                                                                                \
-	extern "C" __global__ void __launch_bounds__(128)                                                              \
+	extern "C" __global__ void __launch_bounds__(256)                                                              \
 	    qkv_rope_##name(const long long *res, long long *res_next, const unsigned *poison, const float *norm_w,     \
 	                    float eps, int k, const u8 *wq, const f16 *wd, const u8 *wkq, const f16 *wkd,             \
 	                    const u8 *wvq, const f16 *wvd, const float *bias, int n_head, int n_kv_head, int head_dim, \
