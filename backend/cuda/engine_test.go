@@ -524,7 +524,8 @@ func TestErrors(t *testing.T) {
 // at tg128 from an empty cache and after a 2048-token context, greedy and
 // sampled on the device, kernels per token, device memory (and fails past
 // weights + KV cache + 64 MiB), each kernel kind's time, and a sweep of
-// launch shapes.
+// launch shapes; with $GOTOK_BENCH_QUICK set, no sweep and no check against
+// the CPU engine.
 func TestDecodeSpeed(t *testing.T) {
 	path := os.Getenv("GOTOK_BENCH_MODEL")
 	if path == "" {
@@ -560,10 +561,11 @@ func TestDecodeSpeed(t *testing.T) {
 			float64(w.Bytes)/1e6, w.HitRatio, float64(g.c.Info.MaxPersistingL2)/1e6)
 	}
 
+	quick := os.Getenv("GOTOK_BENCH_QUICK") != ""
 	// 64 decode steps against the CPU engine on the real shapes first:
 	// the same quantized weights; the CPU multiplies Q8_0-quantized
 	// activations, the GPU float32 ones, which is most of the difference.
-	if c, err := cpu.New(m, cpu.Options{ContextLen: 64}); err == nil {
+	if c, err := cpu.New(m, cpu.Options{ContextLen: 64}); err == nil && !quick {
 		ctx := context.Background()
 		const bound = 5e-2
 		r := rand.New(rand.NewPCG(64, 64))
@@ -696,6 +698,9 @@ func TestDecodeSpeed(t *testing.T) {
 	}
 	profileStep(t, g, 100)
 	profileStep(t, g, 2148)
+	if quick {
+		return
+	}
 	sweepShapes(t, g)
 	sweepSingle(t, g)
 }
@@ -898,11 +903,16 @@ func profileStep(t *testing.T, g *Backend, pos int) {
 	if pos+1 <= g.tune.attnSingle && g.tune.attnWarpsLong > 0 {
 		cluster = g.tune.attnCluster
 	}
-	l := g.newLauncher(g.c.Info.Major >= 9)
-	l.attnCluster = cluster
-	if pos+1 > g.tune.attnSingle && g.tune.attnWarpsLong > 0 {
-		l.attnWarpsPerHead = g.tune.attnWarpsLong
+	// The launcher as Backend.capture makes it for pos's graph.
+	launcherAt := func() *launcher {
+		l := g.newLauncher(g.c.Info.Major >= 9)
+		l.attnCluster = cluster
+		if pos+1 > g.tune.attnSingle && g.tune.attnWarpsLong > 0 {
+			l.attnWarpsPerHead = g.tune.attnWarpsLong
+		}
+		return l
 	}
+	l := launcherAt()
 	l.keep = func(f *cu.Function) bool {
 		if counts[f.Name] == 0 {
 			order = append(order, f.Name)
@@ -923,7 +933,7 @@ func profileStep(t *testing.T, g *Backend, pos int) {
 	total := 0.0
 	t.Logf("profile at position %d, each kernel kind alone:", pos)
 	for _, name := range order {
-		l := &launcher{c: g.c, k: g.k, stream: g.stream, sms: g.c.Info.SMCount, pdl: g.c.Info.Major >= 9, attnCluster: cluster}
+		l := launcherAt()
 		l.keep = func(f *cu.Function) bool { return f.Name == name }
 		graph, err := g.c.Capture(g.stream, func() error { return g.recordStep(l, stepGreedy, nil) })
 		if err != nil {
