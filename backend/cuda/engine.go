@@ -8,6 +8,7 @@
 package cuda
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -94,6 +95,9 @@ type tuning struct {
 	// ffnSplit runs the FFN as two kernels: gate/up into a buffer, then
 	// the down projection row-parallel (matvec_add).
 	ffnSplit bool
+	// carveout is the decode kernels' shared-memory share of L1, in
+	// percent (0: decodeCarveout).
+	carveout int
 	// qkvWarps is the QKV kernel's warps a block (0: qkvWarps). Each
 	// block stages the whole residual stream and the norm's weights.
 	qkvWarps int
@@ -141,6 +145,9 @@ func tuningFor(c *model.Config, ffn gpuType) tuning {
 		// 1,261 / 1,506 / 2,017 (16: 1,217 / 1,459 / 1,955, but 128
 		// registers a thread and spills).
 		t.qkvWarps = 8
+		// Half of L1 as shared memory: a quarter (64 KiB) held one QKV or
+		// FFN block of the 8B shape (37 KiB staged) an SM.
+		t.carveout = 50
 		// The FFN, 32 units a block, 4 a warp on the Llama-1B shape (Q4_0
 		// 638 µs @100, 2 a warp 684); 2 a warp from the 8B shape's width on
 		// (Q8_0 1,433, Q4_0 1,337; 4 a warp 1,782 and 1,684).
@@ -309,6 +316,9 @@ func New(m *model.Model, o Options) (_ *Backend, err error) {
 		return nil, err
 	}
 	b.tune = tuningFor(&b.cfg, b.layers[0].gate.Type)
+	if err := b.k.setCarveout(c, cmp.Or(b.tune.carveout, decodeCarveout)); err != nil {
+		return nil, err
+	}
 	if err := b.allocState(); err != nil {
 		return nil, err
 	}

@@ -1,6 +1,7 @@
 package cuda
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math"
@@ -817,6 +818,10 @@ func sweepShapes(t *testing.T, g *Backend) {
 		{name: "ffn 32 units, 2 a warp", tune: def, ffn: ffnShape{32, 2}},
 		{name: "ffn 32 units, 4 a warp", tune: def, ffn: ffnShape{32, 4}},
 		{name: "qkv four rows per warp", tune: def, rows: 4},
+		{name: "carveout 25%", tune: with(func(t *tuning) { t.carveout = 25 })},
+		{name: "carveout 50%", tune: with(func(t *tuning) { t.carveout = 50 })},
+		{name: "carveout 75%", tune: with(func(t *tuning) { t.carveout = 75 })},
+		{name: "carveout 100%", tune: with(func(t *tuning) { t.carveout = 100 })},
 		{name: "qkv 2 warps per block", tune: def, warps: 2},
 		{name: "qkv 8 warps per block", tune: def, warps: 8},
 		{name: "qkv 4 warps per block", tune: def, warps: 4},
@@ -848,6 +853,9 @@ func sweepShapes(t *testing.T, g *Backend) {
 		l := &launcher{c: g.c, k: g.k, stream: g.stream, sms: g.c.Info.SMCount, pdl: g.c.Info.Major >= 9 && !v.noPDL,
 			warpsPerBlock: v.warps, logitsPerSM: v.logitsPerSM, rows: v.rows, logitsRows: v.logitsRows, ffnShape: ffn,
 			ffnMixShape: ffnMix, attnWarpsPerHead: v.attnWarps}
+		if err := g.k.setCarveout(g.c, cmp.Or(v.tune.carveout, decodeCarveout)); err != nil {
+			t.Fatal(err)
+		}
 		if err := g.capture(l); err != nil {
 			t.Fatal(err)
 		}
@@ -867,6 +875,9 @@ func sweepShapes(t *testing.T, g *Backend) {
 		t.Logf("  %-26s @100 %6.1f   @2148 %6.1f   (logits vs default %.1g)", v.name, t100, t2148, e)
 	}
 	g.tune = def
+	if err := g.k.setCarveout(g.c, cmp.Or(def.carveout, decodeCarveout)); err != nil {
+		t.Fatal(err)
+	}
 	recapture(t, g)
 }
 

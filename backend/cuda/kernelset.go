@@ -43,6 +43,23 @@ type kernelSet struct {
 	qkNorm, postnorm *cu.Function
 
 	pre prefillKernels // the batched prefill's kernels (prefill_kernels.go)
+
+	// decode are the decode step's kernels, which share one shared-memory
+	// carveout (setCarveout).
+	decode []*cu.Function
+}
+
+// setCarveout gives every kernel of the decode step percent of the SM's
+// unified L1 as shared memory: one value for all, because the driver
+// drains an SM to change it, which would stall each launch that follows
+// a kernel with another one (the default picks per kernel).
+func (k *kernelSet) setCarveout(c *cu.Context, percent int) error {
+	for _, f := range k.decode {
+		if err := c.SetSharedCarveout(f, percent); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // loadKernels JIT-compiles the kernel modules for c's device.
@@ -133,13 +150,13 @@ func loadKernels(c *cu.Context) (_ *kernelSet, err error) {
 	k.sampleChain = funcs["sample_chain"]
 	k.qkNorm, k.postnorm = funcs["qk_norm"], funcs["postnorm"]
 	decode = append(decode, k.qkNorm, k.postnorm)
-	// One shared-memory carveout for every kernel of the decode step: the
-	// driver drains an SM to change it, which would stall each launch that
-	// follows a kernel with another one (the default picks per kernel).
 	for _, f := range decode {
-		if err := c.SetSharedCarveout(f, decodeCarveout); err != nil {
-			return nil, err
+		if f != nil {
+			k.decode = append(k.decode, f)
 		}
+	}
+	if err := k.setCarveout(c, decodeCarveout); err != nil {
+		return nil, err
 	}
 	// The sampler's candidates need more than the default 48 KiB of shared
 	// memory (its size, not the device's most: a kernel allowed more than
@@ -162,7 +179,9 @@ func ffnName(t gpuType, i int) string {
 
 // decodeCarveout is the decode kernels' shared-memory share of L1, in
 // percent: a quarter (64 KiB on Hopper) holds a few attention blocks' ~10
-// KiB; the FFN's blocks use a few floats, the other matrix kernels none.
+// KiB and SmolLM's staged residual streams (5 KiB a block). Wide models
+// take more (tuning.carveout): their QKV and FFN blocks stage 37 KiB at
+// d 4096.
 const decodeCarveout = 25
 
 func (k *kernelSet) unload() {
