@@ -777,6 +777,7 @@ func sweepShapes(t *testing.T, g *Backend) {
 		ffn                ffnShape
 		attnWarps          int
 		noPDL              bool
+		untyped            bool
 	}
 	def := g.tune
 	with := func(f func(t *tuning)) tuning {
@@ -829,6 +830,7 @@ func sweepShapes(t *testing.T, g *Backend) {
 		{name: "logits 3 blocks/SM", tune: def, logitsPerSM: 3},
 		{name: "logits two rows, 12/SM", tune: def, logitsRows: 2, logitsPerSM: 12},
 		{name: "no PDL", tune: def, noPDL: true},
+		{name: "mixed kernels untyped", tune: def, untyped: true},
 	}
 	ctx := context.Background()
 	var ref []float32
@@ -852,7 +854,7 @@ func sweepShapes(t *testing.T, g *Backend) {
 		}
 		l := &launcher{c: g.c, k: g.k, stream: g.stream, sms: g.c.Info.SMCount, pdl: g.c.Info.Major >= 9 && !v.noPDL,
 			warpsPerBlock: v.warps, logitsPerSM: v.logitsPerSM, rows: v.rows, logitsRows: v.logitsRows, ffnShape: ffn,
-			ffnMixShape: ffnMix, attnWarpsPerHead: v.attnWarps}
+			ffnMixShape: ffnMix, attnWarpsPerHead: v.attnWarps, untyped: v.untyped}
 		if err := g.k.setCarveout(g.c, cmp.Or(v.tune.carveout, decodeCarveout)); err != nil {
 			t.Fatal(err)
 		}

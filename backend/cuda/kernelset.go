@@ -6,6 +6,7 @@ import (
 
 	"gotok/backend/cuda/cu"
 	"gotok/backend/cuda/kernels"
+	"gotok/quant"
 )
 
 // ptxDirEnv names a directory of freshly built PTX and cubins to load
@@ -44,10 +45,27 @@ type kernelSet struct {
 
 	pre prefillKernels // the batched prefill's kernels (prefill_kernels.go)
 
+	// typed are the typed mixed families' kernels by the type they read
+	// (typedQuants).
+	typed map[quant.Type]*typedKernels
+
 	// decode are the decode step's kernels, which share one shared-memory
 	// carveout (setCarveout).
 	decode []*cu.Function
 }
+
+// typedKernels are a typed mixed family's decode kernels (kernels/common.cuh,
+// WT_MIX_Q4K and WT_MIX_Q6K): the wtMix kernels' code and bytes for
+// matrices of one type, without their switch over the layouts, which took
+// them 168–255 registers a thread. The launcher picks them where every
+// matrix a launch reads has that type (launcher.typed).
+type typedKernels struct {
+	qkvRope2, qkvRopeExt2, ffn, matvecAdd, logits *cu.Function
+}
+
+// typedQuants are the types with typed kernels and their kernels' suffix:
+// llama.cpp's Q4_K_M is Q4_K and Q6_K.
+var typedQuants = map[quant.Type]string{quant.Q4_K: "mixq4k", quant.Q6_K: "mixq6k"}
 
 // setCarveout gives every kernel of the decode step percent of the SM's
 // unified L1 as shared memory: one value for all, because the driver
@@ -107,6 +125,18 @@ func loadKernels(c *cu.Context) (_ *kernelSet, err error) {
 				}
 			}
 		}
+		for _, s := range typedQuants {
+			switch op {
+			case "qkv_rope":
+				names = append(names, "qkv_rope_"+s+"_r2", "qkv_rope_ext_"+s+"_r2")
+			case "logits":
+				names = append(names, "logits_"+s)
+			case "matvec_add":
+				names = append(names, "matvec_add_"+s)
+			case "ffn":
+				names = append(names, "ffn_"+s+"_u16w1")
+			}
+		}
 		switch op {
 		case "sampler":
 			names = []string{"sample_chain"}
@@ -146,6 +176,13 @@ func loadKernels(c *cu.Context) (_ *kernelSet, err error) {
 				decode = append(decode, f)
 			}
 		}
+	}
+	k.typed = map[quant.Type]*typedKernels{}
+	for q, s := range typedQuants {
+		tk := &typedKernels{qkvRope2: funcs["qkv_rope_"+s+"_r2"], qkvRopeExt2: funcs["qkv_rope_ext_"+s+"_r2"],
+			ffn: funcs["ffn_"+s+"_u16w1"], matvecAdd: funcs["matvec_add_"+s], logits: funcs["logits_"+s]}
+		k.typed[q] = tk
+		decode = append(decode, tk.qkvRope2, tk.qkvRopeExt2, tk.ffn, tk.matvecAdd, tk.logits)
 	}
 	k.sampleChain = funcs["sample_chain"]
 	k.qkNorm, k.postnorm = funcs["qk_norm"], funcs["postnorm"]

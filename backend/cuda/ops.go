@@ -39,6 +39,28 @@ type launcher struct {
 	// keep, when set, drops the launches it returns false for (the
 	// profiler times one kind of kernel at a time).
 	keep func(f *cu.Function) bool
+	// untyped runs matrices of one K-quant type with the wtMix kernels
+	// instead of their typed family's (tests and benchmarks compare).
+	untyped bool
+}
+
+// typed returns the kernel that pick chooses from the typed mixed family
+// of ms (kernelSet.typed) when every matrix in ms is wtMix of one type
+// that has one, and f otherwise.
+func (l *launcher) typed(f *cu.Function, pick func(*typedKernels) *cu.Function, ms ...*deviceMatrix) *cu.Function {
+	if l.untyped {
+		return f
+	}
+	q := ms[0].Quant
+	for _, m := range ms {
+		if m.Type != wtMix || m.Quant != q {
+			return f
+		}
+	}
+	if tk := l.k.typed[q]; tk != nil && pick(tk) != nil {
+		return pick(tk)
+	}
+	return f
 }
 
 // stagedBytes is the shared memory of a kernel that stages a k-element
@@ -162,13 +184,22 @@ func (l *launcher) qkvRope(a qkvArgs) error {
 	if l.rows > 2 {
 		r, f = rowsPerWarp(t), l.k.qkvRope[t]
 	}
-	if a.normW == 0 || a.temp != 0 {
+	ext := a.normW == 0 || a.temp != 0
+	if ext {
 		// The block's variations: the ext kernels (the plain ones have
 		// none of their code).
 		f = l.k.qkvRopeExt2[t]
 		if r > 2 {
 			f = l.k.qkvRopeExt[t]
 		}
+	}
+	if r == 2 {
+		f = l.typed(f, func(k *typedKernels) *cu.Function {
+			if ext {
+				return k.qkvRopeExt2
+			}
+			return k.qkvRope2
+		}, a.wq, a.wk, a.wv)
 	}
 	perWarp := r / 2 // pairs of rows
 	return l.launch(f, cu.Dim(l.warpBlocks((pairs+perWarp-1)/perWarp, 0)), 32*l.warps(), stagedNormBytes(a.wq.Cols), cu.Args{
@@ -484,6 +515,15 @@ func (l *launcher) ffn(a ffnArgs) error {
 	if err != nil {
 		return err
 	}
+	if s == ffnShapes[0] {
+		// The typed family's kernel when what it reads shares a type:
+		// gate and up, and down unless matvec_add projects it (split).
+		ms := []*deviceMatrix{g, u, d}
+		if a.h != 0 {
+			ms = ms[:2]
+		}
+		f = l.typed(f, func(k *typedKernels) *cu.Function { return k.ffn }, ms...)
+	}
 	err = l.launch(f, cu.Dim((g.Rows+s.units-1)/s.units), 32*s.units/s.perWarp, stagedNormBytes(g.Cols), cu.Args{
 		a.res, a.out, a.poison, a.normW, a.eps, i32(g.Cols), g.Q, g.D, u.Q, u.D, i32(g.Rows), d.Q, d.D, i32(int(a.act)), a.rs,
 		b32(!a.noCarry), a.h})
@@ -519,7 +559,8 @@ func (l *launcher) matvecAdd(x cu.DevicePtr, w *deviceMatrix, rs float32, res, o
 	r, c := matvecAddShape(w.Type)
 	chunks := (w.blocks() + 32*c - 1) / (32 * c)
 	warps := chunks * ((w.Rows + r - 1) / r)
-	return l.launch(l.k.matvecAdd[w.Type], cu.Dim((warps+matvecAddWarps-1)/matvecAddWarps), 32*matvecAddWarps, 0,
+	f := l.typed(l.k.matvecAdd[w.Type], func(k *typedKernels) *cu.Function { return k.matvecAdd }, w)
+	return l.launch(f, cu.Dim((warps+matvecAddWarps-1)/matvecAddWarps), 32*matvecAddWarps, 0,
 		cu.Args{x, i32(w.Cols), w.Q, w.D, i32(w.Rows), rs, res, out, poison})
 }
 
@@ -581,6 +622,9 @@ type logitsArgs struct {
 func (l *launcher) logits(a logitsArgs) error {
 	w := a.w
 	_, f := l.logitsKernel(w)
+	if l.logitsRows != 2 {
+		f = l.typed(f, func(k *typedKernels) *cu.Function { return k.logits }, w)
+	}
 	in := a.res
 	if in == 0 {
 		f, in = l.k.logitsFloat[w.Type], a.x

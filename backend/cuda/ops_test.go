@@ -274,12 +274,25 @@ func TestFFNKernel(t *testing.T) {
 			if !hg.Type.quantized() {
 				shapes = shapes[:1]
 			}
+			// Every other shape splits the FFN: gate/up into h, then
+			// matvec_add. The typed mixed families (Q4_K, Q6_K) have one
+			// shape: it runs fused and split.
+			type ffnRun struct {
+				fs    ffnShape
+				split bool
+			}
+			var runs []ffnRun
 			for si, fs := range shapes {
+				runs = append(runs, ffnRun{fs, si%2 == 1 || len(shapes) == 1})
+			}
+			if _, ok := typedQuants[typ]; ok {
+				runs = append(runs, ffnRun{ffnShapes[0], true})
+			}
+			for si, rn := range runs {
+				fs := rn.fs
 				g.l.ffnShape, g.l.ffnMixShape = fs, fs
-				// Every other shape splits the FFN: gate/up into h, then
-				// matvec_add.
 				var h cu.DevicePtr
-				if si%2 == 1 || len(shapes) == 1 {
+				if rn.split {
 					h = g.floats(nil, sh.hidden)
 				}
 				v := variants[(si+shi)%len(variants)]
@@ -607,6 +620,8 @@ func TestAttentionStep(t *testing.T) {
 		{quant.Q8_0, 384, 4, 2, 96, 64, true, false, 500, 8, 0},    // 8 lanes × 3 float4s
 		{quant.F16, 512, 4, 1, 256, 128, false, false, 300, 32, 0}, // 32 lanes × 2 float4s
 		{quant.Q4_0, 256, 2, 2, 48, 48, false, false, 260, 16, 0},  // 4 lanes × 3 float4s
+		{quant.Q6_K, 512, 8, 2, 64, 64, false, true, 150, 16, 0},   // the typed mixed families
+		{quant.Q4_K, 256, 4, 4, 64, 64, true, false, 130, 8, 0},
 	}
 	for ci, tc := range cases {
 		g.l.rows = []int{4, 2, 1}[ci%3]

@@ -121,11 +121,18 @@ __device__ __forceinline__ void mix_half(const unsigned c[8], float off, const f
 	for (int j = 0; j < 4; j++) sum += (x[j].x + x[j].y) + (x[j].z + x[j].w);
 }
 
-template <> __device__ __forceinline__ float wdot<WT_MIX>(const wblk<WT_MIX> &w, const xblk &x) {
+template <int FIX> __device__ __forceinline__ float wdot_mix(const wblk<WT_MIX> &w, const xblk &x) {
 	unsigned c[8];
-	mix_codes(w, c);
+	mix_codes<0, 8, FIX>(w, c);
 	float a0 = mix_dot<0>(c, w.off, x.v), a1 = mix_dot<4>(c, w.off, x.v + 4);
 	return w.s0 * a0 + w.m0 * x.s0 + (w.s1 * a1 + w.m1 * x.s1);
+}
+template <> __device__ __forceinline__ float wdot<WT_MIX>(const wblk<WT_MIX> &w, const xblk &x) { return wdot_mix<0>(w, x); }
+template <> __device__ __forceinline__ float wdot<WT_MIX_Q4K>(const wblk<WT_MIX_Q4K> &w, const xblk &x) {
+	return wdot_mix<MX_Q4_K>(w, x);
+}
+template <> __device__ __forceinline__ float wdot<WT_MIX_Q6K>(const wblk<WT_MIX_Q6K> &w, const xblk &x) {
+	return wdot_mix<MX_Q6_K>(w, x);
 }
 
 // res_stage converts the fixed-point residual stream's k elements
@@ -363,6 +370,6 @@ __device__ __forceinline__ int grid_warps() { return gridDim.x * (blockDim.x >> 
 // are the model width and preload one block a lane (rows up to 1024
 // elements whole).
 template <int T> struct mv_shape {
-	static constexpr bool quant = T == WT_Q4_0 || T == WT_Q8_0 || T == WT_MIX;
+	static constexpr bool quant = T == WT_Q4_0 || T == WT_Q8_0 || T == WT_MIX || T == WT_MIX_Q4K || T == WT_MIX_Q6K;
 	static constexpr int R = quant ? 4 : 2;
 };

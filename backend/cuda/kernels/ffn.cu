@@ -135,32 +135,36 @@ template <int U> struct dseg<WT_BF16, U> {
 };
 
 // Any quantized type: the block holding the segment; U = 16 takes its
-// first or second half (each with its own scale and min).
-template <int U> struct dseg<WT_MIX, U> {
+// first or second half (each with its own scale and min). FIX: the typed
+// families' layout code (0: the matrix's tag).
+template <int FIX, int U> struct dseg_mix {
 	wblk<WT_MIX> w;
 	__device__ __forceinline__ void load(const u8 *wq, const f16 *wd, long r, int nb, int e0) {
-		wload<WT_MIX>(w, wq, wd, r * nb + (e0 >> 5));
+		mix_load<FIX>(w, wq, wd, r * nb + (e0 >> 5));
 	}
 	__device__ __forceinline__ float dot(const float4 h[U / 4], int e0) const {
 		unsigned c[8];
 		float a0, x0;
 		if (U == 32) {
 			float a1, x1;
-			mix_codes(w, c);
+			mix_codes<0, 8, FIX>(w, c);
 			mix_half<0>(c, w.off, h, a0, x0);
 			mix_half<4>(c, w.off, h + 4, a1, x1);
 			return w.s0 * a0 + w.m0 * x0 + (w.s1 * a1 + w.m1 * x1);
 		}
 		if (e0 & 16) {
-			mix_codes<4, 8>(w, c);
+			mix_codes<4, 8, FIX>(w, c);
 			mix_half<4>(c, w.off, h, a0, x0);
 			return w.s1 * a0 + w.m1 * x0;
 		}
-		mix_codes<0, 4>(w, c);
+		mix_codes<0, 4, FIX>(w, c);
 		mix_half<0>(c, w.off, h, a0, x0);
 		return w.s0 * a0 + w.m0 * x0;
 	}
 };
+template <int U> struct dseg<WT_MIX, U> : dseg_mix<0, U> {};
+template <int U> struct dseg<WT_MIX_Q4K, U> : dseg_mix<MX_Q4_K, U> {};
+template <int U> struct dseg<WT_MIX_Q6K, U> : dseg_mix<MX_Q6_K, U> {};
 
 template <int U> struct dseg<WT_F32, U> {
 	float4 q[U / 4];
@@ -267,6 +271,9 @@ __device__ __forceinline__ void ffn(const long long *res, long long *out, unsign
 FFN_QUANT(q4_0, WT_Q4_0)
 FFN_QUANT(q8_0, WT_Q8_0)
 FFN_QUANT(mix, WT_MIX)
+// The typed mixed families: the mixed family's shape only (kernelSet.typed).
+FFN_V(mixq4k, WT_MIX_Q4K, 16, 1)
+FFN_V(mixq6k, WT_MIX_Q6K, 16, 1)
 FFN_V(f16, WT_F16, 16, 1)
 FFN_V(bf16, WT_BF16, 16, 1)
 FFN_V(f32, WT_F32, 16, 1)

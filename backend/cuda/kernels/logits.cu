@@ -177,3 +177,6 @@ __device__ __forceinline__ void logits(const X *in, unsigned *poison, const floa
 	LOGITS_R(name, T, mv_shape<T>::R, long long)                                                                   \
 	LOGITS_R(name##_r2, T, 2, long long) LOGITS_R(float_##name, T, mv_shape<T>::R, float)
 FOR_EACH_WEIGHT_TYPE(LOGITS)
+// The typed mixed families: the decode step's head only.
+LOGITS_R(mixq4k, WT_MIX_Q4K, mv_shape<WT_MIX_Q4K>::R, long long)
+LOGITS_R(mixq6k, WT_MIX_Q6K, mv_shape<WT_MIX_Q6K>::R, long long)

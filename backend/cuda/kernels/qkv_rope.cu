@@ -155,3 +155,6 @@ __device__ __forceinline__ void qkv_rope(const long long *res, long long *res_ne
 	QKV_ROPE_R(name, T, mv_shape<T>::R, false) QKV_ROPE_R(name##_r2, T, 2, false)                                  \
 	QKV_ROPE_R(ext_##name, T, mv_shape<T>::R, true) QKV_ROPE_R(ext_##name##_r2, T, 2, true)
 FOR_EACH_WEIGHT_TYPE(QKV_ROPE)
+// The typed mixed families: two rows a warp only (the launcher's default).
+QKV_ROPE_R(mixq4k_r2, WT_MIX_Q4K, 2, false) QKV_ROPE_R(ext_mixq4k_r2, WT_MIX_Q4K, 2, true)
+QKV_ROPE_R(mixq6k_r2, WT_MIX_Q6K, 2, false) QKV_ROPE_R(ext_mixq6k_r2, WT_MIX_Q6K, 2, true)

@@ -103,11 +103,20 @@ __device__ __forceinline__ unsigned hbyte(unsigned y, unsigned z, unsigned w, in
 	return (v >> (8 * (i & 3))) & 0xffu;
 }
 
-// wload<WT_MIX> reads the block's codes and the few header words it needs,
+// The typed mixed layouts (common.cuh): a WT_MIX block, and the type.
+template <> struct wblk<WT_MIX_Q4K> : wblk<WT_MIX> {};
+template <> struct wblk<WT_MIX_Q6K> : wblk<WT_MIX> {};
+template <int T> struct mix_fixed { static constexpr int code = 0; };
+template <> struct mix_fixed<WT_MIX_Q4K> { static constexpr int code = MX_Q4_K; };
+template <> struct mix_fixed<WT_MIX_Q6K> { static constexpr int code = MX_Q6_K; };
+
+// mix_load reads the block's codes and the few header words it needs,
 // one load where the header is aligned for it (Q4_K's whole 16 bytes), and
-// turns the header's scales into s0, s1, m0, m1.
-template <> __device__ __forceinline__ void wload<WT_MIX>(wblk<WT_MIX> &w, const u8 *q, const f16 *dt, long blk) {
-	const int t = (int)((unsigned long long)dt & ((1u << MIX_TAG_BITS) - 1));
+// turns the header's scales into s0, s1, m0, m1. FIX is the layout's code
+// when the kernel is typed (0: the one in dt's tag bits).
+template <int FIX>
+__device__ __forceinline__ void mix_load(wblk<WT_MIX> &w, const u8 *q, const f16 *dt, long blk) {
+	const int t = FIX ? FIX : (int)((unsigned long long)dt & ((1u << MIX_TAG_BITS) - 1));
 	const u8 *h = (const u8 *)((unsigned long long)dt & ~(unsigned long long)((1u << MIX_TAG_BITS) - 1));
 	const int j = blk & 7; // sub-block of a K-quant super-block
 	w.t = t;
@@ -220,6 +229,15 @@ template <> __device__ __forceinline__ void wload<WT_MIX>(wblk<WT_MIX> &w, const
 	}
 	w.s0 = w.s1 = s;
 }
+template <> __device__ __forceinline__ void wload<WT_MIX>(wblk<WT_MIX> &w, const u8 *q, const f16 *dt, long blk) {
+	mix_load<0>(w, q, dt, blk);
+}
+template <> __device__ __forceinline__ void wload<WT_MIX_Q4K>(wblk<WT_MIX_Q4K> &w, const u8 *q, const f16 *dt, long blk) {
+	mix_load<MX_Q4_K>(w, q, dt, blk);
+}
+template <> __device__ __forceinline__ void wload<WT_MIX_Q6K>(wblk<WT_MIX_Q6K> &w, const u8 *q, const f16 *dt, long blk) {
+	mix_load<MX_Q6_K>(w, q, dt, blk);
+}
 
 // spread1 puts the four low bits of x in the low bit of four bytes; spread2
 // the four 2-bit fields of the low byte of x in the low bits of four bytes.
@@ -242,18 +260,20 @@ __device__ __forceinline__ unsigned iq4_map(unsigned v) {
 
 // mix_codes writes the block's 32 codes as bytes, four a word (word i:
 // elements 4i…4i+3, low byte first); words [lo, hi) only.
-template <int LO = 0, int HI = 8> __device__ __forceinline__ void mix_codes(const wblk<WT_MIX> &w, unsigned c[8]) {
+template <int LO = 0, int HI = 8, int FIX = 0>
+__device__ __forceinline__ void mix_codes(const wblk<WT_MIX> &w, unsigned c[8]) {
+	const int t = FIX ? FIX : w.t;
 	const unsigned q[4] = {w.q.x, w.q.y, w.q.z, w.q.w};
-	if (w.t == MX_Q8_0) {
+	if (t == MX_Q8_0) {
 		const unsigned x[4] = {w.x.x, w.x.y, w.x.z, w.x.w};
 #pragma unroll
 		for (int i = LO; i < HI; i++) c[i] = (i < 4 ? q[i] : x[i - 4]) ^ 0x80808080u;
 		return;
 	}
-	if (w.t == MX_Q2_K || w.t == MX_Q3_K) {
+	if (t == MX_Q2_K || t == MX_Q3_K) {
 #pragma unroll
 		for (int i = LO; i < HI; i++) c[i] = spread2(q[i >> 2] >> (8 * (i & 3)));
-		if (w.t == MX_Q3_K) {
+		if (t == MX_Q3_K) {
 #pragma unroll
 			for (int i = LO; i < HI; i++) c[i] |= spread1(w.x.x >> (4 * i)) << 2;
 		}
@@ -261,7 +281,7 @@ template <int LO = 0, int HI = 8> __device__ __forceinline__ void mix_codes(cons
 	}
 #pragma unroll
 	for (int i = LO; i < HI; i++) c[i] = (q[i & 3] >> (4 * (i >> 2))) & 0x0f0f0f0fu;
-	switch (w.t) {
+	switch (t) {
 	case MX_Q5_0:
 	case MX_Q5_1:
 	case MX_Q5_K:
@@ -276,6 +296,8 @@ template <int LO = 0, int HI = 8> __device__ __forceinline__ void mix_codes(cons
 	case MX_IQ4_XS:
 #pragma unroll
 		for (int i = LO; i < HI; i++) c[i] = iq4_map(c[i]);
+		break;
+	default: // the plain nibbles (Q4_0, Q4_1, Q4_K)
 		break;
 	}
 }
