@@ -2,13 +2,10 @@ package quant
 
 import "math"
 
-// Encoders for Q2_K, Q3_K, Q4_K, Q5_K and Q6_K. Unlike the other quantizers these are
-// not ports of ggml's: llama.cpp searches each sub-block for the scale and
-// min with the least squared error (make_qkx2_quants, make_qx_quants),
-// while these take the plain range of each sub-block, so their files are
-// valid and decode the same everywhere but are a little less accurate than
-// llama-quantize's. They exist so that synthetic models and tests can have
-// K-quant weights.
+// Encoders for Q2_K, Q3_K, Q4_K, Q5_K and Q6_K. Each sub-block's scale
+// (and min) comes from a search for the least weighted squared error
+// (ksearch.go), as llama-quantize searches; then the super-block's scales
+// are quantized and the codes taken against the scales decoders will see.
 
 // roundClamp rounds v half away from zero and clamps it to [lo, hi]; NaN
 // becomes lo.
@@ -23,14 +20,16 @@ func roundClamp(v float32, lo, hi int32) int32 {
 }
 
 // quantQ4_KLike encodes Q4_K (bits 4) or Q5_K (bits 5) super-blocks: each
-// sub-block of 32 maps [min(0, lowest), highest] onto codes 0..2^bits−1,
-// with 6-bit scale and min quantized against the super-block's d and dmin.
+// sub-block of 32 gets the scale and min of fitMinScale (codes
+// 0..2^bits−1, weighted by the sub-block's RMS plus each value's
+// magnitude), quantized to 6 bits against the super-block's d and dmin.
 func quantQ4_KLike(src []float32, dst []byte, bits uint) {
 	bs := q4_KBytes
 	if bits == 5 {
 		bs = q5_KBytes
 	}
 	top := int32(1)<<bits - 1
+	var w [32]float32
 	for i := 0; i < len(src)/QK_K; i++ {
 		x := (*[QK_K]float32)(src[i*QK_K:])
 		b := dst[i*bs : (i+1)*bs]
@@ -38,16 +37,19 @@ func quantQ4_KLike(src []float32, dst []byte, bits uint) {
 		var scale, minv [8]float32
 		var maxScale, maxMin float32
 		for s := 0; s < 8; s++ {
-			lo, hi := float32(0), float32(0)
-			for _, v := range x[32*s : 32*s+32] {
-				if v < lo {
-					lo = v
-				}
-				if v > hi {
-					hi = v
-				}
+			sub := x[32*s : 32*s+32]
+			var ss float32
+			for _, v := range sub {
+				ss += v * v
 			}
-			scale[s], minv[s] = (hi-lo)/float32(top), -lo
+			rms := float32(math.Sqrt(float64(ss / 32)))
+			for l, v := range sub {
+				w[l] = rms + abs32(v)
+			}
+			// 21 scales from (top−1)/range to (top+1)/range, as llama.cpp
+			// tries for Q4_K (for Q5_K it starts at top−0.5: 0.9% more
+			// error on test-256's weights than this range).
+			scale[s], minv[s] = fitMinScale(sub, w[:], top, -1, 0.1, 20)
 			maxScale, maxMin = max(maxScale, scale[s]), max(maxMin, minv[s])
 		}
 		d, dmin := maxScale/63, maxMin/63
@@ -104,39 +106,35 @@ func packQ4KScales(s *[12]byte, sc, m [8]int32) {
 func quantQ4_K(src []float32, dst []byte) { quantQ4_KLike(src, dst, 4) }
 func quantQ5_K(src []float32, dst []byte) { quantQ4_KLike(src, dst, 5) }
 
-// quantQ6_K encodes Q6_K super-blocks: each sub-block of 16 gets the scale
-// that maps its largest magnitude to code ±31, quantized to int8 against
-// the super-block's d.
+// quantQ6_K encodes Q6_K super-blocks: each sub-block of 16 gets the
+// scale of fitScale (codes −32…31), quantized to int8 against the
+// super-block's d, which maps the scale of largest magnitude to −128.
 func quantQ6_K(src []float32, dst []byte) {
 	for i := 0; i < len(src)/QK_K; i++ {
 		x := (*[QK_K]float32)(src[i*QK_K:])
 		b := (*[q6_KBytes]byte)(dst[i*q6_KBytes:])
 		clear(b[:])
 		var scale [16]float32
-		var maxScale float32
+		var big float32 // the scale of largest magnitude
 		for j := 0; j < 16; j++ {
-			var amax float32
-			for _, v := range x[16*j : 16*j+16] {
-				if a := abs32(v); a > amax {
-					amax = a
-				}
+			scale[j] = fitScale(x[16*j:16*j+16], 32)
+			if abs32(scale[j]) > abs32(big) {
+				big = scale[j]
 			}
-			scale[j] = amax / 31
-			maxScale = max(maxScale, scale[j])
 		}
-		putF16(b[208:], maxScale/127)
+		putF16(b[208:], -big/128)
 		d := f16At(b[208:])
 		ql, qh := b[0:128], b[128:192]
 		for j := 0; j < 16; j++ {
 			var sc int32
-			if d > 0 {
-				sc = roundClamp(scale[j]/d, -127, 127)
+			if d != 0 {
+				sc = roundClamp(scale[j]/d, -128, 127)
 			}
 			b[192+j] = byte(int8(sc))
 			ds := d * float32(sc)
 			for k := 16 * j; k < 16*j+16; k++ {
 				var q int32
-				if ds > 0 {
+				if ds != 0 {
 					q = roundClamp(x[k]/ds, -32, 31)
 				}
 				q += 32
@@ -149,10 +147,11 @@ func quantQ6_K(src []float32, dst []byte) {
 	}
 }
 
-// quantQ2_K encodes Q2_K super-blocks: each sub-block of 16 maps
-// [min(0, lowest), highest] onto codes 0..3, with 4-bit scale and min
-// quantized against the super-block's d and dmin.
+// quantQ2_K encodes Q2_K super-blocks: each sub-block of 16 gets the
+// scale and min of fitMinScale (codes 0..3, weighted by each value's
+// magnitude), quantized to 4 bits against the super-block's d and dmin.
 func quantQ2_K(src []float32, dst []byte) {
+	var w [16]float32
 	for i := 0; i < len(src)/QK_K; i++ {
 		x := (*[QK_K]float32)(src[i*QK_K:])
 		b := (*[q2_KBytes]byte)(dst[i*q2_KBytes:])
@@ -160,11 +159,11 @@ func quantQ2_K(src []float32, dst []byte) {
 		var scale, minv [16]float32
 		var maxScale, maxMin float32
 		for j := 0; j < 16; j++ {
-			lo, hi := float32(0), float32(0)
-			for _, v := range x[16*j : 16*j+16] {
-				lo, hi = min(lo, v), max(hi, v)
+			sub := x[16*j : 16*j+16]
+			for l, v := range sub {
+				w[l] = abs32(v)
 			}
-			scale[j], minv[j] = (hi-lo)/3, -lo
+			scale[j], minv[j] = fitMinScale(sub, w[:], 3, -0.5, 0.1, 15)
 			maxScale, maxMin = max(maxScale, scale[j]), max(maxMin, minv[j])
 		}
 		putF16(b[80:], maxScale/15)
@@ -193,32 +192,28 @@ func quantQ2_K(src []float32, dst []byte) {
 	}
 }
 
-// quantQ3_K encodes Q3_K super-blocks: each sub-block of 16 gets the scale
-// that maps its value of largest magnitude to code −4 (llama.cpp's sign
-// choice: levels −4…3), quantized to a signed 6-bit scale against the
-// super-block's d.
+// quantQ3_K encodes Q3_K super-blocks: each sub-block of 16 gets the
+// scale of refineScale (levels −4…3, llama.cpp's sign choice), quantized to
+// a signed 6-bit scale against the super-block's d, which maps the scale
+// of largest magnitude to −32.
 func quantQ3_K(src []float32, dst []byte) {
 	for i := 0; i < len(src)/QK_K; i++ {
 		x := (*[QK_K]float32)(src[i*QK_K:])
 		b := (*[q3_KBytes]byte)(dst[i*q3_KBytes:])
 		clear(b[:])
 		var scale [16]float32
-		var maxScale float32
+		var big float32 // the scale of largest magnitude
 		for j := 0; j < 16; j++ {
-			var big float32 // the value of largest magnitude
-			for _, v := range x[16*j : 16*j+16] {
-				if abs32(v) > abs32(big) {
-					big = v
-				}
+			scale[j] = refineScale(x[16*j:16*j+16], 4)
+			if abs32(scale[j]) > abs32(big) {
+				big = scale[j]
 			}
-			scale[j] = -big / 4
-			maxScale = max(maxScale, abs32(scale[j]))
 		}
-		putF16(b[108:], maxScale/32)
+		putF16(b[108:], -big/32)
 		d := f16At(b[108:])
 		var sc [16]int32
 		for j := range sc {
-			if d > 0 {
+			if d != 0 {
 				sc[j] = roundClamp(scale[j]/d, -32, 31)
 			}
 		}

@@ -1,10 +1,15 @@
 package quant
 
-import "fmt"
+import (
+	"fmt"
+	"runtime"
+	"sync"
+)
 
 // quantizers maps each type Quantize supports to its row encoder, a port of
 // ggml's quantize_row_*_ref (the rounding used to create model files), but
-// for the K-quants and IQ4s (see kquantize.go and iq4.go).
+// for the K-quants and IQ4s (see kquantize.go and iq4.go). Each encodes its
+// blocks independently of the others.
 var quantizers = map[Type]func(src []float32, dst []byte){
 	F32:  quantF32,
 	F16:  quantF16,
@@ -43,6 +48,27 @@ func Quantize(t Type, src []float32, dst []byte) error {
 	if err := checkRow(t, len(dst), len(src)); err != nil {
 		return fmt.Errorf("quant: quantize: %w", err)
 	}
-	enc(src, dst)
+	// The K-quants' search costs a few hundred operations an element:
+	// large inputs are cut into parts of whole blocks, one goroutine each.
+	bs, bb := t.BlockSize(), t.BlockBytes()
+	blocks := len(src) / bs
+	parts := min(runtime.GOMAXPROCS(0), len(src)/parallelMin)
+	if parts <= 1 {
+		enc(src, dst)
+		return nil
+	}
+	var wg sync.WaitGroup
+	for p := range parts {
+		b0, b1 := blocks*p/parts, blocks*(p+1)/parts
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			enc(src[b0*bs:b1*bs], dst[b0*bb:b1*bb])
+		}()
+	}
+	wg.Wait()
 	return nil
 }
+
+// parallelMin is the fewest elements a goroutine of Quantize takes.
+const parallelMin = 1 << 16

@@ -360,3 +360,24 @@ func TestQuantizeQ8_0Panics(t *testing.T) {
 		}()
 	}
 }
+
+// TestQuantizeParallel: inputs large enough for Quantize to encode in
+// parts on several goroutines give the bytes of one encoder call.
+func TestQuantizeParallel(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	x := make([]float32, 3*parallelMin+QK_K*7)
+	for i := range x {
+		x[i] = float32(rng.NormFloat64())
+	}
+	for _, typ := range []Type{Q4_0, Q4_K, Q6_K, IQ4_XS} {
+		n := len(x) / typ.BlockSize() * typ.BlockBytes()
+		got, want := make([]byte, n), make([]byte, n)
+		if err := Quantize(typ, x, got); err != nil {
+			t.Fatal(err)
+		}
+		quantizers[typ](x, want)
+		if !bytes.Equal(got, want) {
+			t.Errorf("%v: Quantize in parts differs from one encoder call", typ)
+		}
+	}
+}
