@@ -178,8 +178,12 @@ func max32(a, b int32) int32 {
 	return b
 }
 
-// iq4BlockScale returns the scale that maps x's element of largest
-// magnitude to −127, the table's entry of largest magnitude.
+// iq4BlockScale returns the scale d for which d·table[nearest index]
+// reproduces x with the least x²-weighted squared error (large values
+// count most), among the scales that map x's element of largest magnitude
+// near the table's ends: to 127 (past its top, 113), and to −127+i for i
+// in −7…7, each refit by least squares to the indices it gives, as
+// llama-quantize searches.
 func iq4BlockScale(x *[32]float32) float32 {
 	var amax, max float32
 	for _, v := range x {
@@ -187,7 +191,35 @@ func iq4BlockScale(x *[32]float32) float32 {
 			amax, max = a, v
 		}
 	}
-	return max / -127
+	if amax == 0 || math.IsInf(float64(amax), 0) || amax != amax {
+		return max / -127
+	}
+	// fit is Σ w·q·x and Σ w·q² for the indices nearest id·x.
+	fit := func(id float32) (sqx, sq2 float32) {
+		for _, v := range x {
+			q := float32(iq4nlValues[iq4Nearest(id*v)])
+			w := v * v
+			sqx += w * q * v
+			sq2 += w * q * q
+		}
+		return sqx, sq2
+	}
+	var d, best float32
+	if sqx, sq2 := fit(127 / max); sq2 > 0 {
+		d = sqx / sq2
+		best = d * sqx
+	}
+	for i := -7; i <= 7; i++ {
+		// With the least-squares d = sqx/sq2 the error is Σwx² − sqx²/sq2.
+		if sqx, sq2 := fit((float32(i) - 127) / max); sq2 > 0 && sqx*sqx > best*sq2 {
+			d = sqx / sq2
+			best = d * sqx
+		}
+	}
+	if d == 0 {
+		return max / -127
+	}
+	return d
 }
 
 // iq4Encode32 stores in qs the index of the table value nearest x/d for

@@ -210,7 +210,9 @@ func TestQuantizeIQ4RoundTrip(t *testing.T) {
 		}
 		rel := math.Sqrt(se / ss)
 		t.Logf("%v: relative RMS error %.4f", typ, rel)
-		if !(rel < 0.12) {
+		// The scale search leaves 0.0761 and 0.0768 on this seed (the
+		// nearest-value encoding without it 0.080).
+		if !(rel < 0.0775) {
 			t.Errorf("%v: relative RMS error %.4f", typ, rel)
 		}
 		// An all-zero block encodes to zeros.

@@ -19,13 +19,13 @@ var quantizers = map[Type]func(src []float32, dst []byte){
 	Q5_0: quantQ5_0,
 	Q5_1: quantQ5_1,
 	Q8_0: quantQ8_0,
-	// Not ggml's rounding; see kquantize.go.
+	// A scale search like ggml's, not its bytes; see kquantize.go.
 	Q2_K: quantQ2_K,
 	Q3_K: quantQ3_K,
 	Q4_K: quantQ4_K,
 	Q5_K: quantQ5_K,
 	Q6_K: quantQ6_K,
-	// Not ggml's rounding; see iq4.go.
+	// A scale search like ggml's, not its bytes; see iq4.go.
 	IQ4_NL: quantIQ4_NL,
 	IQ4_XS: quantIQ4_XS,
 }

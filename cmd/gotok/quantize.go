@@ -41,10 +41,9 @@ type. The plain types that name a mix (q4_0, q8_0, …) follow its rules too
 
 Tensors that are already quantized keep their type unless
 --allow-requantize is given (requantizing loses quality, as in llama.cpp).
-Q2_K–Q6_K search each sub-block's scale and min for the least squared
-error, as llama-quantize does (their error on test-256's weights is at or
-below llama-quantize's); IQ4_NL and IQ4_XS take the nearest table value,
-~5% more error than llama-quantize's search; the IQ1–IQ3 types cannot be
+Q2_K–Q6_K, IQ4_NL and IQ4_XS search each sub-block's scale (and min) for
+the least squared error, as llama-quantize does: on test-256's weights
+their error is at or below llama-quantize's. The IQ1–IQ3 types cannot be
 written yet. The output is written atomically: a failed run leaves no file
 behind.`,
 		Args: cobra.ExactArgs(2),
