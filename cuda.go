@@ -1,15 +1,27 @@
 package gotok
 
 import (
+	"fmt"
+	"log/slog"
+
 	"gotok/backend"
 	"gotok/backend/cuda"
 	"gotok/model"
 )
 
-func newCUDA(mm *model.Model, o Options) (backend.Backend, error) {
+func newCUDA(mm *model.Model, o Options, log *slog.Logger) (backend.Backend, error) {
 	b, err := cuda.New(mm, cuda.Options{ContextLen: o.ContextLen})
 	if err != nil {
 		return nil, err // not a typed nil *cuda.Backend inside the interface
 	}
+	// What the engine took on the device (gotok -v): the weights, the KV
+	// cache for the whole context, and the rest (scratch, kernels, graphs).
+	st := b.Stats()
+	log.Debug("GPU memory", "weights", mib(st.WeightBytes), "kv_cache", mib(st.KVBytes), "context", b.ContextLen(),
+		"other", mib(st.DeviceBytes-st.WeightBytes-st.KVBytes), "total", mib(st.DeviceBytes),
+		"kernels_per_token", st.KernelsPerToken)
 	return b, nil
 }
+
+// mib formats n bytes in MiB.
+func mib(n int64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }

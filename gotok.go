@@ -89,14 +89,14 @@ func Load(path string, o Options) (*Model, error) {
 func newBackend(mm *model.Model, o Options, log *slog.Logger) (backend.Backend, error) {
 	switch o.Device {
 	case "", "auto":
-		be, err := newCUDA(mm, o)
+		be, err := newCUDA(mm, o, log)
 		if err == nil {
 			log.Info("running on the GPU", "device", be.Name())
 			return be, nil
 		}
 		log.Info("running on the CPU", "reason", err)
 	case "cuda":
-		be, err := newCUDA(mm, o)
+		be, err := newCUDA(mm, o, log)
 		if err != nil {
 			return nil, fmt.Errorf("%w: %v", ErrNoCUDA, err)
 		}
