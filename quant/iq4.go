@@ -144,15 +144,11 @@ func quantIQ4_XS(src []float32, dst []byte) {
 	for i := 0; i < len(src)/QK_K; i++ {
 		b := (*[iq4_XSBytes]byte)(dst[i*iq4_XSBytes:])
 		var dls [8]float32
-		var amax, max float32
 		for ib := range dls {
 			dls[ib] = iq4BlockScale((*[32]float32)(src[i*QK_K+32*ib:]))
-			if a := abs32(dls[ib]); amax < a {
-				amax, max = a, dls[ib]
-			}
 		}
 		// The largest sub-block scale becomes ls−32 = −32.
-		putF16(b[0:], max/-32)
+		putF16(b[0:], largest(dls[:])/-32)
 		d := f16At(b[0:])
 		var id float32
 		if d != 0 {
@@ -185,13 +181,8 @@ func max32(a, b int32) int32 {
 // in −7…7, each refit by least squares to the indices it gives, as
 // llama-quantize searches.
 func iq4BlockScale(x *[32]float32) float32 {
-	var amax, max float32
-	for _, v := range x {
-		if a := abs32(v); amax < a {
-			amax, max = a, v
-		}
-	}
-	if amax == 0 || math.IsInf(float64(amax), 0) || amax != amax {
+	max := largest(x[:])
+	if !scalable(max) {
 		return max / -127
 	}
 	// fit is Σ w·q·x and Σ w·q² for the indices nearest id·x.

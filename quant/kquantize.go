@@ -115,13 +115,10 @@ func quantQ6_K(src []float32, dst []byte) {
 		b := (*[q6_KBytes]byte)(dst[i*q6_KBytes:])
 		clear(b[:])
 		var scale [16]float32
-		var big float32 // the scale of largest magnitude
-		for j := 0; j < 16; j++ {
+		for j := range scale {
 			scale[j] = fitScale(x[16*j:16*j+16], 32)
-			if abs32(scale[j]) > abs32(big) {
-				big = scale[j]
-			}
 		}
+		big := largest(scale[:])
 		putF16(b[208:], -big/128)
 		d := f16At(b[208:])
 		ql, qh := b[0:128], b[128:192]
@@ -202,13 +199,10 @@ func quantQ3_K(src []float32, dst []byte) {
 		b := (*[q3_KBytes]byte)(dst[i*q3_KBytes:])
 		clear(b[:])
 		var scale [16]float32
-		var big float32 // the scale of largest magnitude
-		for j := 0; j < 16; j++ {
+		for j := range scale {
 			scale[j] = refineScale(x[16*j:16*j+16], 4)
-			if abs32(scale[j]) > abs32(big) {
-				big = scale[j]
-			}
 		}
+		big := largest(scale[:])
 		putF16(b[108:], -big/32)
 		d := f16At(b[108:])
 		var sc [16]int32

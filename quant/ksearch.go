@@ -83,6 +83,22 @@ func symCode(t float32, nmax int32) int32 {
 	return -int32(0.5 - t)
 }
 
+// largest is the value of x of largest magnitude (the first of equals; 0
+// when x is all zero or NaN).
+func largest(x []float32) float32 {
+	var big float32
+	for _, v := range x {
+		if abs32(v) > abs32(big) {
+			big = v
+		}
+	}
+	return big
+}
+
+// scalable reports whether a largest value can set a scale: finite and
+// nonzero.
+func scalable(big float32) bool { return big != 0 && !math.IsInf(float64(big), 0) && big == big }
+
 // posCode rounds t ≥ 0 to the nearest code in 0…nmax (half up); NaN and
 // negative t give 0.
 func posCode(t float32, nmax int32) int32 {
@@ -100,13 +116,8 @@ func posCode(t float32, nmax int32) int32 {
 // largest magnitude to −(nmax + i/10), i in −9…9. s takes that value's
 // sign's opposite, as llama.cpp's encoders do, so −nmax is used.
 func fitScale(x []float32, nmax int32) float32 {
-	var big float32
-	for _, v := range x {
-		if abs32(v) > abs32(big) {
-			big = v
-		}
-	}
-	if big == 0 || math.IsInf(float64(big), 0) || big != big {
+	big := largest(x)
+	if !scalable(big) {
 		return -big / float32(nmax)
 	}
 	var bestS float32
@@ -141,14 +152,9 @@ func fitScale(x []float32, nmax int32) float32 {
 // 0.1509 against 0.1529 on test-256); on Q6_K's 6-bit ones it loses
 // (0.0184 against 0.0177).
 func refineScale(x []float32, nmax int32) float32 {
-	var big float32
-	for _, v := range x {
-		if abs32(v) > abs32(big) {
-			big = v
-		}
-	}
+	big := largest(x)
 	s := -big / float32(nmax)
-	if big == 0 || math.IsInf(float64(big), 0) || big != big {
+	if !scalable(big) {
 		return s
 	}
 	var q [32]float64
