@@ -27,3 +27,37 @@ type Backend interface {
 	Name() string
 	Close() error
 }
+
+// SeqStep is one sequence's part of a batched step: its next tokens, and
+// what to return from the last one's logits.
+type SeqStep struct {
+	// Seq is the sequence the tokens extend: they go in at positions
+	// Seq.Len(), Seq.Len()+1, …, and the step commits them to it. Room for
+	// them must be reserved (Seq.Reserve).
+	Seq    *Seq
+	Tokens []int32
+	// Logits, when not nil, receives the last token's logits (VocabSize
+	// floats).
+	Logits []float32
+	// Sample asks for a token drawn from the last token's logits with
+	// Sampler (nil: greedy); the step leaves it in Next (-1: no finite
+	// logit, the forward pass gave NaN).
+	Sample  bool
+	Sampler *sample.Sampler
+	Next    int32
+}
+
+// Batcher is a Backend that runs many sequences in one step (continuous
+// batching): each sequence's keys and values live in blocks of one pool
+// (KV), and a step takes some tokens of each, prompt chunks and single
+// decode tokens alike. The single-sequence methods of Backend run on a
+// sequence of the backend's own in the same pool.
+type Batcher interface {
+	Backend
+	// KV is the pool Step's sequences come from.
+	KV() *KVPool
+	// Step runs every entry's tokens through the model together. On error
+	// no sequence has been committed, though their reserved rows may have
+	// been written.
+	Step(ctx context.Context, steps []SeqStep) error
+}

@@ -3,6 +3,7 @@ package cpu
 import (
 	"math"
 
+	"gotok/backend"
 	"gotok/quant"
 )
 
@@ -17,12 +18,12 @@ import (
 //
 // with a running maximum and sum per row (the online softmax of flash
 // attention), so the scratch does not grow with the context. Keys are
-// cached transposed, head by head (position fastest), which makes both
+// cached transposed, block by block and head by head (position fastest), which makes both
 // products stream rows of their right operand: quant.MatMulF32's kernel
 // then needs no horizontal sums.
 const (
 	attnTokens = 16
-	attnTile   = 256 // positions; a multiple of 16
+	attnTile   = 256 // the score scratch's row: at least kvBlock
 )
 
 // attnScratch is one worker's attention buffers.
@@ -48,43 +49,61 @@ func newAttnScratch(group, headDim int) attnScratch {
 	}
 }
 
-// keyStride is the length of a transposed key cache row: the context
-// rounded up to MatMulF32's 16-column tiles, plus 16 floats so that the
-// rows of a head do not all map to the same L1 cache set when the context
-// is a multiple of 1024.
-func keyStride(ctxLen int) int { return (ctxLen+15)&^15 + 16 }
+// attnChunk is a work item's tokens: batch tokens [t0, t1) of one
+// sequence, at consecutive positions from pos.
+type attnChunk struct {
+	seq    *backend.Seq
+	t0, t1 int
+	pos    int
+}
 
-// storeKey writes the key k (KVDim floats) of position p into the
-// transposed key cache kc.
-func (b *Backend) storeKey(kc, k []float32, p int) {
-	for i, v := range k {
-		kc[i*b.kstride+p] = v
+// setChunks splits the batch (b.pos, b.seqs) into runs of at most
+// attnTokens consecutive positions of one sequence.
+func (b *Backend) setChunks() {
+	b.chunks = b.chunks[:0]
+	for t := range b.pos {
+		if n := len(b.chunks); n > 0 {
+			ch := &b.chunks[n-1]
+			if ch.seq == b.seqs[t] && ch.t1 == t && ch.pos+(t-ch.t0) == b.pos[t] && t-ch.t0 < attnTokens {
+				ch.t1++
+				continue
+			}
+		}
+		b.chunks = append(b.chunks, attnChunk{seq: b.seqs[t], t0: t, t1: t + 1, pos: b.pos[t]})
 	}
 }
 
-// attention computes, for each of the T query tokens at positions pos, …
-// and each head, softmax attention over the cached positions up to the
-// token's own (causal).
-func (b *Backend) attention(l, T, pos int) {
-	blocks := (T + attnTokens - 1) / attnTokens
-	items := b.c.NumKVHeads * blocks
+// storeKey writes the key k (KVDim floats) into the transposed key cache
+// kc at row (a block's rows are KVDim rows of kvBlock positions).
+func storeKey(kc, k []float32, row int) {
+	base := row/kvBlock*len(k)*kvBlock + row%kvBlock
+	for i, v := range k {
+		kc[base+i*kvBlock] = v
+	}
+}
+
+// attention computes, for each token of the batch and each head, softmax
+// attention over its sequence's positions up to its own (causal).
+func (b *Backend) attention(l int) {
+	chunks := len(b.chunks)
+	items := b.c.NumKVHeads * chunks
 	b.pool.parallelFor(items, 1, func(lo, hi int) {
 		// Each range gets its own scratch: ranges are disjoint and there
 		// are at most threads of them.
 		sc := &b.attn[lo*len(b.attn)/items]
 		for it := lo; it < hi; it++ {
-			g, t0 := it/blocks, it%blocks*attnTokens
-			b.attendBlock(sc, l, g, t0, min(t0+attnTokens, T), pos)
+			b.attendChunk(sc, l, it/chunks, &b.chunks[it%chunks])
 		}
 	})
 }
 
-// attendBlock computes the attention output of query tokens [t0, t1) of
-// the batch for the query heads of KV head g.
-func (b *Backend) attendBlock(sc *attnScratch, l, g, t0, t1, pos int) {
+// attendChunk computes the attention output of a chunk's query tokens for
+// the query heads of KV head g, a block of the sequence's cache at a time.
+func (b *Backend) attendChunk(sc *attnScratch, l, g int, ch *attnChunk) {
 	c := &b.c
 	hd, qd, kvd := c.HeadDim, c.QDim(), c.KVDim()
 	group := c.NumHeads / c.NumKVHeads
+	t0, t1, pos := ch.t0, ch.t1, ch.pos-ch.t0 // token t is at position pos+t
 	// Row r is token t0 + r/group, head g·group + r%group; rows past m pad
 	// to a multiple of 4 and are never read back.
 	m := (t1 - t0) * group
@@ -103,34 +122,38 @@ func (b *Backend) attendBlock(sc *attnScratch, l, g, t0, t1, pos int) {
 	}
 	clear(sc.q[m*hd : rows*hd])
 
-	kc := b.kcache[l][g*hd*b.kstride:]
-	vc := b.vcache[l][g*hd:]
+	table := ch.seq.Table()
+	kl, vl := b.kcache[l], b.vcache[l]
 	end := pos + t1 // positions the last token sees
 	start := 0      // the first position the first token sees
 	if window > 0 {
 		start = max(0, pos+t0-window+1)
 	}
-	for p0 := start; p0 < end; p0 += attnTile {
-		n := min(attnTile, end-p0)
-		quant.MatMulF32(rows, (n+15)&^15, hd, sc.q, hd, kc[p0:], b.kstride, sc.s, attnTile, false)
+	first := true
+	for p0 := start / kvBlock * kvBlock; p0 < end; p0 += kvBlock {
+		n := min(kvBlock, end-p0)
+		blk := int(table[p0/kvBlock])
+		kc := kl[blk*kvd*kvBlock+g*hd*kvBlock:]
+		vc := vl[blk*kvBlock*kvd+g*hd:]
+		quant.MatMulF32(rows, (n+15)&^15, hd, sc.q, hd, kc, kvBlock, sc.s, attnTile, false)
 		for r := 0; r < m; r++ {
 			s := sc.s[r*attnTile : r*attnTile+n]
 			tp := pos + t0 + r/group // the token's position
 			valid := min(n, tp+1-p0) // causal mask
-			first := 0               // sliding window: positions > tp-window
+			lo := 0                  // sliding window: positions > tp-window
 			if window > 0 {
-				first = max(0, tp-window+1-p0)
+				lo = max(0, tp-window+1-p0)
 			}
-			if valid <= first {
+			if valid <= lo {
 				clear(s)
 				continue
 			}
-			clear(s[:first])
+			clear(s[:lo])
 			if cap != 0 {
-				softcap(s[first:valid], cap)
+				softcap(s[lo:valid], cap)
 			}
-			if mx := quant.Max(s[first:valid]); mx > sc.max[r] {
-				if sc.sum[r] != 0 { // an earlier tile: rescale its sums
+			if mx := quant.Max(s[lo:valid]); mx > sc.max[r] {
+				if sc.sum[r] != 0 { // an earlier block: rescale its sums
 					alpha := float32(math.Exp(float64(sc.max[r] - mx)))
 					sc.sum[r] *= alpha
 					for i, v := range sc.o[r*hd : (r+1)*hd] {
@@ -139,10 +162,11 @@ func (b *Backend) attendBlock(sc *attnScratch, l, g, t0, t1, pos int) {
 				}
 				sc.max[r] = mx
 			}
-			sc.sum[r] += quant.ExpSum(s[first:valid], sc.max[r])
+			sc.sum[r] += quant.ExpSum(s[lo:valid], sc.max[r])
 			clear(s[valid:])
 		}
-		quant.MatMulF32(rows, hd, n, sc.s, attnTile, vc[p0*kvd:], kvd, sc.o, hd, p0 > start)
+		quant.MatMulF32(rows, hd, n, sc.s, attnTile, vc, kvd, sc.o, hd, !first)
+		first = false
 	}
 
 	for r := 0; r < m; r++ {

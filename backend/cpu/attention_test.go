@@ -12,8 +12,8 @@ import (
 
 // TestAttentionMatchesReference runs the attention of one layer on random
 // queries and a random KV cache and compares every head's output with a
-// float64 softmax attention. Contexts of up to three attnTile tiles, whose
-// keys grow with the position so that later tiles raise the running
+// float64 softmax attention. Contexts of many blocks, in a block table that is not in order,, whose
+// keys grow with the position so that later blocks raise the running
 // maximum, exercise the online softmax; the shapes cover GQA groups of 1, 2
 // and 3 and a head size that is not a multiple of 16.
 func TestAttentionMatchesReference(t *testing.T) {
@@ -27,9 +27,20 @@ func TestAttentionMatchesReference(t *testing.T) {
 		m := genModel(t, shape, quant.F32, 3)
 		c := m.Config
 		for _, threads := range []int{1, 3} {
-			b, err := New(m, Options{ContextLen: 700, Threads: threads})
+			b, err := New(m, Options{ContextLen: 700, KVTokens: 1500, Threads: threads})
 			if err != nil {
 				t.Fatal(err)
+			}
+			// The sequence's blocks alternate with another's, so that its
+			// block table is not the identity.
+			seq, other := b.kv.NewPrivateSeq(), b.kv.NewPrivateSeq()
+			for i := 0; i < 700/kvBlock+1; i++ {
+				if err := seq.Reserve((i + 1) * kvBlock); err != nil {
+					t.Fatal(err)
+				}
+				if err := other.Reserve((i + 1) * kvBlock); err != nil {
+					t.Fatal(err)
+				}
 			}
 			for _, run := range []struct{ T, pos int }{{1, 0}, {1, 699}, {37, 0}, {64, 230}, {64, 600}, {5, 511}, {64, 636}} {
 				name := fmt.Sprintf("heads %d/%d × %d, %d threads, %d tokens at %d", c.NumHeads, c.NumKVHeads, c.HeadDim, threads, run.T, run.pos)
@@ -41,12 +52,19 @@ func TestAttentionMatchesReference(t *testing.T) {
 					for i := range keys[p] {
 						keys[p][i] *= 1 + float32(p)/200
 					}
-					b.storeKey(b.kcache[0], keys[p], p)
-					copy(b.vcache[0][p*kvd:], values[p])
+					row := seq.Row(p)
+					storeKey(b.kcache[0], keys[p], row)
+					copy(b.vcache[0][row*kvd:], values[p])
 				}
 				copy(b.q, randVec(rng, run.T*qd))
 				b.att.t = run.T
-				b.attention(0, run.T, run.pos)
+				b.pos, b.seqs = b.pos[:0], b.seqs[:0]
+				for tok := 0; tok < run.T; tok++ {
+					b.pos = append(b.pos, run.pos+tok)
+					b.seqs = append(b.seqs, seq)
+				}
+				b.setChunks()
+				b.attention(0)
 				for tok := 0; tok < run.T; tok++ {
 					for h := 0; h < c.NumHeads; h++ {
 						want := refAttention(b.q[tok*qd+h*c.HeadDim:tok*qd+(h+1)*c.HeadDim], keys[:run.pos+tok+1], values, h/(c.NumHeads/c.NumKVHeads)*c.HeadDim)

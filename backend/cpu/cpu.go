@@ -20,12 +20,19 @@ const MaxBatch = 64
 
 // Options configures a CPU backend.
 type Options struct {
-	// ContextLen is the KV cache length in tokens (0: the model's, capped at
-	// backend.DefaultMaxContext).
+	// ContextLen is the most positions one sequence holds (0: the model's
+	// context, capped at backend.DefaultMaxContext).
 	ContextLen int
+	// KVTokens is the size of the KV cache pool in positions, shared by
+	// every sequence (0: ContextLen, room for one full sequence).
+	KVTokens int
 	// Threads is the number of worker goroutines (0: all cores).
 	Threads int
 }
+
+// kvBlock is the positions of a KV cache block: a multiple of 16 (the
+// attention products' tiles) and at most attnTile.
+const kvBlock = 64
 
 // Backend is the CPU forward pass of one model with its KV cache. It is not
 // safe for concurrent use.
@@ -41,23 +48,35 @@ type Backend struct {
 	// nil when there are none.
 	localRope *rope
 
-	// KV cache, per layer. Values: ctxLen × KVDim floats. Keys transposed
-	// for attention: KVDim rows (head by head) of kstride floats, one per
-	// position.
+	// KV cache, per layer, in blocks of kvBlock positions handed out by kv.
+	// Values: a row of KVDim floats per position. Keys: per block, KVDim
+	// rows (head by head) of kvBlock floats, one per position (transposed,
+	// for attention's products).
+	kv             *backend.KVPool
 	kcache, vcache [][]float32
-	kstride        int
+	// single is the sequence of the single-sequence methods (Prefill,
+	// Decode, Logits), made on first use.
+	single *backend.Seq
+
+	// The batch of a forward pass: its tokens' positions and sequences,
+	// the runs of consecutive tokens of one sequence, and the tokens whose
+	// logits the head computes (into logits, a row each).
+	pos    []int
+	seqs   []*backend.Seq
+	chunks []attnChunk
+	outs   []int
 
 	// Scratch for a batch of up to MaxBatch tokens.
 	x      []float32 // residual stream, T × Dim
 	xn     activations
 	q      []float32 // T × QDim
-	kv     []float32 // T × 2·KVDim (K then V per token)
+	kv2    []float32 // T × 2·KVDim (K then V per token)
 	att    activations
 	att2   []float32 // T × Dim
 	gateUp []float32 // T × 2·FFN
 	hidden activations
 	attn   []attnScratch // per worker
-	logits []float32
+	logits []float32     // MaxBatch × VocabSize
 	outAct activations
 }
 
@@ -67,6 +86,13 @@ func New(m *model.Model, o Options) (*Backend, error) {
 	ctxLen, err := backend.ContextLen(o.ContextLen, &c)
 	if err != nil {
 		return nil, fmt.Errorf("cpu: %w", err)
+	}
+	kvTokens := o.KVTokens
+	if kvTokens <= 0 {
+		kvTokens = ctxLen
+	}
+	if _, err := backend.ContextLen(kvTokens, &c); err != nil {
+		return nil, fmt.Errorf("cpu: KV cache pool: %w", err)
 	}
 	if len(c.LayerAttn) != c.NumLayers || len(m.Layers) != c.NumLayers {
 		return nil, fmt.Errorf("cpu: %d layers, %d bound, %d described (model.ConfigFromMetadata fills in LayerAttn)", c.NumLayers, len(m.Layers), len(c.LayerAttn))
@@ -91,19 +117,23 @@ func New(m *model.Model, o Options) (*Backend, error) {
 			break
 		}
 	}
-	kvd := c.KVDim()
-	b.kstride = keyStride(ctxLen)
+	if b.kv, err = backend.NewKVPool(kvTokens, kvBlock); err != nil {
+		return nil, fmt.Errorf("cpu: %w", err)
+	}
+	kvd, rows := c.KVDim(), b.kv.Tokens()
 	b.kcache = make([][]float32, c.NumLayers)
 	b.vcache = make([][]float32, c.NumLayers)
 	for l := range b.kcache {
-		b.kcache[l] = make([]float32, kvd*b.kstride)
-		b.vcache[l] = make([]float32, ctxLen*kvd)
+		b.kcache[l] = make([]float32, kvd*rows)
+		b.vcache[l] = make([]float32, kvd*rows)
 	}
 	T := MaxBatch
+	b.pos = make([]int, 0, T)
+	b.seqs = make([]*backend.Seq, 0, T)
 	b.x = make([]float32, T*c.Dim)
 	b.xn = newActivations(T, c.Dim)
 	b.q = make([]float32, T*c.QDim())
-	b.kv = make([]float32, T*2*kvd)
+	b.kv2 = make([]float32, T*2*kvd)
 	b.att = newActivations(T, c.QDim())
 	b.att2 = make([]float32, T*c.Dim)
 	b.gateUp = make([]float32, T*2*c.FFNDim)
@@ -112,8 +142,8 @@ func New(m *model.Model, o Options) (*Backend, error) {
 	for i := range b.attn {
 		b.attn[i] = newAttnScratch(c.NumHeads/c.NumKVHeads, c.HeadDim)
 	}
-	b.logits = make([]float32, c.VocabSize)
-	b.outAct = newActivations(1, c.Dim)
+	b.logits = make([]float32, T*c.VocabSize)
+	b.outAct = newActivations(T, c.Dim)
 	return b, nil
 }
 
@@ -140,33 +170,34 @@ func (b *Backend) Close() error {
 	return nil
 }
 
-func (b *Backend) check(tokens []int32, pos int) error {
+// KV is the KV cache pool (backend.Batcher).
+func (b *Backend) KV() *backend.KVPool { return b.kv }
+
+// Forward runs tokens at positions pos, pos+1, … of the backend's own
+// sequence (forgetting any positions from pos on) and returns the logits
+// of the last one. The returned slice is reused by the next call.
+func (b *Backend) Forward(ctx context.Context, tokens []int32, pos int) ([]float32, error) {
 	if b.closed {
-		return fmt.Errorf("cpu: %w", backend.ErrClosed)
+		return nil, fmt.Errorf("cpu: %w", backend.ErrClosed)
 	}
 	if err := backend.CheckInput(tokens, pos, b.ctxLen, b.c.VocabSize); err != nil {
-		return fmt.Errorf("cpu: %w", err)
+		return nil, fmt.Errorf("cpu: %w", err)
 	}
-	return nil
-}
-
-// Forward runs tokens at positions pos, pos+1, … and returns the logits of
-// the last one. The returned slice is reused by the next call.
-func (b *Backend) Forward(ctx context.Context, tokens []int32, pos int) ([]float32, error) {
-	if err := b.check(tokens, pos); err != nil {
+	if b.single == nil {
+		b.single = b.kv.NewPrivateSeq()
+	}
+	if pos > b.single.Len() {
+		return nil, fmt.Errorf("cpu: position %d after %d cached positions", pos, b.single.Len())
+	}
+	b.single.Truncate(pos)
+	if err := b.single.Reserve(len(tokens)); err != nil {
+		return nil, fmt.Errorf("cpu: %d tokens at position %d: %w", len(tokens), pos, err)
+	}
+	st := []backend.SeqStep{{Seq: b.single, Tokens: tokens, Logits: b.logits[:b.c.VocabSize]}}
+	if err := b.Step(ctx, st); err != nil {
 		return nil, err
 	}
-	for len(tokens) > 0 {
-		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
-		n := min(len(tokens), MaxBatch)
-		if err := b.forwardBatch(tokens[:n], pos); err != nil {
-			return nil, err
-		}
-		tokens, pos = tokens[n:], pos+n
-	}
-	return b.logits, nil
+	return b.logits[:b.c.VocabSize], nil
 }
 
 // Prefill implements backend.Backend.
@@ -195,11 +226,97 @@ func (b *Backend) Logits(ctx context.Context, token int32, pos int) ([]float32, 
 	return append([]float32(nil), l...), nil
 }
 
-// forwardBatch runs len(tokens) ≤ MaxBatch tokens through every layer and
-// leaves the last token's logits in b.logits. The block is llama's with the
+// Step implements backend.Batcher. The tokens of all entries run through
+// the layers together, MaxBatch at a time, in the entries' order.
+func (b *Backend) Step(ctx context.Context, steps []backend.SeqStep) error {
+	if b.closed {
+		return fmt.Errorf("cpu: %w", backend.ErrClosed)
+	}
+	vocab := b.c.VocabSize
+	for i := range steps {
+		st := &steps[i]
+		if st.Seq == nil {
+			return fmt.Errorf("cpu: step entry %d has no sequence", i)
+		}
+		if err := backend.CheckInput(st.Tokens, st.Seq.Len(), b.ctxLen, vocab); err != nil {
+			return fmt.Errorf("cpu: step entry %d: %w", i, err)
+		}
+		if st.Seq.Pool() != b.kv {
+			return fmt.Errorf("cpu: step entry %d: the sequence is of another backend's KV pool", i)
+		}
+		if room := st.Seq.Room(); room < len(st.Tokens) {
+			return fmt.Errorf("cpu: step entry %d: %d tokens with room for %d reserved", i, len(st.Tokens), room)
+		}
+		if st.Logits != nil && len(st.Logits) < vocab {
+			return fmt.Errorf("cpu: step entry %d: logits buffer of %d for %d tokens", i, len(st.Logits), vocab)
+		}
+	}
+	// Fill batches of up to MaxBatch tokens; the head runs on the last
+	// token of each entry that wants its logits.
+	var toks [MaxBatch]int32
+	var outOf [MaxBatch]int // entry of each head row
+	n := 0
+	flush := func() error {
+		if n == 0 {
+			return nil
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if err := b.forwardBatch(toks[:n]); err != nil {
+			return err
+		}
+		for k := range b.outs {
+			st := &steps[outOf[k]]
+			logits := b.logits[k*vocab : (k+1)*vocab]
+			if st.Logits != nil {
+				copy(st.Logits, logits)
+			}
+			if st.Sample {
+				if st.Sampler == nil {
+					st.Next = sample.Argmax(logits)
+				} else {
+					st.Next = st.Sampler.Sample(logits)
+				}
+			}
+		}
+		n, b.pos, b.seqs, b.outs = 0, b.pos[:0], b.seqs[:0], b.outs[:0]
+		return nil
+	}
+	b.pos, b.seqs, b.outs = b.pos[:0], b.seqs[:0], b.outs[:0]
+	for i := range steps {
+		st := &steps[i]
+		p0 := st.Seq.Len()
+		for j, tok := range st.Tokens {
+			toks[n] = tok
+			b.pos = append(b.pos, p0+j)
+			b.seqs = append(b.seqs, st.Seq)
+			if j == len(st.Tokens)-1 && (st.Logits != nil || st.Sample) {
+				outOf[len(b.outs)] = i
+				b.outs = append(b.outs, n)
+			}
+			if n++; n == MaxBatch {
+				if err := flush(); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	if err := flush(); err != nil {
+		return err
+	}
+	for i := range steps {
+		steps[i].Seq.Commit(steps[i].Tokens)
+	}
+	return nil
+}
+
+// forwardBatch runs len(tokens) ≤ MaxBatch tokens, at positions b.pos of
+// sequences b.seqs, through every layer, and leaves the logits of the
+// tokens b.outs in b.logits, a row each. The block is llama's with the
 // variations model.Block describes; each is a branch per layer, not per
 // element, so the llama path costs what it did.
-func (b *Backend) forwardBatch(tokens []int32, pos int) error {
+func (b *Backend) forwardBatch(tokens []int32) error {
 	c := &b.c
 	blk := &c.Block
 	T := len(tokens)
@@ -213,10 +330,11 @@ func (b *Backend) forwardBatch(tokens []int32, pos int) error {
 	if blk.EmbedScale != 1 {
 		scale(x, blk.EmbedScale)
 	}
-	b.rope.set(pos, T)
+	b.rope.set(b.pos)
 	if b.localRope != nil {
-		b.localRope.set(pos, T)
+		b.localRope.set(b.pos)
 	}
+	b.setChunks()
 	xn, att, hidden := &b.xn, &b.att, &b.hidden
 	xn.t, att.t, hidden.t = T, T, T
 
@@ -230,14 +348,14 @@ func (b *Backend) forwardBatch(tokens []int32, pos int) error {
 		b.branchInput(x, T, ly.AttnNorm)
 		b.matmul(xn,
 			product{w: &ly.Wq, out: b.q, outStride: qd},
-			product{w: &ly.Wk, out: b.kv, outStride: 2 * kvd},
-			product{w: &ly.Wv, out: b.kv, outStride: 2 * kvd, outOff: kvd},
+			product{w: &ly.Wk, out: b.kv2, outStride: 2 * kvd},
+			product{w: &ly.Wv, out: b.kv2, outStride: 2 * kvd, outOff: kvd},
 		)
 		kc, vc := b.kcache[l], b.vcache[l]
 		for t := 0; t < T; t++ {
 			q := b.q[t*qd : (t+1)*qd]
-			k := b.kv[t*2*kvd : t*2*kvd+kvd]
-			v := b.kv[t*2*kvd+kvd : (t+1)*2*kvd]
+			k := b.kv2[t*2*kvd : t*2*kvd+kvd]
+			v := b.kv2[t*2*kvd+kvd : (t+1)*2*kvd]
 			if ly.Bq != nil {
 				addTo(q, f32s(ly.Bq.Data))
 				addTo(k, f32s(ly.Bk.Data))
@@ -261,14 +379,14 @@ func (b *Backend) forwardBatch(tokens []int32, pos int) error {
 				rope.apply(q, c.NumHeads, c.HeadDim, t)
 				rope.apply(k, c.NumKVHeads, c.HeadDim, t)
 			}
-			p := pos + t
 			if blk.AttnTempScale != 0 {
-				scale(q, blk.AttnTemp(p))
+				scale(q, blk.AttnTemp(b.pos[t]))
 			}
-			b.storeKey(kc, k, p)
-			copy(vc[p*kvd:(p+1)*kvd], v)
+			row := b.seqs[t].Row(b.pos[t])
+			storeKey(kc, k, row)
+			copy(vc[row*kvd:(row+1)*kvd], v)
 		}
-		b.attention(l, T, pos)
+		b.attention(l)
 		att.q8ok = false
 		b.matmul(att, product{w: &ly.Wo, out: b.att2, outStride: dim})
 		b.addBranch(x, T, ly.AttnPostNorm)
@@ -293,16 +411,22 @@ func (b *Backend) forwardBatch(tokens []int32, pos int) error {
 		b.addBranch(x, T, ly.FFNPostNorm)
 	}
 
-	// Output head, last token only.
+	// Output head, on the tokens whose logits are wanted.
+	if len(b.outs) == 0 {
+		return nil
+	}
 	out := &b.outAct
-	out.q8ok = false
-	rmsNorm(out.row(0), x[(T-1)*dim:T*dim], f32s(b.m.OutputNorm.Data), c.RMSEps)
-	b.matmul(out, product{w: &b.m.Output, out: b.logits, outStride: c.VocabSize})
+	out.t, out.q8ok = len(b.outs), false
+	for k, t := range b.outs {
+		rmsNorm(out.row(k), x[t*dim:(t+1)*dim], f32s(b.m.OutputNorm.Data), c.RMSEps)
+	}
+	logits := b.logits[:len(b.outs)*c.VocabSize]
+	b.matmul(out, product{w: &b.m.Output, out: logits, outStride: c.VocabSize})
 	if blk.LogitScale != 1 {
-		scale(b.logits, blk.LogitScale)
+		scale(logits, blk.LogitScale)
 	}
 	if blk.FinalSoftcap != 0 {
-		softcap(b.logits, blk.FinalSoftcap)
+		softcap(logits, blk.FinalSoftcap)
 	}
 	return nil
 }

@@ -30,10 +30,10 @@ func newRope(r model.Rope, maxBatch int) *rope {
 	return &rope{r: r, half: r.Pairs(), cs: make([]float32, maxBatch*r.Dim)}
 }
 
-// set computes the rotations of the batch's tokens at pos, pos+1, ….
-func (r *rope) set(pos, tokens int) {
-	for t := 0; t < tokens; t++ {
-		r.r.CosSin(pos+t, r.cs[t*2*r.half:(t+1)*2*r.half])
+// set computes the rotations of the batch's tokens, at positions pos.
+func (r *rope) set(pos []int) {
+	for t, p := range pos {
+		r.r.CosSin(p, r.cs[t*2*r.half:(t+1)*2*r.half])
 	}
 }
 
