@@ -18,12 +18,12 @@ import (
 //
 // with a running maximum and sum per row (the online softmax of flash
 // attention), so the scratch does not grow with the context. Keys are
-// cached transposed, block by block and head by head (position fastest), which makes both
+// cached transposed, head by head (cache row fastest), which makes both
 // products stream rows of their right operand: quant.MatMulF32's kernel
 // then needs no horizontal sums.
 const (
 	attnTokens = 16
-	attnTile   = 256 // the score scratch's row: at least kvBlock
+	attnTile   = 256 // positions; a multiple of kvBlock
 )
 
 // attnScratch is one worker's attention buffers.
@@ -32,6 +32,7 @@ type attnScratch struct {
 	s        []float32 // rows × attnTile: scores, then probabilities
 	o        []float32 // rows × HeadDim: unnormalized output
 	max, sum []float32 // rows: running maximum and sum of exp(s − max)
+	runs     []blockRun
 }
 
 // attnRows is the query rows of a work item, rounded up to the kernel's
@@ -73,13 +74,37 @@ func (b *Backend) setChunks() {
 	}
 }
 
-// storeKey writes the key k (KVDim floats) into the transposed key cache
-// kc at row (a block's rows are KVDim rows of kvBlock positions).
-func storeKey(kc, k []float32, row int) {
-	base := row/kvBlock*len(k)*kvBlock + row%kvBlock
+// keyStride is the length of a transposed key cache row: the pool's rows
+// rounded up to MatMulF32's 16-column tiles, plus 16 floats so that the
+// rows of a head do not all map to the same L1 cache set when the pool is
+// a multiple of 1024 rows.
+func keyStride(rows int) int { return (rows+15)&^15 + 16 }
+
+// storeKey writes the key k (KVDim floats) into column row of the
+// transposed key cache kc.
+func (b *Backend) storeKey(kc, k []float32, row int) {
 	for i, v := range k {
-		kc[base+i*kvBlock] = v
+		kc[i*b.kstride+row] = v
 	}
+}
+
+// blockRun is positions of a tile that lie in consecutive cache rows:
+// n of them from cache row row, at offset off in the tile.
+type blockRun struct{ off, row, n int }
+
+// blockRuns appends the runs of the n positions from p0 (a multiple of
+// kvBlock) under block table.
+func blockRuns(runs []blockRun, table []int32, p0, n int) []blockRun {
+	for j := 0; j < n; j += kvBlock {
+		blk := int(table[(p0+j)/kvBlock])
+		nj := min(kvBlock, n-j)
+		if k := len(runs) - 1; k >= 0 && runs[k].row+runs[k].n == blk*kvBlock && runs[k].n%kvBlock == 0 {
+			runs[k].n += nj
+			continue
+		}
+		runs = append(runs, blockRun{off: j, row: blk * kvBlock, n: nj})
+	}
+	return runs
 }
 
 // attention computes, for each token of the batch and each head, softmax
@@ -123,19 +148,25 @@ func (b *Backend) attendChunk(sc *attnScratch, l, g int, ch *attnChunk) {
 	clear(sc.q[m*hd : rows*hd])
 
 	table := ch.seq.Table()
-	kl, vl := b.kcache[l], b.vcache[l]
+	kc := b.kcache[l][g*hd*b.kstride:]
+	vc := b.vcache[l][g*hd:]
 	end := pos + t1 // positions the last token sees
 	start := 0      // the first position the first token sees
 	if window > 0 {
 		start = max(0, pos+t0-window+1)
 	}
+	// A tile of up to attnTile positions spans whole blocks: their scores
+	// go side by side into sc.s, so that the softmax bookkeeping runs once
+	// a tile, and blocks that lie next to each other in the cache (as a
+	// sequence's blocks mostly do) are multiplied in one product.
 	first := true
-	for p0 := start / kvBlock * kvBlock; p0 < end; p0 += kvBlock {
-		n := min(kvBlock, end-p0)
-		blk := int(table[p0/kvBlock])
-		kc := kl[blk*kvd*kvBlock+g*hd*kvBlock:]
-		vc := vl[blk*kvBlock*kvd+g*hd:]
-		quant.MatMulF32(rows, (n+15)&^15, hd, sc.q, hd, kc, kvBlock, sc.s, attnTile, false)
+	for p0 := start / kvBlock * kvBlock; p0 < end; p0 += attnTile {
+		n := min(attnTile, end-p0)
+		runs := blockRuns(sc.runs[:0], table, p0, n)
+		sc.runs = runs
+		for _, rn := range runs {
+			quant.MatMulF32(rows, (rn.n+15)&^15, hd, sc.q, hd, kc[rn.row:], b.kstride, sc.s[rn.off:], attnTile, false)
+		}
 		for r := 0; r < m; r++ {
 			s := sc.s[r*attnTile : r*attnTile+n]
 			tp := pos + t0 + r/group // the token's position
@@ -153,7 +184,7 @@ func (b *Backend) attendChunk(sc *attnScratch, l, g int, ch *attnChunk) {
 				softcap(s[lo:valid], cap)
 			}
 			if mx := quant.Max(s[lo:valid]); mx > sc.max[r] {
-				if sc.sum[r] != 0 { // an earlier block: rescale its sums
+				if sc.sum[r] != 0 { // an earlier tile: rescale its sums
 					alpha := float32(math.Exp(float64(sc.max[r] - mx)))
 					sc.sum[r] *= alpha
 					for i, v := range sc.o[r*hd : (r+1)*hd] {
@@ -165,8 +196,10 @@ func (b *Backend) attendChunk(sc *attnScratch, l, g int, ch *attnChunk) {
 			sc.sum[r] += quant.ExpSum(s[lo:valid], sc.max[r])
 			clear(s[valid:])
 		}
-		quant.MatMulF32(rows, hd, n, sc.s, attnTile, vc, kvd, sc.o, hd, !first)
-		first = false
+		for _, rn := range runs {
+			quant.MatMulF32(rows, hd, rn.n, sc.s[rn.off:], attnTile, vc[rn.row*kvd:], kvd, sc.o, hd, !first)
+			first = false
+		}
 	}
 
 	for r := 0; r < m; r++ {

@@ -53,7 +53,7 @@ func TestAttentionMatchesReference(t *testing.T) {
 						keys[p][i] *= 1 + float32(p)/200
 					}
 					row := seq.Row(p)
-					storeKey(b.kcache[0], keys[p], row)
+					b.storeKey(b.kcache[0], keys[p], row)
 					copy(b.vcache[0][row*kvd:], values[p])
 				}
 				copy(b.q, randVec(rng, run.T*qd))

@@ -64,3 +64,30 @@ func benchPrefill(b *testing.B, n int) {
 	}
 	b.ReportMetric(float64(b.N*len(prompt))/b.Elapsed().Seconds(), "tok/s")
 }
+
+// BenchmarkDecodeDepth decodes after a context of 1,500 tokens, where
+// attention over the cache is a good part of a token's time.
+func BenchmarkDecodeDepth(b *testing.B) {
+	m := benchModel(b)
+	be, err := New(m, Options{ContextLen: 2048})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer be.Close()
+	const depth = 1500
+	prompt := make([]int32, depth)
+	for i := range prompt {
+		prompt[i] = int32(i * 37 % m.Config.VocabSize)
+	}
+	ctx := context.Background()
+	if _, err := be.Forward(ctx, prompt, 0); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := be.Forward(ctx, []int32{int32(i % 1000)}, depth+i%32); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "tok/s")
+}

@@ -48,12 +48,13 @@ type Backend struct {
 	// nil when there are none.
 	localRope *rope
 
-	// KV cache, per layer, in blocks of kvBlock positions handed out by kv.
-	// Values: a row of KVDim floats per position. Keys: per block, KVDim
-	// rows (head by head) of kvBlock floats, one per position (transposed,
-	// for attention's products).
+	// KV cache, per layer, in blocks of kvBlock rows handed out by kv.
+	// Values: a row of KVDim floats per cache row. Keys transposed for
+	// attention: KVDim rows (head by head) of kstride floats, one per cache
+	// row.
 	kv             *backend.KVPool
 	kcache, vcache [][]float32
+	kstride        int
 	// single is the sequence of the single-sequence methods (Prefill,
 	// Decode, Logits), made on first use.
 	single *backend.Seq
@@ -121,10 +122,11 @@ func New(m *model.Model, o Options) (*Backend, error) {
 		return nil, fmt.Errorf("cpu: %w", err)
 	}
 	kvd, rows := c.KVDim(), b.kv.Tokens()
+	b.kstride = keyStride(rows)
 	b.kcache = make([][]float32, c.NumLayers)
 	b.vcache = make([][]float32, c.NumLayers)
 	for l := range b.kcache {
-		b.kcache[l] = make([]float32, kvd*rows)
+		b.kcache[l] = make([]float32, kvd*b.kstride)
 		b.vcache[l] = make([]float32, kvd*rows)
 	}
 	T := MaxBatch
@@ -383,7 +385,7 @@ func (b *Backend) forwardBatch(tokens []int32) error {
 				scale(q, blk.AttnTemp(b.pos[t]))
 			}
 			row := b.seqs[t].Row(b.pos[t])
-			storeKey(kc, k, row)
+			b.storeKey(kc, k, row)
 			copy(vc[row*kvd:(row+1)*kvd], v)
 		}
 		b.attention(l)
