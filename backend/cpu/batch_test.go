@@ -176,13 +176,13 @@ func TestStepErrors(t *testing.T) {
 	foreign, _ := other.NewSeq([]int32{1})
 	foreign.Reserve(1)
 	cases := map[string]backend.SeqStep{
-		"no sequence":     {Tokens: []int32{1}},
-		"no tokens":       {Seq: seq},
-		"unreserved":      {Seq: seq, Tokens: []int32{1, 2}},
-		"token range":     {Seq: seq, Tokens: []int32{320}},
-		"short logits":    {Seq: seq, Tokens: []int32{1}, Logits: make([]float32, 10)},
-		"past context":    {Seq: seq, Tokens: make([]int32, 129)},
-		"another pool":    {Seq: foreign, Tokens: []int32{1}, Sample: true},
+		"no sequence":  {Tokens: []int32{1}},
+		"no tokens":    {Seq: seq},
+		"unreserved":   {Seq: seq, Tokens: []int32{1, 2}},
+		"token range":  {Seq: seq, Tokens: []int32{320}},
+		"short logits": {Seq: seq, Tokens: []int32{1}, Logits: make([]float32, 10)},
+		"past context": {Seq: seq, Tokens: make([]int32, 129)},
+		"another pool": {Seq: foreign, Tokens: []int32{1}, Sample: true},
 	}
 	for name, c := range cases {
 		if name != "unreserved" && c.Seq == seq {
