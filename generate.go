@@ -172,114 +172,169 @@ func (m *Model) PromptTokens(prompt string, o GenerateOptions) []int32 {
 
 // GenerateTokens continues a tokenized prompt, calling emit per token, with
 // its log-probabilities when o asks for them (Generate drops them; Stream
-// delivers them too).
-func (m *Model) GenerateTokens(ctx context.Context, prompt []int32, o GenerateOptions, emit func(Token) error) (st Stats, err error) {
+// delivers them too). On a backend that batches (the CPU's), concurrent
+// calls generate together; otherwise they take turns.
+func (m *Model) GenerateTokens(ctx context.Context, prompt []int32, o GenerateOptions, emit func(Token) error) (Stats, error) {
+	if m.engine != nil {
+		return m.engine.generate(ctx, prompt, o, emit)
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	st.PromptTokens = len(prompt)
 	if m.closed {
-		return st, errors.New("generate: the model is closed")
+		return Stats{PromptTokens: len(prompt)}, errors.New("generate: the model is closed")
 	}
+	g, err := m.newGeneration(prompt, o, emit)
+	if err != nil {
+		return g.st, err
+	}
+	return g.st, g.runAlone(ctx)
+}
+
+// generation is one GenerateTokens call's state: its sampler, the text
+// decoder and stop matcher, and its stats. The engine and runAlone feed it
+// sampled tokens (accept).
+type generation struct {
+	m      *Model
+	prompt []int32
+	o      GenerateOptions
+	s      *sample.Sampler
+	h      *hostSampler // nil when the backend samples
+	out    *stopper
+	dec    interface {
+		Next(int32) string
+		Flush() string
+	}
+	limit       int
+	limitReason string
+	st          Stats
+	emit        func(Token) error
+}
+
+// newGeneration checks a request and prepares its generation.
+func (m *Model) newGeneration(prompt []int32, o GenerateOptions, emit func(Token) error) (*generation, error) {
+	g := &generation{m: m, prompt: prompt, o: o, emit: emit}
+	g.st.PromptTokens = len(prompt)
 	if len(prompt) == 0 {
-		return st, errors.New("generate: empty prompt")
+		return g, errors.New("generate: empty prompt")
 	}
 	ctxLen := m.backend.ContextLen()
 	if len(prompt) > ctxLen {
-		return st, fmt.Errorf("generate: prompt of %d tokens does not fit the context of %d (raise --ctx)", len(prompt), ctxLen)
+		return g, fmt.Errorf("generate: prompt of %d tokens does not fit the context of %d (raise --ctx)", len(prompt), ctxLen)
+	}
+	for _, t := range prompt {
+		if t < 0 || int(t) >= m.tok.VocabSize() {
+			return g, fmt.Errorf("generate: token id %d is out of range (vocabulary of %d)", t, m.tok.VocabSize())
+		}
 	}
 	if o.MaxTokens < 0 {
-		return st, fmt.Errorf("generate: negative max tokens %d", o.MaxTokens)
+		return g, fmt.Errorf("generate: negative max tokens %d", o.MaxTokens)
 	}
 	if o.MinTokens < 0 {
-		return st, fmt.Errorf("generate: negative min tokens %d", o.MinTokens)
+		return g, fmt.Errorf("generate: negative min tokens %d", o.MinTokens)
 	}
 	if o.TopLogprobs < 0 || o.TopLogprobs > MaxTopLogprobs {
-		return st, fmt.Errorf("generate: top logprobs %d, want 0 to %d", o.TopLogprobs, MaxTopLogprobs)
+		return g, fmt.Errorf("generate: top logprobs %d, want 0 to %d", o.TopLogprobs, MaxTopLogprobs)
 	}
 	s, err := sample.New(o.Sample)
 	if err != nil {
-		return st, fmt.Errorf("generate: %w", err)
+		return g, fmt.Errorf("generate: %w", err)
 	}
+	g.s = s
 	if !o.PenalizeCompletionOnly {
 		for _, t := range prompt {
 			s.Accept(t)
 		}
 	}
-	out := newStopper(o.Stop)
-	dec := m.tok.NewStreamDecoder()
+	g.out = newStopper(o.Stop)
+	g.dec = m.tok.NewStreamDecoder()
 	// Every generated token but the last is fed back at the next position:
 	// the k-th goes in at len(prompt)+k-1, so ctxLen-len(prompt)+1 fit.
-	limit, limitReason := o.MaxTokens, StopMaxTokens
-	if room := ctxLen - len(prompt) + 1; limit == 0 || limit > room {
-		limit, limitReason = room, StopContext
+	g.limit, g.limitReason = o.MaxTokens, StopMaxTokens
+	if room := ctxLen - len(prompt) + 1; g.limit == 0 || g.limit > room {
+		g.limit, g.limitReason = room, StopContext
 	}
-
-	var h *hostSampler
 	if o.hostSampled() {
-		h = m.newHostSampler(o, s)
+		g.h = m.newHostSampler(o, s)
 	}
+	return g, nil
+}
 
+// accept takes the token sampled after the tokens so far and emits it. It
+// reports whether the generation is over (st.StopReason says why; err when
+// it failed).
+func (g *generation) accept(tok int32, pos int) (done bool, err error) {
+	st, o := &g.st, &g.o
+	if tok < 0 {
+		// The sampler found no finite logit: the forward pass produced
+		// NaN, and any token would be a silent wrong answer.
+		return true, fmt.Errorf("generate: no valid logits at position %d (NaN in the forward pass)", pos-1)
+	}
+	if g.m.tok.IsEOG(tok) && (!o.IgnoreEOS || o.Constraint != nil) {
+		st.StopReason = StopEOS
+		return true, flush(g.out, g.dec, g.emit)
+	}
+	g.s.Accept(tok)
+	st.GeneratedTokens++
+	text, stopped := g.out.push(g.dec.Next(tok))
+	t := Token{ID: tok, Text: text}
+	if g.h != nil {
+		g.h.fill(&t)
+	}
+	if err := g.emit(t); err != nil {
+		return true, stopErr(st, err)
+	}
+	if stopped {
+		st.StopReason = StopString
+		return true, nil
+	}
+	if g.h != nil && g.h.c != nil && g.h.c.Done() {
+		st.StopReason = StopConstraint
+		return true, flush(g.out, g.dec, g.emit)
+	}
+	if st.GeneratedTokens >= g.limit {
+		st.StopReason = g.limitReason
+		return true, flush(g.out, g.dec, g.emit)
+	}
+	return false, nil
+}
+
+// runAlone runs the generation on the backend by itself (m.mu held),
+// reusing the cached prefix of the previous one.
+func (g *generation) runAlone(ctx context.Context) (err error) {
+	m, prompt, st := g.m, g.prompt, &g.st
 	// Reuse the cached prefix; at least one token must run to get logits.
 	reuse := min(commonPrefix(m.cached, prompt), len(prompt)-1)
 	m.cached = m.cached[:reuse] // the rest is invalid until the prefill has written it
 	start := time.Now()
 	var tok int32
-	if h == nil {
-		tok, err = m.backend.Prefill(ctx, prompt[reuse:], reuse, s)
+	if g.h == nil {
+		tok, err = m.backend.Prefill(ctx, prompt[reuse:], reuse, g.s)
 	} else {
-		tok, err = m.prefillHost(ctx, prompt, reuse, h)
+		tok, err = m.prefillHost(ctx, prompt, reuse, g.h)
 	}
 	st.PromptDuration = time.Since(start)
 	st.PromptReused = reuse
 	if err != nil {
-		return st, stopErr(&st, err)
+		return stopErr(st, err)
 	}
 	m.cached = append(m.cached[:reuse], prompt[reuse:]...)
 	pos := len(prompt)
 	decodeStart := time.Now()
 	defer func() { st.DecodeDuration = time.Since(decodeStart) }()
 	for {
-		if tok < 0 {
-			// The sampler found no finite logit: the forward pass produced
-			// NaN, and any token would be a silent wrong answer.
-			return st, fmt.Errorf("generate: no valid logits at position %d (NaN in the forward pass)", pos-1)
-		}
-		if m.tok.IsEOG(tok) && (!o.IgnoreEOS || o.Constraint != nil) {
-			st.StopReason = StopEOS
-			return st, flush(out, dec, emit)
-		}
-		s.Accept(tok)
-		st.GeneratedTokens++
-		text, stopped := out.push(dec.Next(tok))
-		t := Token{ID: tok, Text: text}
-		if h != nil {
-			h.fill(&t)
-		}
-		if err := emit(t); err != nil {
-			return st, stopErr(&st, err)
-		}
-		if stopped {
-			st.StopReason = StopString
-			return st, nil
-		}
-		if h != nil && h.c != nil && h.c.Done() {
-			st.StopReason = StopConstraint
-			return st, flush(out, dec, emit)
-		}
-		if st.GeneratedTokens >= limit {
-			st.StopReason = limitReason
-			return st, flush(out, dec, emit)
+		if done, err := g.accept(tok, pos); done {
+			return err
 		}
 		m.cached = append(m.cached, tok)
-		if h == nil {
-			tok, err = m.backend.Decode(ctx, tok, pos, s)
+		if g.h == nil {
+			tok, err = m.backend.Decode(ctx, tok, pos, g.s)
 		} else {
-			tok, err = h.next(ctx, tok, pos)
+			tok, err = g.h.next(ctx, tok, pos)
 		}
 		st.decodes++
 		if err != nil {
 			m.cached = m.cached[:pos] // the failed step may have written pos
-			return st, stopErr(&st, err)
+			return stopErr(st, err)
 		}
 		pos++
 	}

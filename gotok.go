@@ -34,6 +34,13 @@ type Options struct {
 	Threads int
 	// Logger receives notices such as the device chosen (nil: discarded).
 	Logger *slog.Logger
+	// Sequences is the most generations that run together on a backend
+	// that batches (0: 64); more wait their turn.
+	Sequences int
+	// KVTokens is the KV cache pool of a backend that batches, in tokens
+	// shared by every running generation (0: ContextLen, so one full
+	// context fits; a server running many at once wants more).
+	KVTokens int
 }
 
 // Model is a loaded model with its tokenizer and backend. It is safe for
@@ -49,8 +56,12 @@ type Model struct {
 	cached []int32
 	// vocab is the vocabulary prepared for constraints, built by the first
 	// generation that needs it.
-	vocab  *constrain.Vocab
-	closed bool
+	vocabOnce sync.Once
+	vocab     *constrain.Vocab
+	closed    bool
+	// engine runs generations together when the backend batches; nil
+	// otherwise, and generations take turns under mu.
+	engine *engine
 }
 
 // ErrNoCUDA is returned when Device is "cuda" and CUDA cannot be used.
@@ -83,7 +94,11 @@ func Load(path string, o Options) (*Model, error) {
 		mm.Close()
 		return nil, err
 	}
-	return &Model{model: mm, tok: tok, backend: be}, nil
+	m := &Model{model: mm, tok: tok, backend: be}
+	if b, ok := be.(backend.Batcher); ok {
+		m.engine = newEngine(m, b, o.Sequences)
+	}
+	return m, nil
 }
 
 func newBackend(mm *model.Model, o Options, log *slog.Logger) (backend.Backend, error) {
@@ -105,7 +120,7 @@ func newBackend(mm *model.Model, o Options, log *slog.Logger) (backend.Backend, 
 	default:
 		return nil, fmt.Errorf("unknown device %q (want cpu, cuda or auto)", o.Device)
 	}
-	return cpu.New(mm, cpu.Options{ContextLen: o.ContextLen, Threads: o.Threads})
+	return cpu.New(mm, cpu.Options{ContextLen: o.ContextLen, KVTokens: o.KVTokens, Threads: o.Threads})
 }
 
 // Close releases the backend and the mapped file, after any generation in
@@ -117,6 +132,9 @@ func (m *Model) Close() error {
 		return nil
 	}
 	m.closed = true
+	if m.engine != nil {
+		m.engine.close()
+	}
 	return errors.Join(m.backend.Close(), m.model.Close())
 }
 
@@ -135,6 +153,16 @@ func (m *Model) Backend() backend.Backend {
 	defer m.mu.Unlock()
 	m.cached = nil
 	return m.backend
+}
+
+// EngineStats reports what the batching engine is doing: generations
+// running and waiting, the KV cache pool's use, prefix-cache hits. It is
+// the zero value on a backend that runs one generation at a time.
+func (m *Model) EngineStats() EngineStats {
+	if m.engine == nil {
+		return EngineStats{}
+	}
+	return m.engine.Stats()
 }
 
 // ContextLen is the KV cache length in tokens.

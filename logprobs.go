@@ -40,9 +40,7 @@ func (m *Model) newHostSampler(o GenerateOptions, s *sample.Sampler) *hostSample
 		}
 	}
 	if o.Constraint != nil {
-		if m.vocab == nil {
-			m.vocab = constrain.NewVocab(m.tok)
-		}
+		m.vocabOnce.Do(func() { m.vocab = constrain.NewVocab(m.tok) })
 		h.c = constrain.NewConstraint(o.Constraint, m.vocab)
 	}
 	return h
@@ -142,10 +140,12 @@ func logprobs(m *Model, logits []float32, id int32, top int) (float32, []TokenLo
 // in the KV cache: a Generate of the same prompt right after recomputes
 // only its last token.
 func (m *Model) PromptLogprobs(ctx context.Context, tokens []int32, top int) ([]Token, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.closed {
-		return nil, errors.New("prompt logprobs: the model is closed")
+	if m.engine == nil {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		if m.closed {
+			return nil, errors.New("prompt logprobs: the model is closed")
+		}
 	}
 	if top < 0 || top > MaxTopLogprobs {
 		return nil, fmt.Errorf("prompt logprobs: top %d, want 0 to %d", top, MaxTopLogprobs)
@@ -157,6 +157,14 @@ func (m *Model) PromptLogprobs(ctx context.Context, tokens []int32, top int) ([]
 		if t < 0 || int(t) >= m.tok.VocabSize() {
 			return nil, fmt.Errorf("prompt logprobs: token id %d is out of range (vocabulary of %d)", t, m.tok.VocabSize())
 		}
+	}
+	if m.engine != nil {
+		var out []Token
+		var err error
+		if cerr := m.engine.call(ctx, func() { out, err = m.engine.promptLogprobs(ctx, tokens, top) }); cerr != nil {
+			return nil, fmt.Errorf("prompt logprobs: %w", cerr)
+		}
+		return out, err
 	}
 	m.cached = m.cached[:0]
 	out := make([]Token, 0, max(len(tokens)-1, 0))

@@ -162,7 +162,7 @@ func TestPromptLogprobs(t *testing.T) {
 	}
 	// The next generation of the same prompt reuses all but its last token.
 	_, st := generateTokens(t, m, "Once upon a time, there was a little girl", GenerateOptions{MaxTokens: 2})
-	if st.PromptReused != len(p)-1 {
+	if want := cachedPrefix(m, Stats{PromptTokens: len(p) - 1, GeneratedTokens: 1}); st.PromptReused != want {
 		t.Errorf("generation after PromptLogprobs reused %d of %d tokens", st.PromptReused, len(p))
 	}
 

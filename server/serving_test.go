@@ -88,10 +88,13 @@ func TestClientDisconnect(t *testing.T) {
 	cancel()
 	resp.Body.Close()
 	waitFor(t, "the generation to stop", func() bool {
-		return s.sched.running.Load() == 0 && strings.Contains(logs.String(), "client closed the request")
+		// Which the server sees first depends on timing: the request's
+		// context ending, or a write to the closed connection failing.
+		l := logs.String()
+		return s.sched.running.Load() == 0 && (strings.Contains(l, "client closed the request") || strings.Contains(l, "client stopped reading"))
 	})
 	for line := range strings.Lines(logs.String()) {
-		if strings.Contains(line, "client closed") {
+		if strings.Contains(line, "client closed") || strings.Contains(line, "client stopped") {
 			t.Logf("%s", line)
 			if strings.Contains(line, "completion_tokens=4000") {
 				t.Error("the generation ran to the end after the client left")

@@ -32,7 +32,7 @@ type Options struct {
 
 // kvBlock is the positions of a KV cache block: a multiple of 16 (the
 // attention products' tiles) and at most attnTile.
-const kvBlock = 64
+const kvBlock = 16
 
 // Backend is the CPU forward pass of one model with its KV cache. It is not
 // safe for concurrent use.

@@ -1,0 +1,416 @@
+package gotok
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"gotok/backend"
+)
+
+// engine runs the generations of a batching backend together (continuous
+// batching): each step takes the next token of every decoding sequence and
+// a chunk of the prompts still being read, up to stepTokens in all, so
+// that a long prompt does not stall everyone's next token. Sequences keep
+// their keys and values in the backend's KV pool, whose prefix cache lets
+// a prompt that starts like an earlier one (a system prompt, a chat's
+// earlier turns) skip that part.
+//
+// One goroutine (loop) owns the backend and every running generation's
+// state; callers wait on their generation's token channel, and a
+// generation whose caller has not taken its tokens yet sits out the
+// steps until it has, so a slow reader holds back only itself.
+type engine struct {
+	m  *Model
+	be backend.Batcher
+	// maxSeqs bounds the sequences of a step, stepTokens its tokens.
+	maxSeqs, stepTokens int
+
+	submit chan *request
+	calls  chan func() // run on the loop between steps (PromptLogprobs)
+	wake   chan struct{}
+	quit   chan struct{}
+	done   chan struct{}
+
+	mu      sync.Mutex
+	stats   EngineStats
+	waiting int // submitted, not yet admitted
+}
+
+// EngineStats is what the batching engine is doing, for metrics.
+type EngineStats struct {
+	// Running are the generations with a sequence in the KV cache; Waiting
+	// those waiting for room.
+	Running, Waiting int
+	// KVBlocksUsed of KVBlocks blocks hold some sequence's tokens.
+	KVBlocksUsed, KVBlocks int
+	// PromptTokensReused counts prompt tokens the prefix cache saved,
+	// TokensComputed the tokens run (prompts and generated); Preemptions
+	// the sequences that gave their room up to others and were recomputed
+	// later.
+	PromptTokensReused, TokensComputed int64
+	Preemptions                        int64
+	Steps                              int64
+}
+
+// request is one generation on the engine.
+type request struct {
+	g      *generation
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	tokens chan Token // to the caller; closed when the generation ends
+	err    error      // set before tokens is closed
+
+	seq *backend.Seq
+	// fed are the tokens in seq; pending the tokens to run next, after
+	// which the next token is sampled.
+	fed, pending []int32
+	promptDone   bool // the prompt has been read and a token sampled
+	finished     bool
+	started      time.Time
+	decodeStart  time.Time
+	logits       []float32 // host sampling's buffer
+}
+
+// tokenBuffer is how many tokens a generation may run ahead of its caller.
+const tokenBuffer = 16
+
+func newEngine(m *Model, be backend.Batcher, maxSeqs int) *engine {
+	if maxSeqs <= 0 {
+		maxSeqs = 64
+	}
+	e := &engine{m: m, be: be, maxSeqs: maxSeqs, stepTokens: 512,
+		submit: make(chan *request), calls: make(chan func()), wake: make(chan struct{}, 1),
+		quit: make(chan struct{}), done: make(chan struct{})}
+	go e.loop()
+	return e
+}
+
+// close stops the loop, ending every generation with an error, and waits
+// for it.
+func (e *engine) close() {
+	close(e.quit)
+	<-e.done
+}
+
+var errClosed = errors.New("generate: the model is closed")
+
+// generate runs one generation on the engine, passing its tokens to emit
+// on the caller's goroutine.
+func (e *engine) generate(ctx context.Context, prompt []int32, o GenerateOptions, emit func(Token) error) (Stats, error) {
+	r := &request{tokens: make(chan Token, tokenBuffer)}
+	r.ctx, r.cancel = context.WithCancelCause(ctx)
+	defer r.cancel(nil)
+	var emitErr error
+	g, err := e.m.newGeneration(prompt, o, func(t Token) error {
+		select {
+		case r.tokens <- t: // the loop schedules r only with room in the buffer
+			return nil
+		default:
+			return errors.New("generate: token buffer full")
+		}
+	})
+	if err != nil {
+		return g.st, err
+	}
+	r.g = g
+	e.mu.Lock()
+	e.waiting++
+	e.mu.Unlock()
+	select {
+	case e.submit <- r:
+	case <-e.quit:
+		e.mu.Lock()
+		e.waiting--
+		e.mu.Unlock()
+		return g.st, errClosed
+	}
+	for t := range r.tokens {
+		if emitErr != nil {
+			continue // drain until the loop notices the cancellation
+		}
+		if emitErr = emit(t); emitErr != nil {
+			r.cancel(emitErr)
+		}
+		select {
+		case e.wake <- struct{}{}:
+		default:
+		}
+	}
+	if emitErr != nil {
+		return g.st, stopErr(&g.st, emitErr)
+	}
+	return g.st, r.err
+}
+
+// call runs f on the loop between steps, with the backend to itself.
+func (e *engine) call(ctx context.Context, f func()) error {
+	done := make(chan struct{})
+	select {
+	case e.calls <- func() { f(); close(done) }:
+	case <-e.quit:
+		return errClosed
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	<-done
+	return nil
+}
+
+// Stats reports what the engine is doing.
+func (e *engine) Stats() EngineStats {
+	e.mu.Lock()
+	st := e.stats
+	st.Waiting += e.waiting
+	e.mu.Unlock()
+	u := e.be.KV().Usage()
+	st.KVBlocksUsed, st.KVBlocks = u.Held, u.Blocks
+	st.PromptTokensReused, st.TokensComputed = u.Reused, u.Computed
+	return st
+}
+
+func (e *engine) loop() {
+	defer close(e.done)
+	var queue, running []*request // waiting for room; admitted, oldest first
+	finish := func(r *request, err error) {
+		if r.seq != nil {
+			r.seq.Free()
+			r.seq = nil
+			e.addRunning(-1)
+		}
+		if !r.decodeStart.IsZero() {
+			r.g.st.DecodeDuration = time.Since(r.decodeStart)
+		}
+		if err != nil && r.g.st.StopReason == "" {
+			stopErr(&r.g.st, err)
+		}
+		r.err, r.finished = err, true
+		close(r.tokens)
+	}
+	defer func() {
+		for _, r := range append(queue, running...) {
+			finish(r, errClosed)
+		}
+	}()
+	for {
+		// Take new requests and calls; wait for something to do when idle.
+		idle := len(queue) == 0 && len(running) == 0
+		for {
+			var timer <-chan time.Time
+			if !idle {
+				if len(running) > 0 && !e.anyReady(running) {
+					timer = time.After(2 * time.Millisecond) // wake to notice cancellations
+				} else {
+					timer = closedTime
+				}
+			}
+			select {
+			case r := <-e.submit:
+				e.mu.Lock()
+				e.waiting--
+				e.mu.Unlock()
+				r.pending = r.g.prompt // read only: fed is a copy
+				queue = append(queue, r)
+				idle = false
+				continue
+			case f := <-e.calls:
+				f()
+				continue
+			case <-e.wake:
+			case <-timer:
+			case <-e.quit:
+				return
+			}
+			break
+		}
+
+		// Drop what was cancelled.
+		keep := func(rs []*request) []*request {
+			return slices.DeleteFunc(rs, func(r *request) bool {
+				if err := context.Cause(r.ctx); err != nil {
+					finish(r, err)
+					return true
+				}
+				return false
+			})
+		}
+		queue, running = keep(queue), keep(running)
+
+		// Admit waiting requests, oldest first, while their prompts fit.
+		for len(queue) > 0 && len(running) < e.maxSeqs {
+			r := queue[0]
+			seq, reused := e.be.KV().NewSeq(r.pending)
+			if err := seq.Reserve(len(r.pending) - reused); err != nil {
+				seq.Free()
+				if len(running) == 0 {
+					finish(r, fmt.Errorf("generate: %d tokens do not fit the KV cache: %w", len(r.pending), err))
+					queue = queue[1:]
+					continue
+				}
+				break
+			}
+			r.seq, r.fed, r.pending = seq, slices.Clone(r.pending[:reused]), r.pending[reused:]
+			if !r.promptDone {
+				r.g.st.PromptReused = reused
+				r.started = time.Now()
+			}
+			running = append(running, r)
+			e.addRunning(1)
+			queue = queue[1:]
+		}
+
+		// Room for every decoding sequence's next token, preempting the
+		// newest when the pool runs out (prompts reserved theirs when
+		// admitted).
+		for _, r := range slices.Clone(running) {
+			if r.seq != nil && r.promptDone && len(r.pending) == 1 && r.seq.Room() == 0 {
+				e.makeRoom(r, &running, &queue)
+			}
+		}
+
+		// The step: one token of each decoding sequence, then prompt
+		// chunks with the tokens left. A sequence whose caller has not
+		// taken its last tokens sits out.
+		var steps []backend.SeqStep
+		var who []*request
+		budget := e.stepTokens
+		for pass := 0; pass < 2; pass++ {
+			for _, r := range running {
+				decoding := r.promptDone && len(r.pending) == 1
+				if (pass == 0) != decoding || cap(r.tokens)-len(r.tokens) < 2 || budget == 0 {
+					continue
+				}
+				n := min(len(r.pending), budget)
+				st := backend.SeqStep{Seq: r.seq, Tokens: r.pending[:n]}
+				if n == len(r.pending) {
+					if r.g.h != nil {
+						if r.logits == nil {
+							r.logits = make([]float32, e.m.tok.VocabSize())
+						}
+						st.Logits = r.logits
+					} else {
+						st.Sample, st.Sampler = true, r.g.s
+					}
+				}
+				steps = append(steps, st)
+				who = append(who, r)
+				budget -= n
+			}
+		}
+		if len(steps) == 0 {
+			continue
+		}
+		err := e.be.Step(context.Background(), steps)
+		e.mu.Lock()
+		e.stats.Steps++
+		e.mu.Unlock()
+		for k, st := range steps {
+			r := who[k]
+			if err != nil {
+				finish(r, err)
+				continue
+			}
+			r.fed = append(r.fed, st.Tokens...)
+			r.pending = r.pending[len(st.Tokens):]
+			if !st.Sample && st.Logits == nil {
+				continue // more of the prompt to read
+			}
+			tok := st.Next
+			if r.g.h != nil {
+				r.g.h.logits = st.Logits
+				var perr error
+				if tok, perr = r.g.h.pick(); perr != nil {
+					finish(r, perr)
+					continue
+				}
+			}
+			if !r.promptDone {
+				r.promptDone = true
+				r.g.st.PromptDuration = time.Since(r.started)
+				r.decodeStart = time.Now()
+			} else {
+				r.g.st.decodes++
+			}
+			if done, aerr := r.g.accept(tok, len(r.fed)); done {
+				finish(r, aerr)
+				continue
+			}
+			r.pending = []int32{tok}
+		}
+		running = slices.DeleteFunc(running, func(r *request) bool { return r.finished })
+	}
+}
+
+// addRunning counts generations in and out of the running set (those with a
+// sequence), before their callers can see them end.
+func (e *engine) addRunning(n int) {
+	e.mu.Lock()
+	e.stats.Running += n
+	e.mu.Unlock()
+}
+
+// closedTime is a channel that is always ready.
+var closedTime = func() <-chan time.Time {
+	c := make(chan time.Time)
+	close(c)
+	return c
+}()
+
+// anyReady reports whether some running generation can take a step: its
+// caller has room for more tokens.
+func (e *engine) anyReady(running []*request) bool {
+	for _, r := range running {
+		if cap(r.tokens)-len(r.tokens) >= 2 {
+			return true
+		}
+	}
+	return false
+}
+
+// makeRoom reserves a block for r's next token, preempting the most
+// recently admitted sequences (their keys and values are dropped and
+// recomputed when they are admitted again) until one is free; when r is
+// the most recent, r is the one preempted.
+func (e *engine) makeRoom(r *request, running, queue *[]*request) {
+	for r.seq.Reserve(len(r.pending)) != nil {
+		victim := (*running)[len(*running)-1] // admitted last
+		victim.seq.Free()
+		victim.seq = nil
+		e.addRunning(-1)
+		victim.pending = append(victim.fed, victim.pending...) // fed is the engine's own
+		victim.fed = nil
+		*running = (*running)[:len(*running)-1]
+		*queue = append([]*request{victim}, *queue...)
+		e.mu.Lock()
+		e.stats.Preemptions++
+		e.mu.Unlock()
+		if victim == r {
+			return
+		}
+	}
+}
+
+// promptLogprobs is Model.PromptLogprobs on the loop: the prompt runs a
+// token a step in a sequence of its own, whose blocks then stay in the
+// prefix cache for a generation of the same prompt.
+func (e *engine) promptLogprobs(ctx context.Context, tokens []int32, top int) ([]Token, error) {
+	seq, _ := e.be.KV().NewSeq(nil)
+	defer seq.Free()
+	logits := make([]float32, e.m.tok.VocabSize())
+	out := make([]Token, 0, max(len(tokens)-1, 0))
+	for i := 0; i+1 < len(tokens); i++ {
+		if err := seq.Reserve(1); err != nil {
+			return nil, fmt.Errorf("prompt logprobs: %w", err)
+		}
+		if err := e.be.Step(ctx, []backend.SeqStep{{Seq: seq, Tokens: tokens[i : i+1], Logits: logits}}); err != nil {
+			return nil, fmt.Errorf("prompt logprobs: %w", err)
+		}
+		next := tokens[i+1]
+		lp, list := logprobs(e.m, logits, next, top)
+		out = append(out, Token{ID: next, Text: e.m.tok.Piece(next), Logprob: lp, Top: list})
+	}
+	return out, nil
+}

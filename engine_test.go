@@ -1,0 +1,227 @@
+package gotok
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"gotok/sample"
+)
+
+func loadStoriesWith(t *testing.T, o Options) *Model {
+	t.Helper()
+	o.Device = "cpu"
+	m, err := Load(filepath.Join(sharedDir(t), "models", "stories260K.gguf"), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	return m
+}
+
+var enginePrompts = []string{
+	"Once upon a time",
+	"Lily and Ben went to the park. They saw a big dog",
+	"The cat",
+	"One day, a little bird flew over the sea and saw a boat with a red sail. The bird",
+	"Tom had a ball",
+	"Once upon a time, there was a little girl named Lily. She loved to play",
+	"Sue",
+	"The sun was hot and the children wanted to swim in the lake near the old tree",
+}
+
+// engineCase is a generation's options for enginePrompts[i]: greedy,
+// sampled with a seed, or with penalties, so that each generation's
+// sampler state must stay its own.
+func engineCase(i int) GenerateOptions {
+	o := GenerateOptions{MaxTokens: 40, TopLogprobs: 1}
+	switch i % 3 {
+	case 1:
+		o.Sample = sample.Params{Temperature: 0.9, TopK: 40, Seed: uint64(i + 1)}
+		o.Logprobs, o.TopLogprobs = false, 0 // sampled by the backend
+	case 2:
+		o.Sample = sample.Params{RepeatPenalty: 1.3, PenaltyLastN: 16}
+	}
+	return o
+}
+
+type engineRun struct {
+	tokens []Token
+	st     Stats
+	err    error
+}
+
+func runEngineCase(ctx context.Context, m *Model, i int) engineRun {
+	o := engineCase(i)
+	var r engineRun
+	r.st, r.err = m.GenerateTokens(ctx, m.PromptTokens(enginePrompts[i], o), o, func(t Token) error {
+		r.tokens = append(r.tokens, t)
+		return nil
+	})
+	return r
+}
+
+// compareRuns checks that a batched run gave what the same generation gives
+// alone: the same tokens, and log-probabilities within rounding of each
+// other (batching changes the order of the sums, nothing else).
+func compareRuns(t *testing.T, name string, got, want engineRun) {
+	t.Helper()
+	if got.err != nil || want.err != nil {
+		t.Fatalf("%s: errors %v, %v", name, got.err, want.err)
+	}
+	if len(got.tokens) != len(want.tokens) {
+		t.Fatalf("%s: %d tokens batched, %d alone", name, len(got.tokens), len(want.tokens))
+	}
+	for k := range got.tokens {
+		g, w := got.tokens[k], want.tokens[k]
+		if g.ID != w.ID || g.Text != w.Text {
+			t.Fatalf("%s: token %d is %d %q batched, %d %q alone", name, k, g.ID, g.Text, w.ID, w.Text)
+		}
+		// Float32 logits of a few hundred terms: 1e-4 is ~100 ulps.
+		if d := math.Abs(float64(g.Logprob - w.Logprob)); d > 1e-4 {
+			t.Errorf("%s: token %d log-probability %.6f batched, %.6f alone", name, k, g.Logprob, w.Logprob)
+		}
+	}
+	if got.st.GeneratedTokens != want.st.GeneratedTokens || got.st.StopReason != want.st.StopReason {
+		t.Errorf("%s: stats %+v batched, %+v alone", name, got.st, want.st)
+	}
+}
+
+// TestEngineBatchesLikeAlone runs generations concurrently, so that the
+// engine batches them (prompts read while others decode), and checks each
+// against the same generation run alone on a fresh model.
+func TestEngineBatchesLikeAlone(t *testing.T) {
+	alone := make([]engineRun, len(enginePrompts))
+	for i := range enginePrompts {
+		alone[i] = runEngineCase(context.Background(), loadStoriesWith(t, Options{ContextLen: 128}), i)
+	}
+	for _, o := range []Options{
+		{ContextLen: 128, KVTokens: 8 * 128},
+		// Room for about three: sequences are preempted and recomputed.
+		{ContextLen: 128, KVTokens: 200},
+		// Two at a time.
+		{ContextLen: 128, KVTokens: 8 * 128, Sequences: 2},
+	} {
+		t.Run(fmt.Sprintf("kv %d seqs %d", o.KVTokens, o.Sequences), func(t *testing.T) {
+			m := loadStoriesWith(t, o)
+			got := make([]engineRun, len(enginePrompts))
+			var wg sync.WaitGroup
+			for i := range enginePrompts {
+				wg.Go(func() { got[i] = runEngineCase(context.Background(), m, i) })
+			}
+			wg.Wait()
+			for i := range got {
+				compareRuns(t, fmt.Sprintf("prompt %d", i), got[i], alone[i])
+			}
+			st := m.EngineStats()
+			if st.KVBlocksUsed != 0 || st.Running != 0 || st.Waiting != 0 {
+				t.Errorf("after every generation: %+v", st)
+			}
+			if o.KVTokens == 200 && st.Preemptions == 0 {
+				t.Errorf("a pool of 200 tokens for %d generations preempted none", len(enginePrompts))
+			}
+			t.Logf("%+v", st)
+		})
+	}
+}
+
+// TestEngineCancelAndSlowReader cancels one generation mid-way and holds
+// another's reader back: the others finish as they would alone, and
+// nothing stays in the KV cache.
+func TestEngineCancelAndSlowReader(t *testing.T) {
+	m := loadStoriesWith(t, Options{ContextLen: 128, KVTokens: 8 * 128})
+	want := runEngineCase(context.Background(), loadStoriesWith(t, Options{ContextLen: 128}), 0)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	release := make(chan struct{})
+	var wg sync.WaitGroup
+	var cancelled, slow engineRun
+	wg.Go(func() {
+		n := 0
+		o := GenerateOptions{IgnoreEOS: true}
+		cancelled.st, cancelled.err = m.GenerateTokens(ctx, m.PromptTokens("The cat", o), o, func(Token) error {
+			if n++; n == 5 {
+				cancel()
+			}
+			return nil
+		})
+	})
+	wg.Go(func() {
+		o := GenerateOptions{MaxTokens: 30}
+		first := true
+		slow.st, slow.err = m.GenerateTokens(context.Background(), m.PromptTokens("Sue", o), o, func(Token) error {
+			if first {
+				first = false
+				<-release // the reader stalls; the engine must not
+			}
+			return nil
+		})
+	})
+	fast := runEngineCase(context.Background(), m, 0)
+	close(release)
+	wg.Wait()
+	compareRuns(t, "beside a slow reader", fast, want)
+	if !errors.Is(cancelled.err, context.Canceled) || cancelled.st.StopReason != StopCancelled {
+		t.Errorf("cancelled: %v, %+v", cancelled.err, cancelled.st)
+	}
+	if slow.err != nil || slow.st.GeneratedTokens == 0 {
+		t.Errorf("slow reader: %v, %+v", slow.err, slow.st)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for m.EngineStats().KVBlocksUsed != 0 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if st := m.EngineStats(); st.KVBlocksUsed != 0 {
+		t.Errorf("KV blocks still held: %+v", st)
+	}
+}
+
+// TestEngineEmitError stops a generation whose emit fails, with that error.
+func TestEngineEmitError(t *testing.T) {
+	m := loadStoriesWith(t, Options{ContextLen: 64})
+	boom := errors.New("client went away")
+	n := 0
+	st, err := m.GenerateTokens(context.Background(), m.PromptTokens("Once", GenerateOptions{}), GenerateOptions{IgnoreEOS: true}, func(Token) error {
+		if n++; n == 3 {
+			return boom
+		}
+		return nil
+	})
+	if !errors.Is(err, boom) || st.GeneratedTokens < 3 {
+		t.Errorf("%v, %+v", err, st)
+	}
+	// The model serves the next one.
+	if r := runEngineCase(context.Background(), m, 2); r.err != nil {
+		t.Error(r.err)
+	}
+}
+
+// TestEngineClose ends running generations with an error and refuses new
+// ones.
+func TestEngineClose(t *testing.T) {
+	m := loadStoriesWith(t, Options{ContextLen: 512})
+	started := make(chan struct{})
+	done := make(chan error)
+	go func() {
+		once := sync.Once{}
+		_, err := m.GenerateTokens(context.Background(), m.PromptTokens("Once", GenerateOptions{}), GenerateOptions{IgnoreEOS: true}, func(Token) error {
+			once.Do(func() { close(started) })
+			time.Sleep(time.Millisecond)
+			return nil
+		})
+		done <- err
+	}()
+	<-started
+	m.Close()
+	if err := <-done; err == nil {
+		t.Error("generation outlived Close without an error")
+	}
+	if _, err := m.GenerateTokens(context.Background(), []int32{1}, GenerateOptions{}, func(Token) error { return nil }); err == nil {
+		t.Error("generation after Close")
+	}
+}
