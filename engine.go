@@ -80,7 +80,7 @@ const tokenBuffer = 16
 
 func newEngine(m *Model, be backend.Batcher, maxSeqs int) *engine {
 	if maxSeqs <= 0 {
-		maxSeqs = 64
+		maxSeqs = defaultSequences
 	}
 	e := &engine{m: m, be: be, maxSeqs: maxSeqs, stepTokens: 512,
 		submit: make(chan *request), calls: make(chan func()), wake: make(chan struct{}, 1),
@@ -261,6 +261,10 @@ func (e *engine) loop() {
 			e.addRunning(1)
 			queue = queue[1:]
 		}
+
+		e.mu.Lock()
+		e.stats.Waiting = len(queue)
+		e.mu.Unlock()
 
 		// Room for every decoding sequence's next token, preempting the
 		// newest when the pool runs out (prompts reserved theirs when

@@ -35,11 +35,13 @@ type Options struct {
 	// Logger receives notices such as the device chosen (nil: discarded).
 	Logger *slog.Logger
 	// Sequences is the most generations that run together on a backend
-	// that batches (0: 64); more wait their turn.
+	// that batches (0: 4); more wait their turn.
 	Sequences int
 	// KVTokens is the KV cache pool of a backend that batches, in tokens
-	// shared by every running generation (0: ContextLen, so one full
-	// context fits; a server running many at once wants more).
+	// shared by every running generation (0: Sequences × ContextLen, less
+	// where that would pass backend.MaxKVBytes, never less than one
+	// context). When it runs out, the newest generation waits and is
+	// recomputed.
 	KVTokens int
 }
 
@@ -63,6 +65,10 @@ type Model struct {
 	// otherwise, and generations take turns under mu.
 	engine *engine
 }
+
+// defaultSequences is Options.Sequences' default, as llama-server's four
+// slots.
+const defaultSequences = 4
 
 // ErrNoCUDA is returned when Device is "cuda" and CUDA cannot be used.
 var ErrNoCUDA = errors.New("CUDA is not available")
@@ -120,7 +126,20 @@ func newBackend(mm *model.Model, o Options, log *slog.Logger) (backend.Backend, 
 	default:
 		return nil, fmt.Errorf("unknown device %q (want cpu, cuda or auto)", o.Device)
 	}
-	return cpu.New(mm, cpu.Options{ContextLen: o.ContextLen, KVTokens: o.KVTokens, Threads: o.Threads})
+	ctxLen, err := backend.ContextLen(o.ContextLen, &mm.Config)
+	if err != nil {
+		return nil, err
+	}
+	kv := o.KVTokens
+	if kv == 0 {
+		seqs := o.Sequences
+		if seqs <= 0 {
+			seqs = defaultSequences
+		}
+		perToken := int64(mm.Config.NumLayers) * int64(mm.Config.KVDim()) * 8
+		kv = int(min(int64(ctxLen)*int64(seqs), max(backend.MaxKVBytes/perToken, int64(ctxLen))))
+	}
+	return cpu.New(mm, cpu.Options{ContextLen: ctxLen, KVTokens: kv, Threads: o.Threads})
 }
 
 // Close releases the backend and the mapped file, after any generation in
@@ -154,6 +173,10 @@ func (m *Model) Backend() backend.Backend {
 	m.cached = nil
 	return m.backend
 }
+
+// Batches reports whether concurrent generations run together (continuous
+// batching) rather than taking turns.
+func (m *Model) Batches() bool { return m.engine != nil }
 
 // EngineStats reports what the batching engine is doing: generations
 // running and waiting, the KV cache pool's use, prefix-cache hits. It is

@@ -11,16 +11,17 @@ import (
 var errQueueFull = errors.New("server: queue full")
 
 // scheduler admits requests: Parallel at once, up to Queue more waiting
-// in line, the rest turned away. The model itself still runs one
-// generation at a time (one KV cache), so admitted requests take turns on
-// it; engine holds that turn, and running counts the one holding it.
+// in line, the rest turned away. A model that batches runs the admitted
+// requests together (engine has a place for each); one that does not runs
+// one generation at a time, so they take turns on it (engine has one
+// place). running counts the requests holding a place.
 type scheduler struct {
 	slots    chan struct{} // one per admitted request
 	queueCap int64
 	queued   atomic.Int64  // in line for a slot
 	admitted atomic.Int64  // holding a slot, in line for the engine
 	running  atomic.Int64  // generating on the engine
-	engine   chan struct{} // the model's one generation at a time
+	engine   chan struct{} // places on the model
 }
 
 // waiting is how many requests are not generating yet: in the queue or
@@ -28,11 +29,15 @@ type scheduler struct {
 // balances on).
 func (s *scheduler) waiting() int64 { return s.queued.Load() + s.admitted.Load() }
 
-func newScheduler(parallel, queue int) *scheduler {
+func newScheduler(parallel, queue int, batches bool) *scheduler {
+	places := 1
+	if batches {
+		places = parallel
+	}
 	return &scheduler{
 		slots:    make(chan struct{}, parallel),
 		queueCap: int64(queue),
-		engine:   make(chan struct{}, 1),
+		engine:   make(chan struct{}, places),
 	}
 }
 

@@ -8,9 +8,9 @@
 //	srv, err := server.New(m, server.Options{ModelName: "smollm2"})
 //	err = srv.Serve(ctx, listener) // until ctx ends, then drains
 //
-// One Server serves one model, which runs one generation at a time:
-// Options.Parallel requests are admitted at once and take turns on it
-// until the engine batches requests.
+// One Server serves one model: Options.Parallel requests are admitted at
+// once, and generate together on a model that batches (the CPU engine) or
+// take turns on one that does not.
 package server
 
 import (
@@ -43,7 +43,8 @@ type Options struct {
 	// API (not on /health and /metrics).
 	APIKey string
 	// Parallel is how many requests are admitted at once (default 1);
-	// they take turns on the model until the engine batches.
+	// they generate together when the model batches (load it with
+	// gotok.Options.Sequences ≥ Parallel), else take turns.
 	Parallel int
 	// Queue is how many more may wait for a slot (0: the default, 64;
 	// negative: none); beyond it a request gets 503 with Retry-After.
@@ -141,10 +142,10 @@ func New(m *gotok.Model, o Options) (*Server, error) {
 		o:       o,
 		model:   m,
 		prompts: p,
-		sched:   newScheduler(o.Parallel, o.Queue),
+		sched:   newScheduler(o.Parallel, o.Queue, m.Batches()),
 		created: time.Now().Unix(),
 	}
-	s.metrics = newMetrics(o.ModelName, s.sched, &s.kvUsed, m.ContextLen, o.Parallel)
+	s.metrics = newMetrics(o.ModelName, s.sched, s.load, o.Parallel)
 	s.mux = http.NewServeMux()
 	s.route("/v1/chat/completions", http.MethodPost, apiRoute, s.handleChat)
 	s.route("/v1/completions", http.MethodPost, apiRoute, s.handleCompletion)
@@ -161,6 +162,23 @@ func New(m *gotok.Model, o Options) (*Server, error) {
 		return &apiError{Status: http.StatusNotFound, Type: typeNotFound, Message: fmt.Sprintf("no endpoint %s %s", r.Method, r.URL.Path)}
 	})
 	return s, nil
+}
+
+// load is what the metrics report of the model's work: requests running
+// and waiting, and the KV cache's use (0 to 1).
+func (s *Server) load() (running, waiting int64, kvUse float64, eng gotok.EngineStats) {
+	waiting = s.sched.waiting()
+	if !s.model.Batches() {
+		if n := s.model.ContextLen(); n > 0 {
+			kvUse = float64(s.kvUsed.Load()) / float64(n)
+		}
+		return s.sched.running.Load(), waiting, kvUse, eng
+	}
+	eng = s.model.EngineStats()
+	if eng.KVBlocks > 0 {
+		kvUse = float64(eng.KVBlocksUsed) / float64(eng.KVBlocks)
+	}
+	return int64(eng.Running), waiting + int64(eng.Waiting), kvUse, eng
 }
 
 // ServeHTTP implements http.Handler.

@@ -29,6 +29,7 @@ func newServeCmd() *cobra.Command {
 		cors     string
 		logJSON  bool
 		apiKeyFn string
+		kvFlag   int
 	)
 	cmd := &cobra.Command{
 		Use:   "serve -m MODEL [--host 127.0.0.1] [--port 8080]",
@@ -44,9 +45,12 @@ The chat prompt is written with the model's own tokenizer.chat_template
 (Jinja); --chat-template replaces it with a built-in format or a Jinja file
 (one that does not parse stops startup).
 
-The model runs one generation at a time: --parallel N requests are admitted
-at once and take turns on it, --queue more wait, the rest get 503 with
-Retry-After. SIGTERM or Ctrl-C drains: new requests are refused, running
+On the CPU, --parallel N requests generate together (continuous batching:
+one step reads the weights once for all of them; prompts are read in chunks
+between decode steps), their keys and values in one KV cache pool of
+--kv-tokens (default N × --ctx) whose blocks a prompt that starts like an
+earlier one reuses; on the GPU they take turns until its engine batches.
+--queue more wait, the rest get 503 with Retry-After. SIGTERM or Ctrl-C drains: new requests are refused, running
 ones finish (up to --drain-timeout), then the server exits.
 
 Example:
@@ -57,6 +61,9 @@ Example:
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if port < 0 || port > 65535 {
 				return fmt.Errorf("--port %d is not a TCP port", port)
+			}
+			if o.Parallel < 1 || kvFlag < 0 {
+				return fmt.Errorf("--parallel must be at least 1 and --kv-tokens not negative")
 			}
 			key, err := apiKey(cmd.Flags().Changed("api-key"), o.APIKey, apiKeyFn)
 			if err != nil {
@@ -108,7 +115,8 @@ Example:
 				start := time.Now()
 				// gotok.Load cannot be cancelled: a SIGTERM during it ends
 				// Run after --drain-timeout, and the process with it.
-				m, err := gotok.Load(path, gotok.Options{Device: lf.device, ContextLen: lf.ctx, Threads: lf.threads, Logger: log})
+				m, err := gotok.Load(path, gotok.Options{Device: lf.device, ContextLen: lf.ctx, Threads: lf.threads, Logger: log,
+					Sequences: o.Parallel, KVTokens: kvFlag})
 				if err != nil {
 					return nil, err
 				}
@@ -136,7 +144,8 @@ Example:
 	f.StringVar(&o.ModelName, "name", "", "model id served in /v1/models and expected in requests (default: the file name)")
 	f.StringVar(&o.APIKey, "api-key", "", "require Authorization: Bearer KEY (default: $GOTOK_API_KEY)")
 	f.StringVar(&apiKeyFn, "api-key-file", "", "read the API key from a file (a Kubernetes secret)")
-	f.IntVar(&o.Parallel, "parallel", 1, "requests admitted at once (they take turns on the model until batching lands)")
+	f.IntVar(&o.Parallel, "parallel", 4, "requests generating at once (batched on the CPU; taking turns on the GPU)")
+	f.IntVar(&kvFlag, "kv-tokens", 0, "KV cache pool shared by the running requests, in tokens (0: --parallel × --ctx)")
 	f.IntVar(&o.Queue, "queue", 64, "requests that may wait beyond --parallel before 503s")
 	f.Int64Var(&o.MaxBodyBytes, "max-body", 4<<20, "largest request body in bytes")
 	f.DurationVar(&o.RequestTimeout, "timeout", 10*time.Minute, "longest a request may take, queueing included")

@@ -43,6 +43,8 @@ type config struct {
 	model, device, target, prompt string
 	streams                       []int
 	requests, maxTokens, ctx      int
+	threads                       int
+	temp                          float64
 	timeout                       time.Duration
 }
 
@@ -53,11 +55,13 @@ func run(args []string, out io.Writer) error {
 	fs.StringVar(&c.model, "m", "", "GGUF model to serve in-process on loopback")
 	fs.StringVar(&c.device, "device", "auto", "with -m: cpu, cuda or auto")
 	fs.IntVar(&c.ctx, "ctx", 0, "with -m: context length (0: the model's, at most 4096)")
+	fs.IntVar(&c.threads, "t", 0, "with -m on the CPU: threads (0: all cores)")
 	fs.StringVar(&c.target, "url", "", "a running server's base URL (loopback only), instead of -m")
 	fs.StringVar(&streams, "streams", "1,8,32", "concurrent streams, one run each")
 	fs.IntVar(&c.requests, "requests", 0, "requests per run (0: 4 per stream, at least 8)")
 	fs.IntVar(&c.maxTokens, "n", 64, "max_tokens per request")
 	fs.StringVar(&c.prompt, "p", "Once upon a time, there was a little dog.", "the user message")
+	fs.Float64Var(&c.temp, "temp", 0, "sampling temperature (0: greedy; a model of random weights may need 1 to say anything visible)")
 	fs.DurationVar(&c.timeout, "timeout", 2*time.Minute, "bound on each run")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -74,7 +78,7 @@ func run(args []string, out io.Writer) error {
 	}
 	base := c.target
 	if c.model != "" {
-		m, err := gotok.Load(c.model, gotok.Options{Device: c.device, ContextLen: c.ctx})
+		m, err := gotok.Load(c.model, gotok.Options{Device: c.device, ContextLen: c.ctx, Threads: c.threads, Sequences: slices.Max(c.streams)})
 		if err != nil {
 			return err
 		}
@@ -145,7 +149,8 @@ func measure(base string, c config, n int) (result, error) {
 		b, _ := json.Marshal(map[string]any{
 			"messages":       []map[string]string{{"role": "user", "content": fmt.Sprintf("%d. %s", i, c.prompt)}},
 			"max_tokens":     c.maxTokens,
-			"temperature":    0,
+			"ignore_eos":     true, // every request makes its max_tokens, as benchmarks count them
+			"temperature":    c.temp,
 			"stream":         true,
 			"stream_options": map[string]bool{"include_usage": true},
 		})
