@@ -20,6 +20,18 @@ func newCUDA(mm *model.Model, o Options, log *slog.Logger) (backend.Backend, err
 	log.Debug("GPU memory", "weights", mib(st.WeightBytes), "kv_cache", mib(st.KVBytes), "context", b.ContextLen(),
 		"other", mib(st.DeviceBytes-st.WeightBytes-st.KVBytes), "total", mib(st.DeviceBytes),
 		"kernels_per_token", st.KernelsPerToken)
+	// Generations run together when asked for several (a server); alone,
+	// the decode graphs are the fast path.
+	if o.Sequences > 1 {
+		kv := o.kvTokens(&mm.Config, b.ContextLen())
+		bb, err := b.EnableBatching(kv, o.Sequences)
+		if err != nil {
+			log.Info("GPU generations take turns", "reason", err)
+			return b, nil
+		}
+		log.Debug("GPU KV cache pool", "tokens", kv, "bytes", mib(int64(kv)*int64(mm.Config.NumLayers)*int64(mm.Config.KVDim())*8))
+		return bb, nil
+	}
 	return b, nil
 }
 

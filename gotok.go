@@ -35,7 +35,9 @@ type Options struct {
 	// Logger receives notices such as the device chosen (nil: discarded).
 	Logger *slog.Logger
 	// Sequences is the most generations that run together on a backend
-	// that batches (0: 4); more wait their turn.
+	// that batches (0: 4); more wait their turn. The CPU always batches;
+	// the GPU does when Sequences > 1, and otherwise runs one generation
+	// at a time on its decode graphs, the fastest path for one.
 	Sequences int
 	// KVTokens is the KV cache pool of a backend that batches, in tokens
 	// shared by every running generation (0: Sequences × ContextLen, less
@@ -64,6 +66,20 @@ type Model struct {
 	// engine runs generations together when the backend batches; nil
 	// otherwise, and generations take turns under mu.
 	engine *engine
+}
+
+// kvTokens is the KV cache pool for contexts of ctxLen: Options.KVTokens,
+// or its default.
+func (o *Options) kvTokens(c *model.Config, ctxLen int) int {
+	if o.KVTokens > 0 {
+		return o.KVTokens
+	}
+	seqs := o.Sequences
+	if seqs <= 0 {
+		seqs = defaultSequences
+	}
+	perToken := int64(c.NumLayers) * int64(c.KVDim()) * 8
+	return int(min(int64(ctxLen)*int64(seqs), max(backend.MaxKVBytes/perToken, int64(ctxLen))))
 }
 
 // defaultSequences is Options.Sequences' default, as llama-server's four
@@ -130,16 +146,7 @@ func newBackend(mm *model.Model, o Options, log *slog.Logger) (backend.Backend, 
 	if err != nil {
 		return nil, err
 	}
-	kv := o.KVTokens
-	if kv == 0 {
-		seqs := o.Sequences
-		if seqs <= 0 {
-			seqs = defaultSequences
-		}
-		perToken := int64(mm.Config.NumLayers) * int64(mm.Config.KVDim()) * 8
-		kv = int(min(int64(ctxLen)*int64(seqs), max(backend.MaxKVBytes/perToken, int64(ctxLen))))
-	}
-	return cpu.New(mm, cpu.Options{ContextLen: ctxLen, KVTokens: kv, Threads: o.Threads})
+	return cpu.New(mm, cpu.Options{ContextLen: ctxLen, KVTokens: o.kvTokens(&mm.Config, ctxLen), Threads: o.Threads})
 }
 
 // Close releases the backend and the mapped file, after any generation in

@@ -277,6 +277,7 @@ type Backend struct {
 	// (readLogits).
 	logitsPos int
 	pre       *prefill // batched prefill; nil: the model prefills through the decode graph
+	bt        *batch   // batched steps of many sequences (EnableBatching); nil: none
 }
 
 // New uploads m's weights to the GPU, allocates the KV cache and captures the
@@ -1208,7 +1209,7 @@ func (b *Backend) Close() error {
 	for _, p := range b.allocs {
 		errs = append(errs, b.c.Free(p))
 	}
-	errs = append(errs, b.c.FreeHost(b.host), b.closePrefill())
+	errs = append(errs, b.c.FreeHost(b.host), b.closePrefill(), b.closeBatch())
 	if b.k != nil {
 		b.k.unload()
 	}

@@ -18,6 +18,8 @@ const ptxDirEnv = "GOTOK_CUDA_PTX_DIR"
 // kernel reads weights.
 type kernelSet struct {
 	modules []*cu.Module
+	// rowsArgmax: the greedy choice of each row of a batched step's logits.
+	rowsArgmax *cu.Function
 
 	embed, qkvRope, logits [numGPUTypes]*cu.Function
 	// The _r2 variants: two rows per warp.

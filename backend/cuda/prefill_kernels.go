@@ -38,6 +38,8 @@ type prefillKernels struct {
 	attention map[int]*cu.Function // by head dimension
 	// attentionExt: with sliding windows and soft-capped scores.
 	attentionExt map[int]*cu.Function
+	// The same over a batched step's paged KV pool.
+	attentionPaged, attentionPagedExt map[int]*cu.Function
 }
 
 // loadPrefill loads the prefill modules into k (their modules join
@@ -103,14 +105,21 @@ func (k *kernelSet) loadPrefill(c *cu.Context, dir string) error {
 	p.branch = fs[0]
 	names = names[:0]
 	for _, hd := range prefillHeadDims {
-		names = append(names, fmt.Sprintf("prefill_attention_hd%d", hd), fmt.Sprintf("prefill_attention_ext_hd%d", hd))
+		names = append(names, fmt.Sprintf("prefill_attention_hd%d", hd), fmt.Sprintf("prefill_attention_ext_hd%d", hd),
+			fmt.Sprintf("prefill_attention_paged_hd%d", hd), fmt.Sprintf("prefill_attention_paged_ext_hd%d", hd))
 	}
 	if fs, err = load("prefill_attention", names...); err != nil {
 		return err
 	}
 	p.attention, p.attentionExt = map[int]*cu.Function{}, map[int]*cu.Function{}
+	p.attentionPaged, p.attentionPagedExt = map[int]*cu.Function{}, map[int]*cu.Function{}
 	for i, hd := range prefillHeadDims {
-		p.attention[hd], p.attentionExt[hd] = fs[2*i], fs[2*i+1]
+		p.attention[hd], p.attentionExt[hd] = fs[4*i], fs[4*i+1]
+		p.attentionPaged[hd], p.attentionPagedExt[hd] = fs[4*i+2], fs[4*i+3]
 	}
+	if fs, err = load("rows_argmax", "rows_argmax"); err != nil {
+		return err
+	}
+	k.rowsArgmax = fs[0]
 	return nil
 }

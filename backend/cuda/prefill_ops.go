@@ -85,13 +85,16 @@ type ropeArgs struct {
 	q              cu.DevicePtr // f16 [m][nHead*hd]
 	kCache, vCache cu.DevicePtr
 	ctxMax         int
+	// posOf and rowOf, in a batched step, give each token's position and
+	// cache row (int32 [m]); 0: token t is at position and row pos0+t.
+	posOf, rowOf cu.DevicePtr
 }
 
 func (l *launcher) prefillRope(a ropeArgs) error {
 	n := a.m * (a.nHead + 2*a.nKV) * a.hd / 2
 	return l.launch(l.k.pre.rope, cu.Dim((n+255)/256), 256, 0, cu.Args{a.qkv, i32(a.m), a.bias, i32(a.biasFrom),
 		i32(a.nHead), i32(a.nKV), i32(a.hd), a.ropeCS, i32(a.ropeDim), b32(a.neox), a.temp, i32(a.pos0),
-		a.q, a.kCache, a.vCache, i32(a.ctxMax)})
+		a.q, a.kCache, a.vCache, i32(a.ctxMax), a.posOf, a.rowOf})
 }
 
 // prefillQKNorm adds Q's and K's biases (bias set) to the stacked
@@ -138,5 +141,35 @@ func (l *launcher) prefillAttention(a prefillAttnArgs) error {
 	rows := a.m * (a.nHead / a.nKV)
 	return l.launch(f, cu.Dim3{X: (rows + attnTileRow - 1) / attnTileRow, Y: a.nKV, Z: 1}, 128, 0,
 		cu.Args{a.q, i32(a.m), i32(a.pos0), a.kCache, a.vCache, i32(a.ctxMax), i32(a.nHead), i32(a.nKV), a.scale,
+			i32(a.window), a.softcap, a.out})
+}
+
+// pagedAttnArgs are the paged prefill_attention's operands: a batched
+// step's segments, each a run of one sequence's tokens (batch.go).
+type pagedAttnArgs struct {
+	q              cu.DevicePtr // f16 [m][nHead*hd]
+	seg            cu.DevicePtr // int32 [segs][4]
+	segs, maxRows  int          // maxRows: the most query rows (tokens × group) of a segment
+	tables         cu.DevicePtr // int32 block tables
+	bs             int
+	kCache, vCache cu.DevicePtr
+	rows           int // the caches' rows
+	nHead, nKV, hd int
+	scale          float32
+	window         int
+	softcap        float32
+	out            cu.DevicePtr
+}
+
+func (l *launcher) prefillAttentionPaged(a pagedAttnArgs) error {
+	f := l.k.pre.attentionPaged[a.hd]
+	if a.window > 0 || a.softcap != 0 {
+		f = l.k.pre.attentionPagedExt[a.hd]
+	}
+	if f == nil {
+		return fmt.Errorf("cuda: no paged attention for head dimension %d", a.hd)
+	}
+	return l.launch(f, cu.Dim3{X: (a.maxRows + attnTileRow - 1) / attnTileRow, Y: a.nKV, Z: a.segs}, 128, 0,
+		cu.Args{a.q, a.seg, a.tables, i32(a.bs), a.kCache, a.vCache, i32(a.rows), i32(a.nHead), i32(a.nKV), a.scale,
 			i32(a.window), a.softcap, a.out})
 }

@@ -22,15 +22,23 @@
 // time even when off.
 //
 // q: f16 [m][n_head·HD]; out: f16 [m][n_head·HD]; caches [n_kv][ctx_max][HD].
+//
+// The PAGED kernels (prefill_attention_paged_*) run a batched step of many
+// sequences: blockIdx.z is a segment, seg[4z..4z+3] = (first token t0,
+// tokens m, position of t0, offset of the sequence's block table in
+// tables), and key position k of the segment's sequence lives in cache row
+// tables[off + k/bs]·bs + k%bs. The grid's x covers the longest segment;
+// blocks past a shorter one's rows return at once.
 #include "prefill.cuh"
 
 #define ATT_ROWS 64
 #define ATT_THREADS 128
 
-template <int HD, bool EXT>
+template <int HD, bool EXT, bool PAGED>
 __device__ __forceinline__ void prefill_attention(const f16 *q, int m, int pos0, const float *k_cache,
                                                   const float *v_cache, int ctx_max, int n_head, int n_kv,
-                                                  float scale, int window, float cap, f16 *out) {
+                                                  float scale, int window, float cap, f16 *out, const int *seg,
+                                                  const int *tables, int bs) {
 	// Keys a tile: 64, or 32 for heads of 256, whose K and V tiles of 64
 	// would pass the 48 KiB of static shared memory.
 	constexpr int KEYS = HD > 128 ? 32 : 64;
@@ -41,9 +49,22 @@ __device__ __forceinline__ void prefill_attention(const f16 *q, int m, int pos0,
 	__shared__ __attribute__((aligned(16))) f16 sk[KEYS * LD];
 	__shared__ __attribute__((aligned(16))) f16 sv[KEYS * LD];
 	pdl_wait_and_release();
+	const int *table = nullptr;
+	if (PAGED) {
+		const int *sg = seg + 4 * blockIdx.z;
+		q += (long)sg[0] * n_head * HD;
+		out += (long)sg[0] * n_head * HD;
+		m = sg[1];
+		pos0 = sg[2];
+		table = tables + sg[3];
+	}
 	int group = n_head / n_kv, kvh = blockIdx.y;
 	int rows = m * group;
 	int r0 = (gridDim.x - 1 - blockIdx.x) * ATT_ROWS;
+	if (PAGED) {
+		r0 = blockIdx.x * ATT_ROWS;
+		if (r0 >= rows) return; // the whole block: no barrier is skipped
+	}
 	int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, tq = lane & 3;
 	int qdim = n_head * HD;
 
@@ -96,8 +117,10 @@ __device__ __forceinline__ void prefill_attention(const f16 *q, int m, int pos0,
 				int idx = tid + (b0 + i) * ATT_THREADS, r = idx / (HD / 4), c = idx % (HD / 4);
 				kv[i] = vv[i] = make_float4v(0.f, 0.f, 0.f, 0.f);
 				if (k0 + r < key_end) {
-					kv[i] = ((const float4 *)(kbase + (long)(k0 + r) * HD))[c];
-					vv[i] = ((const float4 *)(vbase + (long)(k0 + r) * HD))[c];
+					int key = k0 + r;
+					long row = PAGED ? (long)table[key / bs] * bs + key % bs : key;
+					kv[i] = ((const float4 *)(kbase + row * HD))[c];
+					vv[i] = ((const float4 *)(vbase + row * HD))[c];
 				}
 			}
 #pragma unroll
@@ -207,12 +230,24 @@ __device__ __forceinline__ void prefill_attention(const f16 *q, int m, int pos0,
 	extern "C" __global__ void __launch_bounds__(ATT_THREADS)                                                      \
 	    name##HD(const f16 *q, int m, int pos0, const float *k_cache, const float *v_cache, int ctx_max, int n_head, \
 	             int n_kv, float scale, int window, float cap, f16 *out) {                                          \
-		prefill_attention<HD, EXT>(q, m, pos0, k_cache, v_cache, ctx_max, n_head, n_kv, scale, window, cap, out);  \
+		prefill_attention<HD, EXT, false>(q, m, pos0, k_cache, v_cache, ctx_max, n_head, n_kv, scale, window, cap, \
+		                                  out, nullptr, nullptr, 0);                                                \
+	}
+#define PREFILL_ATTENTION_PAGED_V(name, HD, EXT)                                                                   \
+	extern "C" __global__ void __launch_bounds__(ATT_THREADS)                                                      \
+	    name##HD(const f16 *q, const int *seg, const int *tables, int bs, const float *k_cache,                    \
+	             const float *v_cache, int ctx_max, int n_head, int n_kv, float scale, int window, float cap,       \
+	             f16 *out) {                                                                                        \
+		prefill_attention<HD, EXT, true>(q, 0, 0, k_cache, v_cache, ctx_max, n_head, n_kv, scale, window, cap,     \
+		                                 out, seg, tables, bs);                                                     \
 	}
 // prefill_attention_hd<HD>, and prefill_attention_ext_hd<HD> with sliding
-// windows and soft-caps.
+// windows and soft-caps; the same over a batch of sequences' paged caches.
 #define PREFILL_ATTENTION(HD)                                                                                      \
-	PREFILL_ATTENTION_V(prefill_attention_hd, HD, false) PREFILL_ATTENTION_V(prefill_attention_ext_hd, HD, true)
+	PREFILL_ATTENTION_V(prefill_attention_hd, HD, false)                                                           \
+	PREFILL_ATTENTION_V(prefill_attention_ext_hd, HD, true)                                                        \
+	PREFILL_ATTENTION_PAGED_V(prefill_attention_paged_hd, HD, false)                                               \
+	PREFILL_ATTENTION_PAGED_V(prefill_attention_paged_ext_hd, HD, true)
 PREFILL_ATTENTION(16)
 PREFILL_ATTENTION(32)
 PREFILL_ATTENTION(64)

@@ -10,13 +10,17 @@
 // past rope_dim are paired adjacently and left unrotated. The queries are
 // then multiplied by the attention temperature of their position (a
 // table, rope.cuh).
+//
+// A batched step of many sequences (pos_of set) gives each token its own
+// position and KV cache row (row_of: the row its sequence's block table
+// maps the position to); otherwise token t is at position and row pos0+t.
 #include "prefill.cuh"
 #include "rope.cuh"
 
 extern "C" __global__ void prefill_rope(const float *qkv, int m, const float *bias, int bias_h0, int n_head, int n_kv,
                                         int head_dim, const float *rope_cs, int rope_dim, int neox, const float *temp,
                                         int pos0, f16 *q_out, float *k_cache, float *v_cache,
-                                        int ctx_max) {
+                                        int ctx_max, const int *pos_of, const int *row_of) {
 	pdl_wait_and_release();
 	int half = head_dim >> 1, rhalf = rope_dim >> 1;
 	int heads = n_head + 2 * n_kv;
@@ -34,7 +38,7 @@ extern "C" __global__ void prefill_rope(const float *qkv, int m, const float *bi
 		v0 += bias[c0];
 		v1 += bias[c1];
 	}
-	int pos = pos0 + t;
+	int pos = pos_of ? pos_of[t] : pos0 + t;
 	bool is_v = h >= n_head + n_kv;
 	if (!is_v && i < rhalf) {
 		const float *cs = rope_cs + 2 * ((long)pos * rhalf + i);
@@ -50,7 +54,8 @@ extern "C" __global__ void prefill_rope(const float *qkv, int m, const float *bi
 		qr[c1] = to_half(v1 * tq);
 	} else {
 		int kh = is_v ? h - n_head - n_kv : h - n_head;
-		float *dst = (is_v ? v_cache : k_cache) + ((long)kh * ctx_max + pos) * head_dim;
+		int row = row_of ? row_of[t] : pos;
+		float *dst = (is_v ? v_cache : k_cache) + ((long)kh * ctx_max + row) * head_dim;
 		dst[a] = v0;
 		dst[b] = v1;
 	}

@@ -1,0 +1,398 @@
+package cuda
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"gotok/backend"
+	"gotok/backend/cuda/cu"
+	"gotok/model"
+	"gotok/sample"
+)
+
+// batchBlock is the positions of a KV pool block on the GPU.
+const batchBlock = 16
+
+// Batched is a Backend that also runs steps of many sequences
+// (backend.Batcher): their keys and values live in a KV pool of their
+// own, apart from the single-sequence cache the decode graphs read, and a
+// step runs as the batched prefill does: every projection a tensor-core
+// gemm over the step's tokens (each weight read once for all of them),
+// RoPE at each token's own position, attention over each sequence's
+// blocks (prefill_attention's paged kernels), and the output head as one
+// gemm over the rows to sample, with the greedy choice of each made on the
+// device (rows_argmax).
+//
+// Not yet: CUDA graphs for the step (its kernels are launched one by
+// one), and the single-sequence graphs for a sequence running alone.
+type Batched struct {
+	*Backend
+}
+
+// batch is the batched step's state.
+type batch struct {
+	kv             *backend.KVPool
+	kCache, vCache []cu.DevicePtr // per layer, f32 [n_kv][rows][head_dim]
+	rows           int
+	maxOut         int // head rows a pass: the most sequences a step takes
+	tableMax       int // block table entries a pass holds
+	// in is the pass's input, pinned: int32 tokens, positions and cache
+	// rows [chunk], segments [chunk][4], head rows [maxOut], block tables
+	// [tableMax]; then the head's choices [maxOut]. din mirrors it.
+	in     *cu.HostBuffer
+	din    cu.DevicePtr
+	xo     cu.DevicePtr // the head's input rows, f32 [maxOut][dim]
+	logits cu.DevicePtr // f32 [maxOut][vocab]
+	// host logits of rows sampled on the host, [maxOut][vocab]
+	hostLogits *cu.HostBuffer
+}
+
+// input offsets (int32 words) in batch.in.
+func (bt *batch) offsets(chunk int) (pos, row, seg, out, table, ids int) {
+	pos = chunk
+	row = 2 * chunk
+	seg = 3 * chunk
+	out = 7 * chunk
+	table = out + bt.maxOut
+	ids = table + bt.tableMax
+	return
+}
+
+// EnableBatching sets up batched steps with a KV pool of kvTokens
+// positions for up to maxSeqs sequences a step. It fails for models the
+// batched prefill cannot run (then generations take turns on the decode
+// graphs).
+func (b *Backend) EnableBatching(kvTokens, maxSeqs int) (*Batched, error) {
+	if b.bt != nil {
+		return &Batched{b}, nil
+	}
+	if b.pre == nil {
+		return nil, fmt.Errorf("cuda: no batched steps: %s", b.prefillUnsupported())
+	}
+	if b.k.pre.gemm[b.output.Type][gemmStore] == nil || b.output.Cols%32 != 0 {
+		return nil, fmt.Errorf("cuda: no batched steps: no gemm for the %s output head", b.output.Type.suffix())
+	}
+	c := &b.cfg
+	if _, err := backend.ContextLen(kvTokens, c); err != nil {
+		return nil, fmt.Errorf("cuda: KV cache pool: %w", err)
+	}
+	kv, err := backend.NewKVPool(kvTokens, batchBlock)
+	if err != nil {
+		return nil, fmt.Errorf("cuda: %w", err)
+	}
+	chunk := b.pre.chunk
+	bt := &batch{kv: kv, rows: kv.Tokens(), maxOut: min(max(maxSeqs, 1), chunk)}
+	bt.tableMax = chunk + bt.maxOut*((b.ctxLen+batchBlock-1)/batchBlock)
+	_, _, _, _, _, ids := bt.offsets(chunk)
+	words := ids + bt.maxOut
+	if bt.in, err = b.c.AllocHost(4 * words); err != nil {
+		return nil, fmt.Errorf("cuda: batch: %w", err)
+	}
+	b.bt = bt // Close frees the host buffers from here on
+	if bt.hostLogits, err = b.c.AllocHost(4 * bt.maxOut * c.VocabSize); err != nil {
+		return nil, fmt.Errorf("cuda: batch: %w", err)
+	}
+	for _, a := range []struct {
+		p     *cu.DevicePtr
+		bytes int
+	}{
+		{&bt.din, 4 * words},
+		{&bt.xo, 4 * bt.maxOut * c.Dim},
+		{&bt.logits, 4 * bt.maxOut * c.VocabSize},
+	} {
+		if *a.p, err = b.alloc(a.bytes); err != nil {
+			return nil, fmt.Errorf("cuda: batch scratch: %w", err)
+		}
+	}
+	cache := 4 * bt.rows * c.KVDim()
+	bt.kCache = make([]cu.DevicePtr, c.NumLayers)
+	bt.vCache = make([]cu.DevicePtr, c.NumLayers)
+	for i := range bt.kCache {
+		if bt.kCache[i], err = b.alloc(cache); err != nil {
+			return nil, fmt.Errorf("cuda: KV cache pool: %w", err)
+		}
+		if bt.vCache[i], err = b.alloc(cache); err != nil {
+			return nil, fmt.Errorf("cuda: KV cache pool: %w", err)
+		}
+	}
+	return &Batched{b}, nil
+}
+
+// closeBatch frees what Close's list of device allocations does not hold.
+func (b *Backend) closeBatch() error {
+	if b.bt == nil {
+		return nil
+	}
+	err := b.c.FreeHost(b.bt.in)
+	if b.bt.hostLogits != nil {
+		err = errors.Join(err, b.c.FreeHost(b.bt.hostLogits))
+	}
+	return err
+}
+
+// KV implements backend.Batcher.
+func (b *Batched) KV() *backend.KVPool { return b.bt.kv }
+
+// Step implements backend.Batcher. The entries' tokens go through in
+// passes of up to a prefill chunk, each holding whole entries where they
+// fit; an entry longer than the chunk spans passes.
+func (b *Batched) Step(ctx context.Context, steps []backend.SeqStep) error {
+	if b.c == nil {
+		return fmt.Errorf("cuda: %w", backend.ErrClosed)
+	}
+	bt, vocab := b.bt, b.cfg.VocabSize
+	seen := map[*backend.Seq]bool{}
+	for i := range steps {
+		st := &steps[i]
+		if st.Seq == nil {
+			return fmt.Errorf("cuda: step entry %d has no sequence", i)
+		}
+		if seen[st.Seq] {
+			return fmt.Errorf("cuda: step entry %d: a sequence twice in one step", i)
+		}
+		seen[st.Seq] = true
+		if err := backend.CheckInput(st.Tokens, st.Seq.Len(), b.ctxLen, vocab); err != nil {
+			return fmt.Errorf("cuda: step entry %d: %w", i, err)
+		}
+		if st.Seq.Pool() != bt.kv {
+			return fmt.Errorf("cuda: step entry %d: the sequence is of another backend's KV pool", i)
+		}
+		if room := st.Seq.Room(); room < len(st.Tokens) {
+			return fmt.Errorf("cuda: step entry %d: %d tokens with room for %d reserved", i, len(st.Tokens), room)
+		}
+		if st.Logits != nil && len(st.Logits) < vocab {
+			return fmt.Errorf("cuda: step entry %d: logits buffer of %d for %d tokens", i, len(st.Logits), vocab)
+		}
+	}
+	if err := b.settle(); err != nil { // the decode graphs' run-ahead
+		return err
+	}
+	// A pass takes entries (or parts of one) while their tokens fit the
+	// chunk and their head rows maxOut.
+	chunk := b.pre.chunk
+	var pass []passEntry
+	n, outs := 0, 0
+	for i := range steps {
+		st := &steps[i]
+		for done := 0; done < len(st.Tokens); {
+			k := min(len(st.Tokens)-done, chunk-n)
+			last := done+k == len(st.Tokens)
+			wantsOut := last && (st.Sample || st.Logits != nil)
+			if k == 0 || (wantsOut && outs == bt.maxOut) {
+				if err := b.runPass(ctx, steps, pass); err != nil {
+					return err
+				}
+				pass, n, outs = pass[:0], 0, 0
+				continue
+			}
+			pass = append(pass, passEntry{entry: i, from: done, n: k, out: wantsOut})
+			n += k
+			if wantsOut {
+				outs++
+			}
+			done += k
+		}
+	}
+	if len(pass) > 0 {
+		if err := b.runPass(ctx, steps, pass); err != nil {
+			return err
+		}
+	}
+	for i := range steps {
+		steps[i].Seq.Commit(steps[i].Tokens)
+	}
+	return nil
+}
+
+// passEntry is tokens [from, from+n) of steps[entry] in a pass; out: the
+// last of them goes through the head.
+type passEntry struct {
+	entry, from, n int
+	out            bool
+}
+
+// runPass runs one pass: its inputs up in one copy, the layers, the head
+// on its out rows, the choices (and host-sampled rows' logits) back.
+func (b *Batched) runPass(ctx context.Context, steps []backend.SeqStep, pass []passEntry) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	bt, c, p := b.bt, &b.cfg, b.pre
+	chunk := p.chunk
+	oPos, oRow, oSeg, oOut, oTable, oIDs := bt.offsets(chunk)
+	w := bt.in.Uint32s()
+	t, nt, nout, maxRows := 0, 0, 0, 0
+	for si, pe := range pass {
+		st := &steps[pe.entry]
+		seq := st.Seq
+		pos0 := seq.Len() + pe.from
+		// The table covers the positions this pass writes: reserved.
+		table := seq.Table()
+		need := (pos0 + pe.n + batchBlock - 1) / batchBlock
+		if nt+need > bt.tableMax {
+			return fmt.Errorf("cuda: batch: block tables of %d entries pass %d", nt+need, bt.tableMax)
+		}
+		for j := range need {
+			w[oTable+nt+j] = uint32(table[j])
+		}
+		w[oSeg+4*si], w[oSeg+4*si+1], w[oSeg+4*si+2], w[oSeg+4*si+3] = uint32(t), uint32(pe.n), uint32(pos0), uint32(nt)
+		nt += need
+		for j := range pe.n {
+			pos := pos0 + j
+			w[t+j] = uint32(st.Tokens[pe.from+j])
+			w[oPos+t+j] = uint32(pos)
+			w[oRow+t+j] = uint32(int(table[pos/batchBlock])*batchBlock + pos%batchBlock)
+		}
+		t += pe.n
+		maxRows = max(maxRows, pe.n*(c.NumHeads/c.NumKVHeads))
+		if pe.out {
+			w[oOut+nout] = uint32(t - 1)
+			nout++
+		}
+	}
+	fail := func(err error) error {
+		b.c.SyncStream(b.stream) // leave nothing running that reads the buffers
+		return err
+	}
+	if err := b.c.CopyHtoDAsync(bt.din, bt.in, 0, 4*oIDs, b.stream); err != nil {
+		return fail(err)
+	}
+	l := p.l
+	l.pdl = p.l.pdl && t <= p.pdlMax
+	in := func(off int) cu.DevicePtr { return bt.din.Offset(4 * off) }
+	if err := b.recordBatch(&l, t, batchArgs{tok: in(0), pos: in(oPos), row: in(oRow), seg: in(oSeg), segs: len(pass),
+		maxRows: maxRows, tables: in(oTable)}); err != nil {
+		return fail(err)
+	}
+	if nout > 0 {
+		// The head: the out rows gathered, normalized, one gemm, then the
+		// greedy choice of each on the device.
+		for k := range nout {
+			if err := b.c.CopyDtoDAsync(bt.xo.Offset(4*k*c.Dim), p.x.Offset(4*int(w[oOut+k])*c.Dim), 4*c.Dim, b.stream); err != nil {
+				return fail(err)
+			}
+		}
+		if err := l.prefillNorm(bt.xo, b.outNorm, c.RMSEps, nout, c.Dim, p.xn); err != nil {
+			return fail(err)
+		}
+		if err := l.gemmInto(p.xn, nout, &b.output, nil, 0, gemmStore, bt.logits, c.VocabSize); err != nil {
+			return fail(err)
+		}
+		if err := l.launch(b.k.rowsArgmax, cu.Dim(nout), 1024, 0, cu.Args{bt.logits, i32(c.VocabSize),
+			c.Block.LogitScale, c.Block.FinalSoftcap, in(oIDs)}); err != nil {
+			return fail(err)
+		}
+		if err := b.c.CopyDtoHAsync(bt.in, 4*oIDs, in(oIDs), 4*nout, b.stream); err != nil {
+			return fail(err)
+		}
+		k := 0
+		for _, pe := range pass {
+			st := &steps[pe.entry]
+			if pe.out && (st.Logits != nil || (st.Sample && !greedySampler(st.Sampler))) {
+				if err := b.c.CopyDtoHAsync(bt.hostLogits, 4*k*c.VocabSize, bt.logits.Offset(4*k*c.VocabSize), 4*c.VocabSize, b.stream); err != nil {
+					return fail(err)
+				}
+			}
+			if pe.out {
+				k++
+			}
+		}
+	}
+	if err := b.c.SyncStream(b.stream); err != nil {
+		return fmt.Errorf("cuda: batched step of %d tokens: %w", t, err)
+	}
+	k := 0
+	hl := bt.hostLogits.Float32s()
+	for _, pe := range pass {
+		if !pe.out {
+			continue
+		}
+		st := &steps[pe.entry]
+		logits := hl[k*c.VocabSize : (k+1)*c.VocabSize]
+		if st.Logits != nil {
+			copy(st.Logits, logits)
+		}
+		if st.Sample {
+			if greedySampler(st.Sampler) {
+				st.Next = int32(w[oIDs+k])
+				if st.Sampler != nil {
+					st.Sampler.Advance()
+				}
+			} else {
+				st.Next = st.Sampler.Sample(logits)
+			}
+		}
+		k++
+	}
+	return nil
+}
+
+// greedySampler reports whether s picks the argmax of the raw logits, as
+// rows_argmax does: greedy without penalties.
+func greedySampler(s *sample.Sampler) bool {
+	return s == nil || (s.Params().Greedy() && !penaltiesOn(s.Params()))
+}
+
+// batchArgs are a pass's per-token inputs on the device.
+type batchArgs struct {
+	tok, pos, row cu.DevicePtr // int32 [m]
+	seg           cu.DevicePtr // int32 [segs][4]: first token, tokens, first position, table offset
+	segs, maxRows int
+	tables        cu.DevicePtr
+}
+
+// recordBatch enqueues every layer for the pass's m tokens, leaving the
+// residual stream in b.pre.x: recordPrefill's kernels, with RoPE at each
+// token's position, K and V written to its pool row, and attention over
+// each segment's sequence.
+func (b *Batched) recordBatch(l *launcher, m int, a batchArgs) error {
+	c, p, bt := &b.cfg, b.pre, b.bt
+	blk := &c.Block
+	if err := l.prefillEmbed(a.tok, m, &b.embd, blk.EmbedScale, p.x); err != nil {
+		return err
+	}
+	for i := range b.layers {
+		ly := &b.layers[i]
+		if err := l.prefillNorm(p.x, ly.attnNorm, c.RMSEps, m, c.Dim, p.xn); err != nil {
+			return err
+		}
+		if err := b.prefillQKV(l, ly, m); err != nil {
+			return err
+		}
+		biasFrom := 0
+		if ly.qNorm != 0 {
+			if err := l.prefillQKNorm(p.qkv, m, ly.bias, c.NumHeads, c.NumKVHeads, c.HeadDim, blk.QKNorm == model.QKNormFull,
+				ly.qNorm, ly.kNorm, c.RMSEps); err != nil {
+				return err
+			}
+			biasFrom = c.NumHeads + c.NumKVHeads
+		}
+		ropeCS, ropeDim := b.layerRope(i)
+		err := l.prefillRope(ropeArgs{qkv: p.qkv, bias: ly.bias, biasFrom: biasFrom, m: m, nHead: c.NumHeads,
+			nKV: c.NumKVHeads, hd: c.HeadDim, ropeCS: ropeCS, ropeDim: ropeDim, neox: c.Rope.Neox, temp: b.temp, q: p.q,
+			kCache: bt.kCache[i], vCache: bt.vCache[i], ctxMax: bt.rows, posOf: a.pos, rowOf: a.row})
+		if err != nil {
+			return err
+		}
+		err = l.prefillAttentionPaged(pagedAttnArgs{q: p.q, seg: a.seg, segs: a.segs, maxRows: a.maxRows, tables: a.tables,
+			bs: batchBlock, kCache: bt.kCache[i], vCache: bt.vCache[i], rows: bt.rows, nHead: c.NumHeads, nKV: c.NumKVHeads,
+			hd: c.HeadDim, scale: blk.AttnScale, window: c.LayerAttn[i].Window, softcap: blk.AttnSoftcap, out: p.xn})
+		if err != nil {
+			return err
+		}
+		if err := b.prefillProject(l, p.xn, m, &ly.wo, ly.attnPost); err != nil {
+			return err
+		}
+		if err := l.prefillNorm(p.x, ly.ffnNorm, c.RMSEps, m, c.Dim, p.xn); err != nil {
+			return err
+		}
+		if err := l.gemmGLU(p.xn, m, &ly.gate, &ly.up, blk.Act, p.h); err != nil {
+			return err
+		}
+		if err := b.prefillProject(l, p.h, m, &ly.down, ly.ffnPost); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,162 @@
+package cuda
+
+import (
+	"context"
+	"math/rand/v2"
+	"testing"
+
+	"gotok/backend"
+	"gotok/model/synth"
+	"gotok/quant"
+	"gotok/sample"
+)
+
+// TestBatchedStep runs sequences together through Batched.Step, prompts
+// entering in chunks while others decode, one prompt sharing another's
+// prefix blocks, and compares every logits row with the same sequence run
+// alone, token by token, through the decode graph: the batched step is
+// the batched prefill's arithmetic (f16 activations), so the bound is
+// prefillLogitsTol. Greedy rows are chosen on the device (rows_argmax),
+// one sequence samples on the host.
+func TestBatchedStep(t *testing.T) {
+	skipWithoutGPU(t)
+	t256 := synth.Presets["test-256"]
+	hd64 := synth.Shape{Layers: 2, Dim: 256, Heads: 4, KVHeads: 1, FFN: 320, Vocab: 512, Context: 1024, RopeBase: 10000}
+	opts := func(s synth.Shape, typ quant.Type) synth.Options {
+		return synth.Options{Shape: s, Type: typ, EmbedType: synth.DefaultEmbedType(typ), Seed: 3}
+	}
+	for _, tc := range []struct {
+		name string
+		o    synth.Options
+	}{
+		{"tiny q8_0", opts(synth.Presets["tiny"], quant.Q8_0)},
+		{"hd64 q4_0 untied", opts(hd64, quant.Q4_0)},
+		{"test-256 q4_k_m-like", q4KMLike(t256, 3)},
+		{"tiny f16", opts(synth.Presets["tiny"], quant.F16)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := genModelWith(t, tc.o)
+			g, err := New(m, Options{ContextLen: 512})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer g.Close()
+			bg, err := g.EnableBatching(2048, 4)
+			if err != nil {
+				t.Fatal(err)
+			}
+			batchedVsAlone(t, bg, m.Config.VocabSize)
+		})
+	}
+}
+
+func batchedVsAlone(t *testing.T, g *Batched, vocab int) {
+	t.Helper()
+	ctx := context.Background()
+	r := rand.New(rand.NewPCG(5, 6))
+	common := randPrompt(r, 150, vocab)
+	prompts := [][]int32{
+		randPrompt(r, 5, vocab),
+		append(append([]int32(nil), common...), randPrompt(r, 20, vocab)...),
+		randPrompt(r, 1, vocab),
+		append(append([]int32(nil), common...), randPrompt(r, 3, vocab)...),
+		randPrompt(r, 90, vocab),
+		randPrompt(r, 33, vocab),
+	}
+	const steps = 10
+	type live struct {
+		seq    *backend.Seq
+		prompt []int32
+		fed    []int32 // every token that went in
+		next   int32
+		out    [][]float32
+		s      *sample.Sampler
+	}
+	seqs := make([]*live, len(prompts))
+	reused := 0
+	for round := 0; ; round++ {
+		var st []backend.SeqStep
+		var who []*live
+		for i := range seqs {
+			if i > round {
+				break
+			}
+			s := seqs[i]
+			if s == nil {
+				seq, n := g.KV().NewSeq(prompts[i])
+				reused += n
+				s = &live{seq: seq, prompt: prompts[i], fed: append([]int32(nil), prompts[i][:n]...)}
+				if i == 2 {
+					s.s, _ = sample.New(sample.Params{Temperature: 0.8, Seed: 9})
+				}
+				seqs[i] = s
+			}
+			if len(s.out) == steps {
+				continue
+			}
+			var toks []int32
+			if len(s.fed) < len(s.prompt) {
+				toks = s.prompt[len(s.fed):min(len(s.fed)+64, len(s.prompt))]
+			} else {
+				toks = []int32{s.next}
+			}
+			if err := s.seq.Reserve(len(toks)); err != nil {
+				t.Fatal(err)
+			}
+			e := backend.SeqStep{Seq: s.seq, Tokens: toks}
+			if len(s.fed)+len(toks) >= len(s.prompt) {
+				e.Logits, e.Sample, e.Sampler = make([]float32, vocab), true, s.s
+			}
+			s.fed = append(s.fed, toks...)
+			st = append(st, e)
+			who = append(who, s)
+		}
+		if len(st) == 0 {
+			if round >= len(seqs) {
+				break
+			}
+			continue
+		}
+		if err := g.Step(ctx, st); err != nil {
+			t.Fatal(err)
+		}
+		for k, e := range st {
+			if e.Logits == nil {
+				continue
+			}
+			s := who[k]
+			if s.s == nil && e.Next != int32(refArgmax(e.Logits)) {
+				t.Errorf("device choice %d, argmax of the logits %d", e.Next, refArgmax(e.Logits))
+			}
+			s.out = append(s.out, e.Logits)
+			s.next = e.Next
+		}
+	}
+	if reused != 128 {
+		t.Errorf("prefix cache reused %d tokens, want 128", reused)
+	}
+	worst := 0.0
+	for i, s := range seqs {
+		// Alone: the same tokens through the decode graph, one at a time.
+		for p, tok := range s.fed {
+			l, err := g.Logits(ctx, tok, p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			k := p - (len(s.prompt) - 1)
+			if k < 0 {
+				continue
+			}
+			e := relErr(s.out[k], f64s(l))
+			worst = max(worst, e)
+			if !(e <= prefillLogitsTol) {
+				t.Errorf("sequence %d, step %d: batched logits differ from alone by %.3g", i, k, e)
+			}
+		}
+		s.seq.Free()
+	}
+	t.Logf("worst relative error %.3g", worst)
+	if u := g.KV().Usage(); u.Held != 0 {
+		t.Errorf("%d blocks held after every Free", u.Held)
+	}
+}
