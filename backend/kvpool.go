@@ -41,6 +41,8 @@ type KVPool struct {
 	held     int // blocks some sequence holds
 	reusedT  int64
 	computed int64
+	// onFree runs first in Seq.Free (SetOnFree).
+	onFree func(*Seq)
 }
 
 type kvBlock struct {
@@ -95,6 +97,11 @@ func (p *KVPool) Usage() KVUsage {
 	defer p.mu.Unlock()
 	return KVUsage{Held: p.held, Blocks: len(p.blocks), Reused: p.reusedT, Computed: p.computed}
 }
+
+// SetOnFree has f run at the start of every Seq.Free, while the sequence
+// still holds its blocks: a backend that keeps some of a sequence's rows
+// elsewhere writes them back there. f runs on the goroutine that frees.
+func (p *KVPool) SetOnFree(f func(*Seq)) { p.onFree = f }
 
 // Available is the number of blocks a sequence could still take.
 func (p *KVPool) Available() int {
@@ -326,8 +333,11 @@ func (s *Seq) Free() {
 	if s.closed {
 		return
 	}
-	s.closed = true
 	p := s.pool
+	if p.onFree != nil {
+		p.onFree(s)
+	}
+	s.closed = true
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	// Last block first, so that a prefix's later blocks are evicted before

@@ -24,8 +24,16 @@ const batchBlock = 16
 // gemm over the rows to sample, with the greedy choice of each made on the
 // device (rows_argmax).
 //
-// Not yet: CUDA graphs for the step (its kernels are launched one by
-// one), and the single-sequence graphs for a sequence running alone.
+// A step of one sequence runs on the single-sequence path instead (the
+// decode graphs, the batched prefill): that sequence becomes resident, its
+// keys and values copied from its pool rows into the single-sequence cache
+// (kv_copy), and its new rows are written back to the pool when another
+// sequence's step comes or it is freed. So one generation alone runs as
+// fast as it does without batching, and pool rows are current whenever a
+// batched step (or a sequence reusing their blocks) reads them.
+//
+// Not yet: CUDA graphs for the batched step (its kernels are launched one
+// by one).
 type Batched struct {
 	*Backend
 }
@@ -46,6 +54,13 @@ type batch struct {
 	logits cu.DevicePtr // f32 [maxOut][vocab]
 	// host logits of rows sampled on the host, [maxOut][vocab]
 	hostLogits *cu.HostBuffer
+	// res is the resident sequence, whose rows are in the single-sequence
+	// cache; those from resSynced on are not in the pool yet. failed is a
+	// write-back that failed in Seq.Free, where it could not be returned:
+	// the pool may be stale, so every later step fails.
+	res       *backend.Seq
+	resSynced int
+	failed    error
 }
 
 // input offsets (int32 words) in batch.in.
@@ -105,6 +120,13 @@ func (b *Backend) EnableBatching(kvTokens, maxSeqs int) (*Batched, error) {
 			return nil, fmt.Errorf("cuda: batch scratch: %w", err)
 		}
 	}
+	kv.SetOnFree(func(s *backend.Seq) {
+		if s == bt.res {
+			if err := (&Batched{b}).flushResident(); err != nil && bt.failed == nil {
+				bt.failed = fmt.Errorf("cuda: writing a sequence back to the KV pool: %w", err)
+			}
+		}
+	})
 	cache := 4 * bt.rows * c.KVDim()
 	bt.kCache = make([]cu.DevicePtr, c.NumLayers)
 	bt.vCache = make([]cu.DevicePtr, c.NumLayers)
@@ -117,6 +139,31 @@ func (b *Backend) EnableBatching(kvTokens, maxSeqs int) (*Batched, error) {
 		}
 	}
 	return &Batched{b}, nil
+}
+
+// Prefill implements backend.Backend on the single-sequence cache, which
+// the resident sequence of the batched steps gives up first.
+func (b *Batched) Prefill(ctx context.Context, tokens []int32, pos int, s *sample.Sampler) (int32, error) {
+	if err := b.flushResident(); err != nil {
+		return 0, err
+	}
+	return b.Backend.Prefill(ctx, tokens, pos, s)
+}
+
+// Decode implements backend.Backend as Prefill does.
+func (b *Batched) Decode(ctx context.Context, token int32, pos int, s *sample.Sampler) (int32, error) {
+	if err := b.flushResident(); err != nil {
+		return 0, err
+	}
+	return b.Backend.Decode(ctx, token, pos, s)
+}
+
+// Logits implements backend.Backend as Prefill does.
+func (b *Batched) Logits(ctx context.Context, token int32, pos int) ([]float32, error) {
+	if err := b.flushResident(); err != nil {
+		return nil, err
+	}
+	return b.Backend.Logits(ctx, token, pos)
 }
 
 // closeBatch frees what Close's list of device allocations does not hold.
@@ -165,7 +212,13 @@ func (b *Batched) Step(ctx context.Context, steps []backend.SeqStep) error {
 			return fmt.Errorf("cuda: step entry %d: logits buffer of %d for %d tokens", i, len(st.Logits), vocab)
 		}
 	}
-	if err := b.settle(); err != nil { // the decode graphs' run-ahead
+	if bt.failed != nil {
+		return bt.failed
+	}
+	if len(steps) == 1 {
+		return b.stepAlone(ctx, &steps[0])
+	}
+	if err := b.flushResident(); err != nil {
 		return err
 	}
 	// A pass takes entries (or parts of one) while their tokens fit the
@@ -201,6 +254,114 @@ func (b *Batched) Step(ctx context.Context, steps []backend.SeqStep) error {
 	}
 	for i := range steps {
 		steps[i].Seq.Commit(steps[i].Tokens)
+	}
+	return nil
+}
+
+// stepAlone runs a step of one sequence on the single-sequence path,
+// making it resident first.
+func (b *Batched) stepAlone(ctx context.Context, st *backend.SeqStep) error {
+	bt, seq := b.bt, st.Seq
+	pos := seq.Len()
+	if bt.res != seq {
+		if err := b.flushResident(); err != nil {
+			return err
+		}
+		if pos > 0 {
+			if err := b.copyKV(seq, 0, pos, false); err != nil {
+				return err
+			}
+		}
+		bt.res, bt.resSynced = seq, pos
+	}
+	toks, n := st.Tokens, len(st.Tokens)
+	var err error
+	switch {
+	case st.Logits != nil:
+		if n > 1 {
+			if _, err = b.Backend.Prefill(ctx, toks[:n-1], pos, nil); err != nil {
+				return err
+			}
+		}
+		l, err := b.Backend.Logits(ctx, toks[n-1], pos+n-1)
+		if err != nil {
+			return err
+		}
+		copy(st.Logits, l)
+		if st.Sample {
+			if st.Sampler == nil {
+				st.Next = sample.Argmax(l)
+			} else {
+				st.Next = st.Sampler.Sample(l)
+			}
+		}
+	case st.Sample && n == 1:
+		st.Next, err = b.Backend.Decode(ctx, toks[0], pos, st.Sampler)
+	case st.Sample:
+		st.Next, err = b.Backend.Prefill(ctx, toks, pos, st.Sampler)
+	default:
+		_, err = b.Backend.Prefill(ctx, toks, pos, nil)
+	}
+	if err != nil {
+		return err
+	}
+	seq.Commit(toks)
+	return nil
+}
+
+// flushResident writes the resident sequence's new rows back to the pool
+// and ends its residency.
+func (b *Batched) flushResident() error {
+	bt := b.bt
+	res := bt.res
+	if res == nil {
+		return nil
+	}
+	bt.res = nil
+	if from, to := bt.resSynced, res.Len(); to > from {
+		return b.copyKV(res, from, to, true)
+	}
+	return nil
+}
+
+// copyKV copies positions [from, to) of seq between its pool rows and the
+// single-sequence cache (into the pool with toPool).
+func (b *Batched) copyKV(seq *backend.Seq, from, to int, toPool bool) error {
+	if err := b.settle(); err != nil { // the decode graphs' run-ahead
+		return err
+	}
+	bt, c := b.bt, &b.cfg
+	chunk := b.pre.chunk
+	_, _, _, _, oTable, _ := bt.offsets(chunk)
+	table := seq.Table()
+	need := (to + batchBlock - 1) / batchBlock
+	if need > bt.tableMax {
+		return fmt.Errorf("cuda: a block table of %d entries passes %d", need, bt.tableMax)
+	}
+	w := bt.in.Uint32s()
+	for j := range need {
+		w[oTable+j] = uint32(table[j])
+	}
+	fail := func(err error) error {
+		b.c.SyncStream(b.stream)
+		return err
+	}
+	if err := b.c.CopyHtoDAsync(bt.din.Offset(4*oTable), bt.in, 4*oTable, 4*need, b.stream); err != nil {
+		return fail(err)
+	}
+	l := b.pre.l
+	l.pdl = false
+	n := (to - from) * c.NumKVHeads * c.HeadDim / 4
+	for i, ly := range b.layers {
+		err := l.launch(b.k.kvCopy, cu.Dim(min((n+255)/256, 4096)), 256, 0, cu.Args{ly.kCache, ly.vCache, i32(b.ctxLen),
+			bt.kCache[i], bt.vCache[i], i32(bt.rows), bt.din.Offset(4 * oTable), i32(batchBlock), i32(c.NumKVHeads),
+			i32(c.HeadDim), i32(from), i32(to), b32(toPool)})
+		if err != nil {
+			return fail(err)
+		}
+	}
+	if err := b.c.SyncStream(b.stream); err != nil {
+		return fmt.Errorf("cuda: copying %d positions of a sequence's KV cache: %w", to-from, err)
 	}
 	return nil
 }

@@ -18,8 +18,9 @@ const ptxDirEnv = "GOTOK_CUDA_PTX_DIR"
 // kernel reads weights.
 type kernelSet struct {
 	modules []*cu.Module
-	// rowsArgmax: the greedy choice of each row of a batched step's logits.
-	rowsArgmax *cu.Function
+	// rowsArgmax: the greedy choice of each row of a batched step's logits;
+	// kvCopy: a sequence's rows between the pool and the single cache.
+	rowsArgmax, kvCopy *cu.Function
 
 	embed, qkvRope, logits [numGPUTypes]*cu.Function
 	// The _r2 variants: two rows per warp.

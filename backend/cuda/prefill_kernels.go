@@ -121,5 +121,9 @@ func (k *kernelSet) loadPrefill(c *cu.Context, dir string) error {
 		return err
 	}
 	k.rowsArgmax = fs[0]
+	if fs, err = load("kv_copy", "kv_copy"); err != nil {
+		return err
+	}
+	k.kvCopy = fs[0]
 	return nil
 }
