@@ -128,12 +128,21 @@ func (e *engine) generate(ctx context.Context, prompt []int32, o GenerateOptions
 		e.mu.Unlock()
 		return g.st, errClosed
 	}
+	delivered := 0
 	for t := range r.tokens {
 		if emitErr != nil {
 			continue // drain until the loop notices the cancellation
 		}
+		if err := ctx.Err(); err != nil {
+			// Cancelled: what the loop made ahead is not delivered.
+			emitErr = err
+			continue
+		}
 		if emitErr = emit(t); emitErr != nil {
 			r.cancel(emitErr)
+		}
+		if t.ID >= 0 {
+			delivered++
 		}
 		select {
 		case e.wake <- struct{}{}:
@@ -141,6 +150,9 @@ func (e *engine) generate(ctx context.Context, prompt []int32, o GenerateOptions
 		}
 	}
 	if emitErr != nil {
+		// The stats count the tokens the caller was given, not those made
+		// ahead of it.
+		g.st.GeneratedTokens = min(g.st.GeneratedTokens, delivered)
 		return g.st, stopErr(&g.st, emitErr)
 	}
 	return g.st, r.err
