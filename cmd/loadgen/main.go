@@ -194,6 +194,11 @@ func measure(base string, c config, n int) (result, error) {
 	return res, nil
 }
 
+// client opens a connection per request: a server that closes idle
+// keep-alive connections (llama-server does, between runs) would otherwise
+// fail the next POST on a dead one, which Go does not retry.
+var client = &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+
 // stream runs one streaming chat request and times it.
 func stream(ctx context.Context, base string, body []byte) (ttft time.Duration, rate float64, tokens int, err error) {
 	req, err := http.NewRequestWithContext(ctx, "POST", base+"/v1/chat/completions", bytes.NewReader(body))
@@ -202,7 +207,7 @@ func stream(ctx context.Context, base string, body []byte) (ttft time.Duration, 
 	}
 	req.Header.Set("Content-Type", "application/json")
 	start := time.Now()
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
 		return 0, 0, 0, err
 	}
