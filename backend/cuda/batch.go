@@ -61,6 +61,8 @@ type batch struct {
 	res       *backend.Seq
 	resSynced int
 	failed    error
+	// graphs of decode passes by sequence count (recordPass)
+	graphs map[int]*cu.Graph
 }
 
 // input offsets (int32 words) in batch.in.
@@ -97,7 +99,7 @@ func (b *Backend) EnableBatching(kvTokens, maxSeqs int) (*Batched, error) {
 		return nil, fmt.Errorf("cuda: %w", err)
 	}
 	chunk := b.pre.chunk
-	bt := &batch{kv: kv, rows: kv.Tokens(), maxOut: min(max(maxSeqs, 1), chunk)}
+	bt := &batch{kv: kv, rows: kv.Tokens(), maxOut: min(max(maxSeqs, 1), chunk), graphs: map[int]*cu.Graph{}}
 	bt.tableMax = chunk + bt.maxOut*((b.ctxLen+batchBlock-1)/batchBlock)
 	_, _, _, _, _, ids := bt.offsets(chunk)
 	words := ids + bt.maxOut
@@ -172,6 +174,9 @@ func (b *Backend) closeBatch() error {
 		return nil
 	}
 	err := b.c.FreeHost(b.bt.in)
+	for _, g := range b.bt.graphs {
+		err = errors.Join(err, g.Destroy())
+	}
 	if b.bt.hostLogits != nil {
 		err = errors.Join(err, b.c.FreeHost(b.bt.hostLogits))
 	}
@@ -419,31 +424,31 @@ func (b *Batched) runPass(ctx context.Context, steps []backend.SeqStep, pass []p
 	if err := b.c.CopyHtoDAsync(bt.din, bt.in, 0, 4*oIDs, b.stream); err != nil {
 		return fail(err)
 	}
-	l := p.l
-	l.pdl = p.l.pdl && t <= p.pdlMax
 	in := func(off int) cu.DevicePtr { return bt.din.Offset(4 * off) }
-	if err := b.recordBatch(&l, t, batchArgs{tok: in(0), pos: in(oPos), row: in(oRow), seg: in(oSeg), segs: len(pass),
-		maxRows: maxRows, tables: in(oTable)}); err != nil {
-		return fail(err)
+	// A pass of decode tokens alone (one a sequence, each sampled) has
+	// the same launches for the same number of sequences whatever they
+	// are: it replays a graph captured for that number, its inputs read
+	// from din. Others launch kernel by kernel.
+	decodeOnly := nout == len(pass) && t == len(pass)
+	record := func() error { return b.recordPass(t, len(pass), maxRows, nout, oOut) }
+	if !decodeOnly || b.debug != nil {
+		if err := record(); err != nil {
+			return fail(err)
+		}
+	} else {
+		g := bt.graphs[t]
+		if g == nil {
+			var err error
+			if g, err = b.c.Capture(b.stream, record); err != nil {
+				return fail(fmt.Errorf("cuda: capturing the batched step of %d sequences: %w", t, err))
+			}
+			bt.graphs[t] = g
+		}
+		if err := g.Launch(b.stream); err != nil {
+			return fail(err)
+		}
 	}
 	if nout > 0 {
-		// The head: the out rows gathered, normalized, one gemm, then the
-		// greedy choice of each on the device.
-		for k := range nout {
-			if err := b.c.CopyDtoDAsync(bt.xo.Offset(4*k*c.Dim), p.x.Offset(4*int(w[oOut+k])*c.Dim), 4*c.Dim, b.stream); err != nil {
-				return fail(err)
-			}
-		}
-		if err := l.prefillNorm(bt.xo, b.outNorm, c.RMSEps, nout, c.Dim, p.xn); err != nil {
-			return fail(err)
-		}
-		if err := l.gemmInto(p.xn, nout, &b.output, nil, 0, gemmStore, bt.logits, c.VocabSize); err != nil {
-			return fail(err)
-		}
-		if err := l.launch(b.k.rowsArgmax, cu.Dim(nout), 1024, 0, cu.Args{bt.logits, i32(c.VocabSize),
-			c.Block.LogitScale, c.Block.FinalSoftcap, in(oIDs)}); err != nil {
-			return fail(err)
-		}
 		if err := b.c.CopyDtoHAsync(bt.in, 4*oIDs, in(oIDs), 4*nout, b.stream); err != nil {
 			return fail(err)
 		}
@@ -487,6 +492,40 @@ func (b *Batched) runPass(ctx context.Context, steps []backend.SeqStep, pass []p
 		k++
 	}
 	return nil
+}
+
+// recordPass enqueues a pass of m tokens in segs segments (its inputs in
+// din): the layers, then the head on its nout out rows (din's out list,
+// at word oOut) and their greedy choices into din's ids. Everything it
+// enqueues depends on the counts alone, so a graph of it replays for any
+// pass of the same counts whose out rows are the same (decode passes).
+func (b *Batched) recordPass(m, segs, maxRows, nout, oOut int) error {
+	bt, c, p := b.bt, &b.cfg, b.pre
+	oPos, oRow, oSeg, _, oTable, oIDs := bt.offsets(p.chunk)
+	in := func(off int) cu.DevicePtr { return bt.din.Offset(4 * off) }
+	l := p.l
+	l.pdl = p.l.pdl && m <= p.pdlMax
+	err := b.recordBatch(&l, m, batchArgs{tok: in(0), pos: in(oPos), row: in(oRow), seg: in(oSeg), segs: segs,
+		maxRows: maxRows, tables: in(oTable)})
+	if err != nil || nout == 0 {
+		return err
+	}
+	// The head: the out rows gathered, normalized, one gemm, then the
+	// greedy choice of each on the device.
+	w := bt.in.Uint32s()
+	for k := range nout {
+		if err := b.c.CopyDtoDAsync(bt.xo.Offset(4*k*c.Dim), p.x.Offset(4*int(w[oOut+k])*c.Dim), 4*c.Dim, b.stream); err != nil {
+			return err
+		}
+	}
+	if err := l.prefillNorm(bt.xo, b.outNorm, c.RMSEps, nout, c.Dim, p.xn); err != nil {
+		return err
+	}
+	if err := l.gemmInto(p.xn, nout, &b.output, nil, 0, gemmStore, bt.logits, c.VocabSize); err != nil {
+		return err
+	}
+	return l.launch(b.k.rowsArgmax, cu.Dim(nout), 1024, 0, cu.Args{bt.logits, i32(c.VocabSize),
+		c.Block.LogitScale, c.Block.FinalSoftcap, in(oIDs)})
 }
 
 // greedySampler reports whether s picks the argmax of the raw logits, as
