@@ -63,6 +63,8 @@ type batch struct {
 	failed    error
 	// graphs of decode passes by sequence count (recordPass)
 	graphs map[int]*cu.Graph
+	// noSplitK turns split-K off (TestBatchedSpeed's comparison).
+	noSplitK bool
 }
 
 // input offsets (int32 words) in batch.in.
@@ -505,6 +507,7 @@ func (b *Batched) recordPass(m, segs, maxRows, nout, oOut int) error {
 	in := func(off int) cu.DevicePtr { return bt.din.Offset(4 * off) }
 	l := p.l
 	l.pdl = p.l.pdl && m <= p.pdlMax
+	l.splitK = !bt.noSplitK
 	err := b.recordBatch(&l, m, batchArgs{tok: in(0), pos: in(oPos), row: in(oRow), seg: in(oSeg), segs: segs,
 		maxRows: maxRows, tables: in(oTable)})
 	if err != nil || nout == 0 {

@@ -3,7 +3,10 @@ package cuda
 import (
 	"context"
 	"math/rand/v2"
+	"os"
+	"strings"
 	"testing"
+	"time"
 
 	"gotok/backend"
 	"gotok/model/synth"
@@ -200,5 +203,78 @@ func batchedVsAlone(t *testing.T, g *Batched, vocab int) {
 	t.Logf("worst relative error %.3g", worst)
 	if u := g.KV().Usage(); u.Held != 0 {
 		t.Errorf("%d blocks held after every Free", u.Held)
+	}
+}
+
+// TestBatchedSpeed times decode steps of 1, 8, 32 and 64 sequences at
+// ~128 positions, with split-K and without, on $GOTOK_BENCH_BATCH: a synth
+// preset, Q4_0 or (preset:q4_k_m) Q4_K_M-like.
+func TestBatchedSpeed(t *testing.T) {
+	spec := os.Getenv("GOTOK_BENCH_BATCH")
+	if spec == "" {
+		t.Skip("set GOTOK_BENCH_BATCH to a synth preset (llama-1b, llama-1b:q4_k_m, ...)")
+	}
+	skipWithoutGPU(t)
+	preset, typ, _ := strings.Cut(spec, ":")
+	shape, ok := synth.Presets[preset]
+	if !ok {
+		t.Fatalf("no preset %q", preset)
+	}
+	o := synth.Options{Shape: shape, Type: quant.Q4_0, EmbedType: synth.DefaultEmbedType(quant.Q4_0), Seed: 1}
+	if typ == "q4_k_m" {
+		o = q4KMLike(shape, 1)
+	}
+	m := genModelWith(t, o)
+	g, err := New(m, Options{ContextLen: 1024})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	bg, err := g.EnableBatching(64*512, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	r := rand.New(rand.NewPCG(1, 2))
+	vocab := m.Config.VocabSize
+	const steps = 32
+	for _, n := range []int{1, 8, 32, 64} {
+		for _, split := range []bool{true, false} {
+			bg.bt.noSplitK = !split
+			for k, gr := range bg.bt.graphs {
+				gr.Destroy()
+				delete(bg.bt.graphs, k)
+			}
+			st := make([]backend.SeqStep, n)
+			for i := range st {
+				p := randPrompt(r, 128, vocab)
+				seq, _ := bg.KV().NewSeq(p)
+				if err := seq.Reserve(len(p) + steps + 1); err != nil {
+					t.Fatal(err)
+				}
+				st[i] = backend.SeqStep{Seq: seq, Tokens: p, Sample: true}
+			}
+			if err := bg.Step(ctx, st); err != nil {
+				t.Fatal(err)
+			}
+			var elapsed time.Duration
+			for s := 0; s <= steps; s++ {
+				for i := range st {
+					st[i].Tokens = []int32{st[i].Next}
+				}
+				start := time.Now()
+				if err := bg.Step(ctx, st); err != nil {
+					t.Fatal(err)
+				}
+				if s > 0 { // the first captures the graph
+					elapsed += time.Since(start)
+				}
+			}
+			t.Logf("%s: %2d sequences, split-K %-5v: %7.2f ms a step, %8.0f tok/s", spec, n, split,
+				float64(elapsed.Microseconds())/1000/steps, float64(n*steps)/elapsed.Seconds())
+			for i := range st {
+				st[i].Seq.Free()
+			}
+		}
 	}
 }

@@ -26,6 +26,10 @@ type launcher struct {
 	rows, logitsRows           int
 	ffnShape, ffnMixShape      ffnShape
 	attnWarpsPerHead           int
+	// splitK lets a gemm with the add epilogue and one row tile split its
+	// k loop over blocks (gemm.cu): the batched decode step's O and down
+	// projections.
+	splitK bool
 	// attnCluster is the blocks per cluster of the attention kernel for
 	// contexts run whole (attention_cl; 0: the split kernel), set by
 	// Backend.capture for the graph of short contexts.

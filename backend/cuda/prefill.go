@@ -267,13 +267,22 @@ func (b *Backend) prefillProject(l *launcher, a cu.DevicePtr, m int, w *deviceMa
 // p.qkv: one product when they are stacked, else one each, side by side.
 func (b *Backend) prefillQKV(l *launcher, ly *layerWeights, m int) error {
 	p := b.pre
+	epi := gemmStore
+	if l.splitK && m <= gemmTileM {
+		// Split-K adds: into zeros.
+		c := &b.cfg
+		if err := b.c.MemsetD32Async(p.qkv, 0, m*(c.QDim()+2*c.KVDim()), l.stream); err != nil {
+			return err
+		}
+		epi = gemmAdd
+	}
 	if ly.qkv.Rows > 0 {
-		return l.gemm(p.xn, m, &ly.qkv, gemmStore, p.qkv)
+		return l.gemm(p.xn, m, &ly.qkv, epi, p.qkv)
 	}
 	n := ly.wq.Rows + ly.wk.Rows + ly.wv.Rows
 	col := 0
 	for _, w := range []*deviceMatrix{&ly.wq, &ly.wk, &ly.wv} {
-		if err := l.gemmInto(p.xn, m, w, nil, 0, gemmStore, p.qkv.Offset(4*col), n); err != nil {
+		if err := l.gemmInto(p.xn, m, w, nil, 0, epi, p.qkv.Offset(4*col), n); err != nil {
 			return err
 		}
 		col += w.Rows

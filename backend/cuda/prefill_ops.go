@@ -66,7 +66,13 @@ func (l *launcher) gemmInto(a cu.DevicePtr, m int, w, w2 *deviceMatrix, act mode
 		q2, d2 = w2.Q, w2.D
 		tilesN = (w.Rows + gemmTileN/2 - 1) / (gemmTileN / 2)
 	}
-	return l.launch(f, cu.Dim3{X: tilesN, Y: (m + gemmTileM - 1) / gemmTileM, Z: 1}, 128, 0,
+	tilesM, splits := (m+gemmTileM-1)/gemmTileM, 1
+	if l.splitK && epi == gemmAdd && tilesM == 1 {
+		// Enough blocks for two waves, each at least two k stages.
+		stages := (w.Cols/32 + 1) / 2
+		splits = max(1, min((2*l.sms+tilesN-1)/tilesN, stages/2))
+	}
+	return l.launch(f, cu.Dim3{X: tilesN, Y: tilesM, Z: splits}, 128, 0,
 		cu.Args{a, i32(m), i32(w.Cols), w.Q, w.D, q2, d2, i32(w.Rows), out, i32(ldo), i32(int(act))})
 }
 

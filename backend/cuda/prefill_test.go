@@ -147,6 +147,16 @@ func TestGemmKernels(t *testing.T) {
 				want[i] = c[i] + float64(y0[i])
 			}
 			check(t, name+" add", g.read(ya, m*n), want, gemmTol)
+			// Split-K (one row tile): the same sums, added in parts.
+			yb := g.floats(y0, 0)
+			g.settle()
+			g.l.splitK = true
+			err = g.l.gemm(da, m, dw, gemmAdd, yb)
+			g.l.splitK = false
+			if err != nil {
+				t.Fatal(err)
+			}
+			check(t, name+" add split-K", g.read(yb, m*n), want, gemmTol)
 
 			for _, act := range []model.Activation{model.SiLU, model.GELUTanh} {
 				h := g.halves((m + 1) * n)

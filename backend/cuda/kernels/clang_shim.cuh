@@ -32,6 +32,7 @@ extern "C" __device__ double exp(double);
 __device__ unsigned atomicAdd(unsigned *, unsigned);
 __device__ int atomicAdd(int *, int);
 __device__ double atomicAdd(double *, double);
+__device__ float atomicAdd(float *, float);
 __device__ void __threadfence();
 __device__ unsigned long long atomicAdd(unsigned long long *, unsigned long long);
 __device__ unsigned atomicOr(unsigned *, unsigned);

@@ -25,6 +25,13 @@
 // out are ldo elements apart (≥ n: Q, K and V of different types are
 // multiplied apart into column ranges of one output).
 //
+// Split-K (gridDim.z > 1, the add epilogue only): block z multiplies its
+// share of the k stages and adds its partial tile to out with float
+// atomics. A batched decode step has a few rows (one M tile), so the
+// projections with few output rows (O and down: one block per 64 of them)
+// would otherwise leave most SMs idle while each block walks all of k.
+// The sum's order then varies from run to run, within rounding.
+//
 // F16, BF16 and the mixed layouts (weights.cuh) load a block as the decode
 // kernels do and round its values to f16 (BF16 and the K-quants' products
 // of scales are not exact in f16: rounded to nearest).
@@ -189,7 +196,11 @@ __device__ __forceinline__ void gemm(const f16 *a, int m, int k, const u8 *wq, c
 	int wm = warp / WN, wn = warp % WN;
 	int m0 = blockIdx.y * GEMM_BM;
 	int nkb = k >> 5; // quant blocks per row
-	int stages = (nkb + 1) >> 1;
+	int all = (nkb + 1) >> 1;
+	// This block's stages [s0, s0 + stages) of the k loop (split-K).
+	int s0 = (int)((long)blockIdx.z * all / gridDim.z);
+	int stages = (int)((long)(blockIdx.z + 1) * all / gridDim.z) - s0;
+	const bool split = gridDim.z > 1;
 
 	// This thread's weight row and which of the stage's two quant blocks.
 	int brow = tid >> 1, bsub = tid & 1;
@@ -216,7 +227,7 @@ __device__ __forceinline__ void gemm(const f16 *a, int m, int k, const u8 *wq, c
 			for (int i = 0; i < ACH; i++) {
 				int c = tid + i * THREADS;
 				int r = c >> 3, col = (c & 7) * 8;
-				int gk = s * GEMM_BK + col;
+				int gk = (s0 + s) * GEMM_BK + col;
 				bool ok = m0 + r < m && gk < k;
 				const f16 *src = ok ? a + (long)(m0 + r) * k + gk : a;
 				cp_async16(smem_addr(&sa[s % 3][r * GEMM_LD + col]), src, ok);
@@ -225,7 +236,7 @@ __device__ __forceinline__ void gemm(const f16 *a, int m, int k, const u8 *wq, c
 		cp_async_commit();
 	};
 	auto load_b = [&](int s) {
-		int kb = 2 * s + bsub;
+		int kb = 2 * (s0 + s) + bsub;
 		return load_wblock<T>(bq, bd, wrow * nkb + kb, s < stages && brow_ok && kb < nkb);
 	};
 
@@ -292,7 +303,10 @@ __device__ __forceinline__ void gemm(const f16 *a, int m, int k, const u8 *wq, c
 				} else {
 					int c = blockIdx.x * GEMM_BN + col;
 					float *o = (float *)out + (long)row * ldo + c;
-					if (EPI == EPI_ADD) {
+					if (EPI == EPI_ADD && split) {
+						if (c < n) atomicAdd(o, v0);
+						if (c + 1 < n) atomicAdd(o + 1, v1);
+					} else if (EPI == EPI_ADD) {
 						if (c < n) o[0] += v0;
 						if (c + 1 < n) o[1] += v1;
 					} else {
