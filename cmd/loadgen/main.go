@@ -45,7 +45,9 @@ type config struct {
 	requests, maxTokens, ctx      int
 	threads                       int
 	temp                          float64
-	timeout                       time.Duration
+	first                         int // the first request's number
+
+	timeout time.Duration
 }
 
 func run(args []string, out io.Writer) error {
@@ -101,7 +103,8 @@ func run(args []string, out io.Writer) error {
 		return err
 	}
 	fmt.Fprintf(out, "| streams | requests | TTFT p50 | TTFT p99 | tokens/s per stream (median) | tokens/s total |\n|---|---|---|---|---|---|\n")
-	for _, n := range c.streams {
+	for run, n := range c.streams {
+		c.first = run * 1_000_000 // no prompt repeats an earlier run's
 		r, err := measure(base, c, n)
 		if err != nil {
 			return fmt.Errorf("%d streams: %w", n, err)
@@ -143,11 +146,11 @@ func measure(base string, c config, n int) (result, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
 	defer cancel()
 	// Each request numbers its message, so that its prompt differs from
-	// the previous one after the template's opening and the engine's
-	// prefix cache cannot skip the prefill.
+	// every other one (of this run and earlier ones) after the template's
+	// opening and the engine's prefix cache cannot skip the prefill.
 	body := func(i int) []byte {
 		b, _ := json.Marshal(map[string]any{
-			"messages":       []map[string]string{{"role": "user", "content": fmt.Sprintf("%d. %s", i, c.prompt)}},
+			"messages":       []map[string]string{{"role": "user", "content": fmt.Sprintf("%d. %s", c.first+i, c.prompt)}},
 			"max_tokens":     c.maxTokens,
 			"ignore_eos":     true, // every request makes its max_tokens, as benchmarks count them
 			"temperature":    c.temp,
