@@ -319,7 +319,7 @@ func (e *engine) loop() {
 		if len(steps) == 0 {
 			continue
 		}
-		err := e.be.Step(context.Background(), steps)
+		err := e.step(steps)
 		e.mu.Lock()
 		e.stats.Steps++
 		e.mu.Unlock()
@@ -358,6 +358,18 @@ func (e *engine) loop() {
 		}
 		running = slices.DeleteFunc(running, func(r *request) bool { return r.finished })
 	}
+}
+
+// step runs the backend's step. A panic there (a bug) fails the step's
+// generations instead of the process: the loop is not a request handler,
+// whose panics the server recovers.
+func (e *engine) step(steps []backend.SeqStep) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("generate: internal error in the batched step: %v", p)
+		}
+	}()
+	return e.be.Step(context.Background(), steps)
 }
 
 // addRunning counts generations in and out of the running set (those with a

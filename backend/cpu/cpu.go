@@ -95,6 +95,9 @@ func New(m *model.Model, o Options) (*Backend, error) {
 	if _, err := backend.ContextLen(kvTokens, &c); err != nil {
 		return nil, fmt.Errorf("cpu: KV cache pool: %w", err)
 	}
+	if kvTokens < ctxLen {
+		return nil, fmt.Errorf("cpu: a KV cache pool of %d tokens cannot hold one context of %d", kvTokens, ctxLen)
+	}
 	if len(c.LayerAttn) != c.NumLayers || len(m.Layers) != c.NumLayers {
 		return nil, fmt.Errorf("cpu: %d layers, %d bound, %d described (model.ConfigFromMetadata fills in LayerAttn)", c.NumLayers, len(m.Layers), len(c.LayerAttn))
 	}

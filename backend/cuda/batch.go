@@ -96,6 +96,9 @@ func (b *Backend) EnableBatching(kvTokens, maxSeqs int) (*Batched, error) {
 	if _, err := backend.ContextLen(kvTokens, c); err != nil {
 		return nil, fmt.Errorf("cuda: KV cache pool: %w", err)
 	}
+	if kvTokens < b.ctxLen {
+		return nil, fmt.Errorf("cuda: a KV cache pool of %d tokens cannot hold one context of %d", kvTokens, b.ctxLen)
+	}
 	kv, err := backend.NewKVPool(kvTokens, batchBlock)
 	if err != nil {
 		return nil, fmt.Errorf("cuda: %w", err)
