@@ -172,20 +172,21 @@ func TestStepErrors(t *testing.T) {
 	}
 	defer b.Close()
 	seq, _ := b.KV().NewSeq([]int32{1, 2})
+	fresh, _ := b.KV().NewSeq([]int32{3, 4}) // never reserves
 	other, _ := backend.NewKVPool(64, kvBlock)
 	foreign, _ := other.NewSeq([]int32{1})
 	foreign.Reserve(1)
 	cases := map[string]backend.SeqStep{
 		"no sequence":  {Tokens: []int32{1}},
 		"no tokens":    {Seq: seq},
-		"unreserved":   {Seq: seq, Tokens: []int32{1, 2}},
+		"unreserved":   {Seq: fresh, Tokens: []int32{1, 2}},
 		"token range":  {Seq: seq, Tokens: []int32{320}},
 		"short logits": {Seq: seq, Tokens: []int32{1}, Logits: make([]float32, 10)},
 		"past context": {Seq: seq, Tokens: make([]int32, 129)},
 		"another pool": {Seq: foreign, Tokens: []int32{1}, Sample: true},
 	}
 	for name, c := range cases {
-		if name != "unreserved" && c.Seq == seq {
+		if c.Seq == seq {
 			seq.Reserve(len(c.Tokens))
 		}
 		if err := b.Step(context.Background(), []backend.SeqStep{c}); err == nil {
