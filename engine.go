@@ -82,7 +82,7 @@ func newEngine(m *Model, be backend.Batcher, maxSeqs int) *engine {
 	if maxSeqs <= 0 {
 		maxSeqs = defaultSequences
 	}
-	e := &engine{m: m, be: be, maxSeqs: maxSeqs, stepTokens: 512,
+	e := &engine{m: m, be: be, maxSeqs: maxSeqs, stepTokens: max(be.StepTokens(), maxSeqs),
 		submit: make(chan *request), calls: make(chan func()), wake: make(chan struct{}, 1),
 		quit: make(chan struct{}), done: make(chan struct{})}
 	go e.loop()

@@ -60,4 +60,8 @@ type Batcher interface {
 	// no sequence has been committed, though their reserved rows may have
 	// been written.
 	Step(ctx context.Context, steps []SeqStep) error
+	// StepTokens is the most tokens a step should take: prompts are read
+	// in chunks that keep a step near the time of one pass, so that the
+	// sequences decoding beside them are not held back.
+	StepTokens() int
 }

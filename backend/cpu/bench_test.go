@@ -5,6 +5,7 @@ import (
 	"os"
 	"testing"
 
+	"gotok/backend"
 	"gotok/model"
 )
 
@@ -90,4 +91,48 @@ func BenchmarkDecodeDepth(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "tok/s")
+}
+
+// BenchmarkStep8 decodes 8 sequences together (Step), each after a
+// 128-token prompt: the batched engine's steady state.
+func BenchmarkStep8(b *testing.B) {
+	m := benchModel(b)
+	const n = 8
+	be, err := New(m, Options{ContextLen: 1024, KVTokens: n * 1024})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer be.Close()
+	ctx := context.Background()
+	st := make([]backend.SeqStep, n)
+	for i := range st {
+		p := make([]int32, 128)
+		for j := range p {
+			p[j] = int32((i*131 + j*37) % m.Config.VocabSize)
+		}
+		seq, _ := be.KV().NewSeq(p)
+		if err := seq.Reserve(len(p)); err != nil {
+			b.Fatal(err)
+		}
+		st[i] = backend.SeqStep{Seq: seq, Tokens: p, Sample: true}
+	}
+	if err := be.Step(ctx, st); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for it := 0; it < b.N; it++ {
+		for i := range st {
+			if st[i].Seq.Len() >= 1000 {
+				b.Fatal("context full: lower -benchtime")
+			}
+			if err := st[i].Seq.Reserve(1); err != nil {
+				b.Fatal(err)
+			}
+			st[i].Tokens = []int32{st[i].Next}
+		}
+		if err := be.Step(ctx, st); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.N*n)/b.Elapsed().Seconds(), "tok/s")
 }

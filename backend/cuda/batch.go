@@ -188,6 +188,9 @@ func (b *Backend) closeBatch() error {
 	return err
 }
 
+// StepTokens implements backend.Batcher: one prefill chunk.
+func (b *Batched) StepTokens() int { return b.pre.chunk }
+
 // KV implements backend.Batcher.
 func (b *Batched) KV() *backend.KVPool { return b.bt.kv }
 
