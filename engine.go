@@ -30,7 +30,6 @@ type engine struct {
 	maxSeqs, stepTokens int
 
 	submit chan *request
-	calls  chan func() // run on the loop between steps (PromptLogprobs)
 	wake   chan struct{}
 	quit   chan struct{}
 	done   chan struct{}
@@ -56,9 +55,11 @@ type EngineStats struct {
 	Steps                              int64
 }
 
-// request is one generation on the engine.
+// request is one generation on the engine, or one prompt to score
+// (PromptLogprobs: score set, g nil).
 type request struct {
 	g      *generation
+	score  *scoring
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 	tokens chan Token // to the caller; closed when the generation ends
@@ -83,7 +84,7 @@ func newEngine(m *Model, be backend.Batcher, maxSeqs int) *engine {
 		maxSeqs = defaultSequences
 	}
 	e := &engine{m: m, be: be, maxSeqs: maxSeqs, stepTokens: max(be.StepTokens(), maxSeqs),
-		submit: make(chan *request), calls: make(chan func()), wake: make(chan struct{}, 1),
+		submit: make(chan *request), wake: make(chan struct{}, 1),
 		quit: make(chan struct{}), done: make(chan struct{})}
 	go e.loop()
 	return e
@@ -117,16 +118,8 @@ func (e *engine) generate(ctx context.Context, prompt []int32, o GenerateOptions
 		return g.st, err
 	}
 	r.g = g
-	e.mu.Lock()
-	e.waiting++
-	e.mu.Unlock()
-	select {
-	case e.submit <- r:
-	case <-e.quit:
-		e.mu.Lock()
-		e.waiting--
-		e.mu.Unlock()
-		return g.st, errClosed
+	if err := e.enqueue(ctx, r); err != nil {
+		return g.st, err
 	}
 	delivered := 0
 	for t := range r.tokens {
@@ -158,18 +151,52 @@ func (e *engine) generate(ctx context.Context, prompt []int32, o GenerateOptions
 	return g.st, r.err
 }
 
-// call runs f on the loop between steps, with the backend to itself.
-func (e *engine) call(ctx context.Context, f func()) error {
-	done := make(chan struct{})
+// enqueue hands r to the loop.
+func (e *engine) enqueue(ctx context.Context, r *request) error {
+	e.mu.Lock()
+	e.waiting++
+	e.mu.Unlock()
 	select {
-	case e.calls <- func() { f(); close(done) }:
+	case e.submit <- r:
+		return nil
 	case <-e.quit:
+		e.mu.Lock()
+		e.waiting--
+		e.mu.Unlock()
 		return errClosed
 	case <-ctx.Done():
+		e.mu.Lock()
+		e.waiting--
+		e.mu.Unlock()
 		return ctx.Err()
 	}
-	<-done
-	return nil
+}
+
+// scoring is a PromptLogprobs request: its prompt runs a token a step,
+// beside the generations, each step's logits scoring the next token.
+type scoring struct {
+	tokens []int32
+	top    int
+	out    []Token
+}
+
+// promptLogprobs is Model.PromptLogprobs on the engine.
+func (e *engine) promptLogprobs(ctx context.Context, tokens []int32, top int) ([]Token, error) {
+	if len(tokens) < 2 {
+		return []Token{}, nil
+	}
+	r := &request{tokens: make(chan Token, tokenBuffer), score: &scoring{tokens: tokens, top: top}}
+	r.ctx, r.cancel = context.WithCancelCause(ctx)
+	defer r.cancel(nil)
+	if err := e.enqueue(ctx, r); err != nil {
+		return nil, fmt.Errorf("prompt logprobs: %w", err)
+	}
+	for range r.tokens { // closed when the scoring ends
+	}
+	if r.err != nil {
+		return nil, fmt.Errorf("prompt logprobs: %w", r.err)
+	}
+	return r.score.out, nil
 }
 
 // Stats reports what the engine is doing.
@@ -188,16 +215,21 @@ func (e *engine) loop() {
 	defer close(e.done)
 	var queue, running []*request // waiting for room; admitted, oldest first
 	finish := func(r *request, err error) {
+		if r.finished {
+			return
+		}
 		if r.seq != nil {
 			r.seq.Free()
 			r.seq = nil
 			e.addRunning(-1)
 		}
-		if !r.decodeStart.IsZero() {
-			r.g.st.DecodeDuration = time.Since(r.decodeStart)
-		}
-		if err != nil && r.g.st.StopReason == "" {
-			stopErr(&r.g.st, err)
+		if r.g != nil {
+			if !r.decodeStart.IsZero() {
+				r.g.st.DecodeDuration = time.Since(r.decodeStart)
+			}
+			if err != nil && r.g.st.StopReason == "" {
+				stopErr(&r.g.st, err)
+			}
 		}
 		r.err, r.finished = err, true
 		close(r.tokens)
@@ -210,26 +242,35 @@ func (e *engine) loop() {
 	for {
 		// Take new requests and calls; wait for something to do when idle.
 		idle := len(queue) == 0 && len(running) == 0
-		for {
-			var timer <-chan time.Time
-			if !idle {
-				if len(running) > 0 && !e.anyReady(running) {
-					timer = time.After(2 * time.Millisecond) // wake to notice cancellations
-				} else {
-					timer = closedTime
-				}
+		// One deadline for the wait, however many requests arrive in it.
+		var timer <-chan time.Time
+		setTimer := func() {
+			switch {
+			case idle:
+				timer = nil
+			case len(running) > 0 && !e.anyReady(running):
+				timer = time.After(2 * time.Millisecond) // wake to notice cancellations
+			default:
+				timer = closedTime
 			}
+		}
+		setTimer()
+		for {
 			select {
 			case r := <-e.submit:
 				e.mu.Lock()
 				e.waiting--
 				e.mu.Unlock()
-				r.pending = r.g.prompt // read only: fed is a copy
+				if r.score != nil {
+					r.pending = r.score.tokens[:len(r.score.tokens)-1]
+				} else {
+					r.pending = r.g.prompt // read only: fed is a copy
+				}
 				queue = append(queue, r)
-				idle = false
-				continue
-			case f := <-e.calls:
-				f()
+				if idle {
+					idle = false
+					setTimer()
+				}
 				continue
 			case <-e.wake:
 			case <-timer:
@@ -254,7 +295,11 @@ func (e *engine) loop() {
 		// Admit waiting requests, oldest first, while their prompts fit.
 		for len(queue) > 0 && len(running) < e.maxSeqs {
 			r := queue[0]
-			seq, reused := e.be.KV().NewSeq(r.pending)
+			prefix := r.pending
+			if r.score != nil {
+				prefix = nil // every position's logits are wanted
+			}
+			seq, reused := e.be.KV().NewSeq(prefix)
 			if err := seq.Reserve(len(r.pending) - reused); err != nil {
 				seq.Free()
 				if len(running) == 0 {
@@ -265,7 +310,7 @@ func (e *engine) loop() {
 				break
 			}
 			r.seq, r.fed, r.pending = seq, slices.Clone(r.pending[:reused]), r.pending[reused:]
-			if !r.promptDone {
+			if r.g != nil && !r.promptDone {
 				r.g.st.PromptReused = reused
 				r.started = time.Now()
 			}
@@ -300,8 +345,16 @@ func (e *engine) loop() {
 					continue
 				}
 				n := min(len(r.pending), budget)
+				if r.score != nil {
+					n = 1 // the logits of every position
+				}
 				st := backend.SeqStep{Seq: r.seq, Tokens: r.pending[:n]}
-				if n == len(r.pending) {
+				if r.score != nil {
+					if r.logits == nil {
+						r.logits = make([]float32, e.m.tok.VocabSize())
+					}
+					st.Logits = r.logits
+				} else if n == len(r.pending) {
 					if r.g.h != nil {
 						if r.logits == nil {
 							r.logits = make([]float32, e.m.tok.VocabSize())
@@ -323,41 +376,65 @@ func (e *engine) loop() {
 		e.mu.Lock()
 		e.stats.Steps++
 		e.mu.Unlock()
-		for k, st := range steps {
-			r := who[k]
+		for k := range steps {
 			if err != nil {
-				finish(r, err)
+				finish(who[k], err)
 				continue
 			}
-			r.fed = append(r.fed, st.Tokens...)
-			r.pending = r.pending[len(st.Tokens):]
-			if !st.Sample && st.Logits == nil {
-				continue // more of the prompt to read
-			}
-			tok := st.Next
-			if r.g.h != nil {
-				r.g.h.logits = st.Logits
-				var perr error
-				if tok, perr = r.g.h.pick(); perr != nil {
-					finish(r, perr)
-					continue
-				}
-			}
-			if !r.promptDone {
-				r.promptDone = true
-				r.g.st.PromptDuration = time.Since(r.started)
-				r.decodeStart = time.Now()
-			} else {
-				r.g.st.decodes++
-			}
-			if done, aerr := r.g.accept(tok, len(r.fed)); done {
-				finish(r, aerr)
-				continue
-			}
-			r.pending = []int32{tok}
+			e.took(who[k], &steps[k], finish)
 		}
 		running = slices.DeleteFunc(running, func(r *request) bool { return r.finished })
 	}
+}
+
+// took handles what a step gave request r (entry st): the sampled token
+// through the generation (or the next token's score), finishing r when it
+// is done. A panic there fails r alone.
+func (e *engine) took(r *request, st *backend.SeqStep, finish func(*request, error)) {
+	defer func() {
+		if p := recover(); p != nil {
+			finish(r, fmt.Errorf("generate: internal error: %v", p))
+		}
+	}()
+	r.fed = append(r.fed, st.Tokens...)
+	r.pending = r.pending[len(st.Tokens):]
+	if sc := r.score; sc != nil {
+		// The logits after position i score token i+1; after a preemption
+		// the positions already scored run again without a second score.
+		if i := len(r.fed); i > len(sc.out) {
+			next := sc.tokens[i]
+			lp, list := logprobs(e.m, st.Logits, next, sc.top)
+			sc.out = append(sc.out, Token{ID: next, Text: e.m.tok.Piece(next), Logprob: lp, Top: list})
+		}
+		if len(r.pending) == 0 {
+			finish(r, nil)
+		}
+		return
+	}
+	if !st.Sample && st.Logits == nil {
+		return // more of the prompt to read
+	}
+	tok := st.Next
+	if r.g.h != nil {
+		r.g.h.logits = st.Logits
+		var err error
+		if tok, err = r.g.h.pick(); err != nil {
+			finish(r, err)
+			return
+		}
+	}
+	if !r.promptDone {
+		r.promptDone = true
+		r.g.st.PromptDuration = time.Since(r.started)
+		r.decodeStart = time.Now()
+	} else {
+		r.g.st.decodes++
+	}
+	if done, err := r.g.accept(tok, len(r.fed)); done {
+		finish(r, err)
+		return
+	}
+	r.pending = []int32{tok}
 }
 
 // step runs the backend's step. A panic there (a bug) fails the step's
@@ -419,26 +496,4 @@ func (e *engine) makeRoom(r *request, running, queue *[]*request) {
 			return
 		}
 	}
-}
-
-// promptLogprobs is Model.PromptLogprobs on the loop: the prompt runs a
-// token a step in a sequence of its own, whose blocks then stay in the
-// prefix cache for a generation of the same prompt.
-func (e *engine) promptLogprobs(ctx context.Context, tokens []int32, top int) ([]Token, error) {
-	seq, _ := e.be.KV().NewSeq(nil)
-	defer seq.Free()
-	logits := make([]float32, e.m.tok.VocabSize())
-	out := make([]Token, 0, max(len(tokens)-1, 0))
-	for i := 0; i+1 < len(tokens); i++ {
-		if err := seq.Reserve(1); err != nil {
-			return nil, fmt.Errorf("prompt logprobs: %w", err)
-		}
-		if err := e.be.Step(ctx, []backend.SeqStep{{Seq: seq, Tokens: tokens[i : i+1], Logits: logits}}); err != nil {
-			return nil, fmt.Errorf("prompt logprobs: %w", err)
-		}
-		next := tokens[i+1]
-		lp, list := logprobs(e.m, logits, next, top)
-		out = append(out, Token{ID: next, Text: e.m.tok.Piece(next), Logprob: lp, Top: list})
-	}
-	return out, nil
 }

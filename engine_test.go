@@ -225,3 +225,42 @@ func TestEngineClose(t *testing.T) {
 		t.Error("generation after Close")
 	}
 }
+
+// TestEnginePromptLogprobs scores prompts while generations run: the
+// scores are those of a model doing nothing else, and a pool too small
+// for everything at once makes the scoring wait, not fail.
+func TestEnginePromptLogprobs(t *testing.T) {
+	ref := loadStoriesWith(t, Options{ContextLen: 128})
+	p := ref.Encode("Once upon a time, there was a little girl named Lily. She loved to play outside in the park with her friends.", GenerateOptions{})
+	want, err := ref.PromptLogprobs(context.Background(), p, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, kv := range []int{8 * 128, 160} {
+		m := loadStoriesWith(t, Options{ContextLen: 128, KVTokens: kv})
+		var wg sync.WaitGroup
+		for i := range 3 {
+			wg.Go(func() {
+				if r := runEngineCase(context.Background(), m, i); r.err != nil {
+					t.Error(r.err)
+				}
+			})
+		}
+		got, err := m.PromptLogprobs(context.Background(), p, 2)
+		wg.Wait()
+		if err != nil {
+			t.Fatalf("kv %d: %v", kv, err)
+		}
+		if len(got) != len(want) {
+			t.Fatalf("kv %d: %d scores, want %d", kv, len(got), len(want))
+		}
+		for i := range got {
+			if got[i].ID != want[i].ID || math.Abs(float64(got[i].Logprob-want[i].Logprob)) > 1e-4 || len(got[i].Top) != 2 || got[i].Top[0].ID != want[i].Top[0].ID {
+				t.Fatalf("kv %d: score %d is %+v, alone %+v", kv, i, got[i], want[i])
+			}
+		}
+		if st := m.EngineStats(); st.KVBlocksUsed != 0 {
+			t.Errorf("kv %d: %d blocks held afterwards", kv, st.KVBlocksUsed)
+		}
+	}
+}

@@ -159,12 +159,7 @@ func (m *Model) PromptLogprobs(ctx context.Context, tokens []int32, top int) ([]
 		}
 	}
 	if m.engine != nil {
-		var out []Token
-		var err error
-		if cerr := m.engine.call(ctx, func() { out, err = m.engine.promptLogprobs(ctx, tokens, top) }); cerr != nil {
-			return nil, fmt.Errorf("prompt logprobs: %w", cerr)
-		}
-		return out, err
+		return m.engine.promptLogprobs(ctx, tokens, top)
 	}
 	m.cached = m.cached[:0]
 	out := make([]Token, 0, max(len(tokens)-1, 0))

@@ -43,6 +43,8 @@ type KVPool struct {
 	computed int64
 	// onFree runs first in Seq.Free (SetOnFree).
 	onFree func(*Seq)
+	// private are the sequences of NewPrivateSeq.
+	private []*Seq
 }
 
 type kvBlock struct {
@@ -121,6 +123,7 @@ type Seq struct {
 	hashes []uint64
 	cache  bool
 	closed bool
+	reused int // prefix-cache tokens not yet counted in the pool's stats
 }
 
 // NewSeq starts a sequence that will hold prompt, sharing the cached
@@ -147,14 +150,23 @@ func (p *KVPool) NewSeq(prompt []int32) (s *Seq, reused int) {
 	}
 	reused = len(s.blocks) * bs
 	s.tokens = append(s.tokens, prompt[:reused]...)
-	p.reusedT += int64(reused)
+	s.reused = reused // counted at the first Commit: a sequence that never runs saved nothing
 	return s, reused
 }
 
 // NewPrivateSeq starts an empty sequence outside the prefix cache, for a
 // caller that rewrites positions (Truncate) as the single-sequence
-// Backend API does.
-func (p *KVPool) NewPrivateSeq() *Seq { return &Seq{pool: p} }
+// Backend API does. Its blocks are the pool's last resort: when a Reserve
+// finds no other room, private sequences give theirs up and are left
+// empty (Len 0), so that a backend used directly and then through a
+// batching engine does not keep blocks the engine needs.
+func (p *KVPool) NewPrivateSeq() *Seq {
+	s := &Seq{pool: p}
+	p.mu.Lock()
+	p.private = append(p.private, s)
+	p.mu.Unlock()
+	return s
+}
 
 // chain hashes a block's tokens after the hash of the blocks before it.
 func (p *KVPool) chain(prev uint64, tokens []int32) uint64 {
@@ -183,6 +195,20 @@ func (p *KVPool) holds(b int32, before []int32, tokens []int32) bool {
 		parent = before[n-1]
 	}
 	return blk.parent == parent && slices.Equal(blk.tokens, tokens)
+}
+
+// reclaimPrivate empties every private sequence but except, returning
+// their blocks (p.mu held).
+func (p *KVPool) reclaimPrivate(except *Seq) {
+	for _, q := range p.private {
+		if q == except || q.closed {
+			continue
+		}
+		for i := len(q.blocks) - 1; i >= 0; i-- {
+			p.release(q.blocks[i])
+		}
+		q.blocks, q.tokens = q.blocks[:0], q.tokens[:0]
+	}
 }
 
 // hold takes a reference to block b, taking it off the LRU list if it was
@@ -268,6 +294,9 @@ func (s *Seq) Reserve(n int) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if need > len(p.free)+p.lru.n {
+		p.reclaimPrivate(s)
+	}
+	if need > len(p.free)+p.lru.n {
 		return ErrKVFull
 	}
 	for range need {
@@ -293,6 +322,8 @@ func (s *Seq) Commit(tokens []int32) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.computed += int64(len(tokens))
+	p.reusedT += int64(s.reused)
+	s.reused = 0
 	for len(s.hashes) < len(s.tokens)/bs {
 		i := len(s.hashes)
 		var prev uint64
@@ -340,6 +371,14 @@ func (s *Seq) Free() {
 	s.closed = true
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if !s.cache {
+		for i, q := range p.private {
+			if q == s {
+				p.private = append(p.private[:i], p.private[i+1:]...)
+				break
+			}
+		}
+	}
 	// Last block first, so that a prefix's later blocks are evicted before
 	// its earlier ones.
 	for i := len(s.blocks) - 1; i >= 0; i-- {

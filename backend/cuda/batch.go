@@ -129,9 +129,7 @@ func (b *Backend) EnableBatching(kvTokens, maxSeqs int) (*Batched, error) {
 	}
 	kv.SetOnFree(func(s *backend.Seq) {
 		if s == bt.res {
-			if err := (&Batched{b}).flushResident(); err != nil && bt.failed == nil {
-				bt.failed = fmt.Errorf("cuda: writing a sequence back to the KV pool: %w", err)
-			}
+			(&Batched{b}).flushResident() // a failure sets bt.failed
 		}
 	})
 	cache := 4 * bt.rows * c.KVDim()
@@ -332,7 +330,12 @@ func (b *Batched) flushResident() error {
 	}
 	bt.res = nil
 	if from, to := bt.resSynced, res.Len(); to > from {
-		return b.copyKV(res, from, to, true)
+		if err := b.copyKV(res, from, to, true); err != nil {
+			// The pool's copy of the sequence (and any block of it in the
+			// prefix cache) is stale: nothing may read the pool again.
+			bt.failed = fmt.Errorf("cuda: writing a sequence back to the KV pool: %w", err)
+			return bt.failed
+		}
 	}
 	return nil
 }
