@@ -307,7 +307,14 @@ func (e *engine) loop() {
 					queue = queue[1:]
 					continue
 				}
-				break
+				// A running request whose reader has not taken its tokens
+				// cannot step: it gives its room up and queues behind r
+				// (its blocks stay in the prefix cache while nobody needs
+				// them, so coming back is mostly a cache hit).
+				if !e.yieldStalled(&running, &queue) {
+					break
+				}
+				continue
 			}
 			r.seq, r.fed, r.pending = seq, slices.Clone(r.pending[:reused]), r.pending[reused:]
 			if r.g != nil && !r.promptDone {
@@ -455,6 +462,32 @@ func (e *engine) addRunning(n int) {
 	e.mu.Lock()
 	e.stats.Running += n
 	e.mu.Unlock()
+}
+
+// yieldStalled preempts the most recently admitted running request that
+// cannot step (its token buffer is full), putting it second in the queue,
+// behind the request that needs its room. It reports whether it found one.
+func (e *engine) yieldStalled(running, queue *[]*request) bool {
+	rs := *running
+	for i := len(rs) - 1; i >= 0; i-- {
+		v := rs[i]
+		if cap(v.tokens)-len(v.tokens) >= 2 {
+			continue // it can step: no reason to stop it
+		}
+		v.seq.Free()
+		v.seq = nil
+		e.addRunning(-1)
+		v.pending = append(v.fed, v.pending...)
+		v.fed = nil
+		*running = slices.Delete(rs, i, i+1)
+		q := *queue
+		*queue = append(q[:1], append([]*request{v}, q[1:]...)...)
+		e.mu.Lock()
+		e.stats.Preemptions++
+		e.mu.Unlock()
+		return true
+	}
+	return false
 }
 
 // closedTime is a channel that is always ready.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -343,5 +344,54 @@ func TestEngineCUDA(t *testing.T) {
 	}
 	if st := batched.EngineStats(); st.KVBlocksUsed != 0 || st.Steps == 0 {
 		t.Errorf("engine after the run: %+v", st)
+	}
+}
+
+// TestEngineStalledReaderYields: a generation whose reader stalls gives
+// its KV room up to a request that needs it, and finishes as it would
+// alone once its reader takes tokens again.
+func TestEngineStalledReaderYields(t *testing.T) {
+	m := loadStoriesWith(t, Options{ContextLen: 128, KVTokens: 128})
+	o := GenerateOptions{IgnoreEOS: true, MaxTokens: 20}
+	p := m.PromptTokens("Once upon a time, there was a little girl named Lily. She loved to play with her toys and her friends in the big green park.", o)
+	for len(p) < 100 {
+		p = append(p, p[1:]...)
+	}
+	p = p[:100]
+	var want []int32
+	ref := loadStoriesWith(t, Options{ContextLen: 128})
+	if _, err := ref.GenerateTokens(context.Background(), p, o, func(tk Token) error {
+		want = append(want, tk.ID)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	release, started := make(chan struct{}), make(chan struct{})
+	var got []int32
+	var genErr error
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		_, genErr = m.GenerateTokens(context.Background(), p, o, func(tk Token) error {
+			if len(got) == 0 {
+				close(started)
+				<-release
+			}
+			got = append(got, tk.ID)
+			return nil
+		})
+	})
+	<-started
+	// 100 positions of 128 are held: a 40-token request must take them.
+	q := m.PromptTokens("The sun was hot and the children wanted to swim in the lake near the old tree by the house", o)
+	if _, err := m.PromptLogprobs(context.Background(), q, 1); err != nil {
+		t.Errorf("beside a stalled reader: %v", err)
+	}
+	close(release)
+	wg.Wait()
+	if genErr != nil || !slices.Equal(got, want) {
+		t.Errorf("stalled generation: %v, tokens %v, alone %v", genErr, got, want)
+	}
+	if st := m.EngineStats(); st.Preemptions == 0 || st.KVBlocksUsed != 0 {
+		t.Errorf("engine: %+v", st)
 	}
 }
