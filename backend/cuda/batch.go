@@ -7,7 +7,6 @@ import (
 
 	"gotok/backend"
 	"gotok/backend/cuda/cu"
-	"gotok/model"
 	"gotok/sample"
 )
 
@@ -517,7 +516,7 @@ func (b *Batched) recordPass(m, segs, maxRows, nout, oOut int) error {
 	l := p.l
 	l.pdl = p.l.pdl && m <= p.pdlMax
 	l.splitK = !bt.noSplitK
-	err := b.recordBatch(&l, m, batchArgs{tok: in(0), pos: in(oPos), row: in(oRow), seg: in(oSeg), segs: segs,
+	err := b.recordPrefill(&l, in(0), m, 0, &batchArgs{pos: in(oPos), row: in(oRow), seg: in(oSeg), segs: segs,
 		maxRows: maxRows, tables: in(oTable)})
 	if err != nil || nout == 0 {
 		return err
@@ -548,63 +547,8 @@ func greedySampler(s *sample.Sampler) bool {
 
 // batchArgs are a pass's per-token inputs on the device.
 type batchArgs struct {
-	tok, pos, row cu.DevicePtr // int32 [m]
+	pos, row      cu.DevicePtr // int32 [m]
 	seg           cu.DevicePtr // int32 [segs][4]: first token, tokens, first position, table offset
 	segs, maxRows int
 	tables        cu.DevicePtr
-}
-
-// recordBatch enqueues every layer for the pass's m tokens, leaving the
-// residual stream in b.pre.x: recordPrefill's kernels, with RoPE at each
-// token's position, K and V written to its pool row, and attention over
-// each segment's sequence.
-func (b *Batched) recordBatch(l *launcher, m int, a batchArgs) error {
-	c, p, bt := &b.cfg, b.pre, b.bt
-	blk := &c.Block
-	if err := l.prefillEmbed(a.tok, m, &b.embd, blk.EmbedScale, p.x); err != nil {
-		return err
-	}
-	for i := range b.layers {
-		ly := &b.layers[i]
-		if err := l.prefillNorm(p.x, ly.attnNorm, c.RMSEps, m, c.Dim, p.xn); err != nil {
-			return err
-		}
-		if err := b.prefillQKV(l, ly, m); err != nil {
-			return err
-		}
-		biasFrom := 0
-		if ly.qNorm != 0 {
-			if err := l.prefillQKNorm(p.qkv, m, ly.bias, c.NumHeads, c.NumKVHeads, c.HeadDim, blk.QKNorm == model.QKNormFull,
-				ly.qNorm, ly.kNorm, c.RMSEps); err != nil {
-				return err
-			}
-			biasFrom = c.NumHeads + c.NumKVHeads
-		}
-		ropeCS, ropeDim := b.layerRope(i)
-		err := l.prefillRope(ropeArgs{qkv: p.qkv, bias: ly.bias, biasFrom: biasFrom, m: m, nHead: c.NumHeads,
-			nKV: c.NumKVHeads, hd: c.HeadDim, ropeCS: ropeCS, ropeDim: ropeDim, neox: c.Rope.Neox, temp: b.temp, q: p.q,
-			kCache: bt.kCache[i], vCache: bt.vCache[i], ctxMax: bt.rows, posOf: a.pos, rowOf: a.row})
-		if err != nil {
-			return err
-		}
-		err = l.prefillAttentionPaged(pagedAttnArgs{q: p.q, seg: a.seg, segs: a.segs, maxRows: a.maxRows, tables: a.tables,
-			bs: batchBlock, kCache: bt.kCache[i], vCache: bt.vCache[i], rows: bt.rows, nHead: c.NumHeads, nKV: c.NumKVHeads,
-			hd: c.HeadDim, scale: blk.AttnScale, window: c.LayerAttn[i].Window, softcap: blk.AttnSoftcap, out: p.xn})
-		if err != nil {
-			return err
-		}
-		if err := b.prefillProject(l, p.xn, m, &ly.wo, ly.attnPost); err != nil {
-			return err
-		}
-		if err := l.prefillNorm(p.x, ly.ffnNorm, c.RMSEps, m, c.Dim, p.xn); err != nil {
-			return err
-		}
-		if err := l.gemmGLU(p.xn, m, &ly.gate, &ly.up, blk.Act, p.h); err != nil {
-			return err
-		}
-		if err := b.prefillProject(l, p.h, m, &ly.down, ly.ffnPost); err != nil {
-			return err
-		}
-	}
-	return nil
 }

@@ -170,7 +170,7 @@ func (b *Backend) prefillBatched(ctx context.Context, tokens []int32, pos int) (
 		last = min(p.chunk, len(tokens)-c0)
 		l := p.l
 		l.pdl = p.l.pdl && last <= p.pdlMax
-		if err := b.recordPrefill(&l, p.dtok.Offset(4*c0), last, pos+c0); err != nil {
+		if err := b.recordPrefill(&l, p.dtok.Offset(4*c0), last, pos+c0, nil); err != nil {
 			return fail(err)
 		}
 	}
@@ -194,7 +194,11 @@ func (b *Backend) prefillBatched(ctx context.Context, tokens []int32, pos int) (
 // kernels but for the Q/K norms (prefill_qk_norm, before prefill_rope) and
 // the post-norms and residual multipliers (the projection stores its
 // product, and prefill_branch adds it to x).
-func (b *Backend) recordPrefill(l *launcher, tok cu.DevicePtr, m, pos0 int) error {
+//
+// With ba, the tokens are a batched step's (batch.go): each at its own
+// position, its K and V written to its row of the KV pool, attention over
+// each segment's sequence; pos0 is unused.
+func (b *Backend) recordPrefill(l *launcher, tok cu.DevicePtr, m, pos0 int, ba *batchArgs) error {
 	c, p := &b.cfg, b.pre
 	blk := &c.Block
 	if err := l.prefillEmbed(tok, m, &b.embd, blk.EmbedScale, p.x); err != nil {
@@ -218,15 +222,27 @@ func (b *Backend) recordPrefill(l *launcher, tok cu.DevicePtr, m, pos0 int) erro
 			biasFrom = c.NumHeads + c.NumKVHeads
 		}
 		ropeCS, ropeDim := b.layerRope(i)
-		err := l.prefillRope(ropeArgs{qkv: p.qkv, bias: ly.bias, biasFrom: biasFrom, m: m, pos0: pos0, nHead: c.NumHeads,
+		ra := ropeArgs{qkv: p.qkv, bias: ly.bias, biasFrom: biasFrom, m: m, pos0: pos0, nHead: c.NumHeads,
 			nKV: c.NumKVHeads, hd: c.HeadDim, ropeCS: ropeCS, ropeDim: ropeDim, neox: c.Rope.Neox, temp: b.temp, q: p.q,
-			kCache: ly.kCache, vCache: ly.vCache, ctxMax: b.ctxLen})
-		if err != nil {
+			kCache: ly.kCache, vCache: ly.vCache, ctxMax: b.ctxLen}
+		if ba != nil {
+			ra.kCache, ra.vCache, ra.ctxMax = b.bt.kCache[i], b.bt.vCache[i], b.bt.rows
+			ra.posOf, ra.rowOf = ba.pos, ba.row
+		}
+		if err := l.prefillRope(ra); err != nil {
 			return err
 		}
-		err = l.prefillAttention(prefillAttnArgs{q: p.q, m: m, pos0: pos0, kCache: ly.kCache, vCache: ly.vCache,
-			ctxMax: b.ctxLen, nHead: c.NumHeads, nKV: c.NumKVHeads, hd: c.HeadDim, scale: blk.AttnScale,
-			window: c.LayerAttn[i].Window, softcap: blk.AttnSoftcap, out: p.xn})
+		var err error
+		if ba == nil {
+			err = l.prefillAttention(prefillAttnArgs{q: p.q, m: m, pos0: pos0, kCache: ly.kCache, vCache: ly.vCache,
+				ctxMax: b.ctxLen, nHead: c.NumHeads, nKV: c.NumKVHeads, hd: c.HeadDim, scale: blk.AttnScale,
+				window: c.LayerAttn[i].Window, softcap: blk.AttnSoftcap, out: p.xn})
+		} else {
+			err = l.prefillAttentionPaged(pagedAttnArgs{q: p.q, seg: ba.seg, segs: ba.segs, maxRows: ba.maxRows,
+				tables: ba.tables, bs: batchBlock, kCache: b.bt.kCache[i], vCache: b.bt.vCache[i], rows: b.bt.rows,
+				nHead: c.NumHeads, nKV: c.NumKVHeads, hd: c.HeadDim, scale: blk.AttnScale,
+				window: c.LayerAttn[i].Window, softcap: blk.AttnSoftcap, out: p.xn})
+		}
 		if err != nil {
 			return err
 		}

@@ -367,7 +367,7 @@ func TestPrefillSpeed(t *testing.T) {
 			line += fmt.Sprintf(" pp%d %.0f tok/s (%v);", n, float64(n)/total[4].Seconds(), total[4].Round(time.Microsecond))
 		}
 		start := time.Now()
-		if err := g.recordPrefill(&g.pre.l, g.pre.dtok, 512, 0); err != nil {
+		if err := g.recordPrefill(&g.pre.l, g.pre.dtok, 512, 0, nil); err != nil {
 			t.Fatal(err)
 		}
 		enq := time.Since(start)
