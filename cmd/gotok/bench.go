@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -8,12 +9,14 @@ import (
 	"math"
 	"math/rand/v2"
 	"path/filepath"
+	"slices"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"gotok"
+	"gotok/backend"
 	"gotok/sample"
 )
 
@@ -24,6 +27,8 @@ func newBenchCmd() *cobra.Command {
 		depth  []int
 		reps   int
 		asJSON bool
+		npl    []int
+		kv     int
 	)
 	cmd := &cobra.Command{
 		Use:   "bench [-m MODEL] [-p 512] [-n 128] [-r 5] [--json]",
@@ -33,7 +38,13 @@ text generation (tg N: N tokens one at a time, greedy) on random tokens, as
 llama-bench does, and prints tok/s as mean ± standard deviation over the
 repetitions after one warm-up run. -p and -n take comma-separated lists; -d
 runs the tests after a context of that many tokens. --json prints one object
-per test with llama-bench's field names (n_prompt, n_gen, avg_ts, stddev_ts, …).`,
+per test with llama-bench's field names (n_prompt, n_gen, avg_ts, stddev_ts, …).
+
+--npl 1,8,32 measures sequences run together instead, as llama-batched-bench
+does: for each count, that many sequences of -p prompt tokens in one step,
+then -n steps of one token each for all of them (the first -p and -n
+values), with its table (S_TG: generated tokens a second, all sequences
+together).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if reps <= 0 {
@@ -48,11 +59,36 @@ per test with llama-bench's field names (n_prompt, n_gen, avg_ts, stddev_ts, …
 			if err != nil {
 				return err
 			}
+			if len(npl) > 0 {
+				// Room for the largest batch, and on the GPU batching on.
+				lf.sequences = max(slices.Max(npl), 2)
+				lf.kvTokens = kv
+				if lf.kvTokens == 0 && len(pp) > 0 && len(tg) > 0 {
+					// At least one whole context, which the pool must hold.
+					lf.kvTokens = max(slices.Max(npl)*(pp[0]+tg[0]+16), cmp.Or(lf.ctx, backend.DefaultMaxContext))
+				}
+			}
 			m, _, err := lf.open(path, cmd.ErrOrStderr())
 			if err != nil {
 				return err
 			}
 			defer m.Close()
+			if len(npl) > 0 {
+				if len(pp) == 0 || len(tg) == 0 {
+					return fmt.Errorf("bench --npl needs -p and -n")
+				}
+				rs, err := runBatchedBench(cmd.Context(), m, npl, pp[0], tg[0])
+				if err != nil {
+					return err
+				}
+				if asJSON {
+					enc := json.NewEncoder(cmd.OutOrStdout())
+					enc.SetIndent("", "  ")
+					return enc.Encode(rs)
+				}
+				printBatchedBench(cmd.OutOrStdout(), rs)
+				return nil
+			}
 			var tests []benchTest
 			for _, d := range depth {
 				for _, p := range pp {
@@ -94,6 +130,8 @@ per test with llama-bench's field names (n_prompt, n_gen, avg_ts, stddev_ts, …
 	f.IntSliceVarP(&depth, "n-depth", "d", []int{0}, "context depth before each test")
 	f.IntVarP(&reps, "repetitions", "r", 5, "repetitions of each test")
 	f.BoolVar(&asJSON, "json", false, "print JSON")
+	f.IntSliceVar(&npl, "npl", nil, "sequence counts to run together, llama-batched-bench style (e.g. 1,8,32)")
+	f.IntVar(&kv, "kv-tokens", 0, "with --npl: the KV cache pool in tokens (0: the largest count × (p + n))")
 	return cmd
 }
 

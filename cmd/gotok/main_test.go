@@ -259,6 +259,23 @@ func TestBenchJSON(t *testing.T) {
 	if err != nil || !strings.Contains(table, "pp16") || !strings.Contains(table, "tg4") {
 		t.Errorf("bench table: %v\n%s", err, table)
 	}
+	out, _, err = cli(t, "bench", "-p", "16", "-n", "4", "--npl", "1,3", "--json", "--device", "cpu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var batched []map[string]any
+	if err := json.Unmarshal([]byte(out), &batched); err != nil || len(batched) != 2 {
+		t.Fatalf("bench --npl --json: %v\n%s", err, out)
+	}
+	for i, b := range []float64{1, 3} {
+		r := batched[i]
+		if r["pl"] != b || r["n_kv"] != b*20 || !(r["speed_tg"].(float64) > 0) || !(r["speed_pp"].(float64) > 0) {
+			t.Errorf("bench --npl row %d: %v", i, r)
+		}
+	}
+	if _, _, err := cli(t, "bench", "-p", "16", "-n", "4", "--npl", "0", "--device", "cpu"); err == nil {
+		t.Error("bench --npl 0: no error")
+	}
 }
 
 func TestQuantizeKeepsQuantizedUnlessAllowed(t *testing.T) {

@@ -24,6 +24,9 @@ type loadFlags struct {
 	ctx     int
 	threads int
 	verbose bool
+	// sequences and kvTokens are gotok.Options' (commands set them; no flag
+	// here).
+	sequences, kvTokens int
 }
 
 func (l *loadFlags) add(f *pflag.FlagSet) {
@@ -55,7 +58,8 @@ func (l *loadFlags) open(path string, stderr io.Writer) (*gotok.Model, time.Dura
 	}
 	log := slog.New(&noticeHandler{w: stderr, level: level})
 	start := time.Now()
-	m, err := gotok.Load(path, gotok.Options{Device: l.device, ContextLen: l.ctx, Threads: l.threads, Logger: log})
+	m, err := gotok.Load(path, gotok.Options{Device: l.device, ContextLen: l.ctx, Threads: l.threads, Logger: log,
+		Sequences: l.sequences, KVTokens: l.kvTokens})
 	return m, time.Since(start), err
 }
 
