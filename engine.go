@@ -79,6 +79,10 @@ type request struct {
 	logits       []float32 // host sampling's buffer
 }
 
+// ready reports whether r can take a step: its caller has left room in
+// the buffer for a token and the closing text.
+func (r *request) ready() bool { return cap(r.tokens)-len(r.tokens) >= 2 }
+
 // tokenBuffer is how many tokens a generation may run ahead of its caller.
 const tokenBuffer = 16
 
@@ -351,7 +355,7 @@ func (e *engine) loop() {
 		for pass := 0; pass < 2; pass++ {
 			for _, r := range running {
 				decoding := r.promptDone && len(r.pending) == 1
-				if (pass == 0) != decoding || cap(r.tokens)-len(r.tokens) < 2 || budget == 0 {
+				if (pass == 0) != decoding || !r.ready() || budget == 0 {
 					continue
 				}
 				n := min(len(r.pending), budget)
@@ -474,7 +478,7 @@ func (e *engine) yieldStalled(running, queue *[]*request) bool {
 	rs := *running
 	for i := len(rs) - 1; i >= 0; i-- {
 		v := rs[i]
-		if cap(v.tokens)-len(v.tokens) >= 2 {
+		if v.ready() {
 			continue // it can step: no reason to stop it
 		}
 		v.seq.Free()
@@ -504,7 +508,7 @@ var closedTime = func() <-chan time.Time {
 // caller has room for more tokens.
 func (e *engine) anyReady(running []*request) bool {
 	for _, r := range running {
-		if cap(r.tokens)-len(r.tokens) >= 2 {
+		if r.ready() {
 			return true
 		}
 	}

@@ -4,6 +4,7 @@ package backend
 
 import (
 	"context"
+	"fmt"
 
 	"gotok/sample"
 )
@@ -45,6 +46,38 @@ type SeqStep struct {
 	Sample  bool
 	Sampler *sample.Sampler
 	Next    int32
+}
+
+// CheckSteps validates a batched step for a backend whose sequences come
+// from pool, with contexts of ctxLen and a vocabulary of vocab tokens:
+// every entry has a sequence of that pool (once in the step), tokens that
+// fit its context and the room reserved for them, and a logits buffer
+// that holds a row.
+func CheckSteps(steps []SeqStep, pool *KVPool, ctxLen, vocab int) error {
+	seen := make(map[*Seq]bool, len(steps))
+	for i := range steps {
+		st := &steps[i]
+		if st.Seq == nil {
+			return fmt.Errorf("step entry %d has no sequence", i)
+		}
+		if seen[st.Seq] {
+			return fmt.Errorf("step entry %d: a sequence twice in one step", i)
+		}
+		seen[st.Seq] = true
+		if err := CheckInput(st.Tokens, st.Seq.Len(), ctxLen, vocab); err != nil {
+			return fmt.Errorf("step entry %d: %w", i, err)
+		}
+		if st.Seq.Pool() != pool {
+			return fmt.Errorf("step entry %d: the sequence is of another backend's KV pool", i)
+		}
+		if room := st.Seq.Room(); room < len(st.Tokens) {
+			return fmt.Errorf("step entry %d: %d tokens with room for %d reserved", i, len(st.Tokens), room)
+		}
+		if st.Logits != nil && len(st.Logits) < vocab {
+			return fmt.Errorf("step entry %d: logits buffer of %d for %d tokens", i, len(st.Logits), vocab)
+		}
+	}
+	return nil
 }
 
 // Batcher is a Backend that runs many sequences in one step (continuous

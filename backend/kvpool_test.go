@@ -3,6 +3,7 @@ package backend
 import (
 	"errors"
 	"math/rand/v2"
+	"slices"
 	"testing"
 )
 
@@ -175,7 +176,7 @@ func TestKVPoolRandom(t *testing.T) {
 					continue
 				}
 				want := s.tokens[lo:hi]
-				if got, ok := owner[b]; ok && (hi-lo < 4 || len(got) < 4 || !equal(got, want)) {
+				if got, ok := owner[b]; ok && (hi-lo < 4 || len(got) < 4 || !slices.Equal(got, want)) {
 					t.Fatalf("iteration %d: block %d shared by different contents %v and %v", it, b, got, want)
 				}
 				owner[b] = want
@@ -187,63 +188,5 @@ func TestKVPoolRandom(t *testing.T) {
 		if p.Available()+len(held) != p.Blocks() {
 			t.Fatalf("iteration %d: %d available + %d held != %d", it, p.Available(), len(held), p.Blocks())
 		}
-	}
-}
-
-func equal(a, b []int32) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
-
-// TestKVPoolPrivateReclaimed: a private sequence (a backend's own) gives
-// its blocks up when a Reserve finds no other room, and is left empty.
-func TestKVPoolPrivateReclaimed(t *testing.T) {
-	p, _ := NewKVPool(16, 4) // 4 blocks
-	own := p.NewPrivateSeq()
-	run(t, own, seqOf(12, 0))
-	s, _ := p.NewSeq(seqOf(8, 50))
-	run(t, s, seqOf(8, 50))
-	if own.Len() != 0 || len(own.Table()) != 0 {
-		t.Fatalf("private sequence kept %d positions in %d blocks", own.Len(), len(own.Table()))
-	}
-	// The private sequence does not take back what a sequence holds.
-	if err := own.Reserve(12); !errors.Is(err, ErrKVFull) {
-		t.Fatalf("private reserve past a full pool: %v", err)
-	}
-	s.Free()
-	own.Free()
-	if u := p.Usage(); u.Held != 0 {
-		t.Fatalf("%d blocks held", u.Held)
-	}
-}
-
-// TestKVPoolReuseCountedOnce: a prefix reused by a sequence that never
-// runs (its Reserve failed, say) is not counted; one that runs is, once.
-func TestKVPoolReuseCountedOnce(t *testing.T) {
-	p, _ := NewKVPool(64, 4)
-	a, _ := p.NewSeq(seqOf(9, 0))
-	run(t, a, seqOf(9, 0))
-	for range 3 {
-		b, reused := p.NewSeq(seqOf(9, 0))
-		if reused != 8 {
-			t.Fatalf("reused %d", reused)
-		}
-		b.Free()
-	}
-	if u := p.Usage(); u.Reused != 0 {
-		t.Fatalf("reuse counted %d for sequences that never ran", u.Reused)
-	}
-	c, _ := p.NewSeq(seqOf(9, 0))
-	run(t, c, seqOf(9, 0)[8:])
-	run(t, c, []int32{3})
-	if u := p.Usage(); u.Reused != 8 {
-		t.Fatalf("reuse counted %d, want 8", u.Reused)
 	}
 }

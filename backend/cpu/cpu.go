@@ -243,23 +243,8 @@ func (b *Backend) Step(ctx context.Context, steps []backend.SeqStep) error {
 		return fmt.Errorf("cpu: %w", backend.ErrClosed)
 	}
 	vocab := b.c.VocabSize
-	for i := range steps {
-		st := &steps[i]
-		if st.Seq == nil {
-			return fmt.Errorf("cpu: step entry %d has no sequence", i)
-		}
-		if err := backend.CheckInput(st.Tokens, st.Seq.Len(), b.ctxLen, vocab); err != nil {
-			return fmt.Errorf("cpu: step entry %d: %w", i, err)
-		}
-		if st.Seq.Pool() != b.kv {
-			return fmt.Errorf("cpu: step entry %d: the sequence is of another backend's KV pool", i)
-		}
-		if room := st.Seq.Room(); room < len(st.Tokens) {
-			return fmt.Errorf("cpu: step entry %d: %d tokens with room for %d reserved", i, len(st.Tokens), room)
-		}
-		if st.Logits != nil && len(st.Logits) < vocab {
-			return fmt.Errorf("cpu: step entry %d: logits buffer of %d for %d tokens", i, len(st.Logits), vocab)
-		}
+	if err := backend.CheckSteps(steps, b.kv, b.ctxLen, vocab); err != nil {
+		return fmt.Errorf("cpu: %w", err)
 	}
 	// Fill batches of up to MaxBatch tokens; the head runs on the last
 	// token of each entry that wants its logits.

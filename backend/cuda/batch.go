@@ -199,28 +199,8 @@ func (b *Batched) Step(ctx context.Context, steps []backend.SeqStep) error {
 		return fmt.Errorf("cuda: %w", backend.ErrClosed)
 	}
 	bt, vocab := b.bt, b.cfg.VocabSize
-	seen := map[*backend.Seq]bool{}
-	for i := range steps {
-		st := &steps[i]
-		if st.Seq == nil {
-			return fmt.Errorf("cuda: step entry %d has no sequence", i)
-		}
-		if seen[st.Seq] {
-			return fmt.Errorf("cuda: step entry %d: a sequence twice in one step", i)
-		}
-		seen[st.Seq] = true
-		if err := backend.CheckInput(st.Tokens, st.Seq.Len(), b.ctxLen, vocab); err != nil {
-			return fmt.Errorf("cuda: step entry %d: %w", i, err)
-		}
-		if st.Seq.Pool() != bt.kv {
-			return fmt.Errorf("cuda: step entry %d: the sequence is of another backend's KV pool", i)
-		}
-		if room := st.Seq.Room(); room < len(st.Tokens) {
-			return fmt.Errorf("cuda: step entry %d: %d tokens with room for %d reserved", i, len(st.Tokens), room)
-		}
-		if st.Logits != nil && len(st.Logits) < vocab {
-			return fmt.Errorf("cuda: step entry %d: logits buffer of %d for %d tokens", i, len(st.Logits), vocab)
-		}
+	if err := backend.CheckSteps(steps, bt.kv, b.ctxLen, vocab); err != nil {
+		return fmt.Errorf("cuda: %w", err)
 	}
 	if bt.failed != nil {
 		return bt.failed
