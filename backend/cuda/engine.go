@@ -240,11 +240,7 @@ type Backend struct {
 	localRopeCS  cu.DevicePtr    // the rotation of the layers with LayerAttn.LocalRope (0: none)
 	temp         cu.DevicePtr    // the queries' attention temperature by position (tempTable; 0: none)
 	res          [2]cu.DevicePtr // the residual stream, fixed point (kernels/common.cuh): layer i reads res[i%2]
-	// branch holds the post-normed branches' outputs, fixed point (0: no
-	// post-norms): the FFN's of even layers, the attention's, the FFN's
-	// of odd layers (recordStep).
-	branch   cu.DevicePtr
-	qkTicket cu.DevicePtr // the QKV kernel's blocks done, for its Q/K norms
+	branch       cu.DevicePtr    // a post-normed branch's output, fixed point (0: no post-norms)
 	poison       cu.DevicePtr    // set when a residual addend did not fit in fixed point
 	q            cu.DevicePtr
 	ffnH         cu.DevicePtr // the split FFN's hidden units (tuning.ffnSplit)
@@ -745,7 +741,7 @@ func (b *Backend) allocState() error {
 	temp := tempTable(&c.Block, b.ctxLen)
 	branchWords := 0
 	if c.Block.PostNorm {
-		branchWords = 3 * 2 * c.Dim
+		branchWords = 2 * c.Dim
 	}
 	parts := 16 * b.c.Info.SMCount // at least logitsBlocks
 	bufs := []struct {
@@ -756,8 +752,8 @@ func (b *Backend) allocState() error {
 		{&b.partAcc, acc}, {&b.partML, ml}, {&b.partV, parts}, {&b.partI, parts},
 		{&b.ropeCS, len(rope)}, {&b.localRopeCS, len(localRope)}, {&b.temp, len(temp)},
 		// Zeroed below: counters, the poison word, the penalty history and
-		// the post-norms' branches (the QKV kernels zero them before use).
-		{&b.pos, 1}, {&b.next, 2}, {&b.ticket, 1}, {&b.qkTicket, 1}, {&b.attnTickets, 2 * c.NumHeads}, {&b.poison, 1}, {&b.best, 1}, {&b.params, spWords},
+		// the post-norms' branch (each post-norm zeroes it after reading).
+		{&b.pos, 1}, {&b.next, 2}, {&b.ticket, 1}, {&b.attnTickets, 2 * c.NumHeads}, {&b.poison, 1}, {&b.best, 1}, {&b.params, spWords},
 		{&b.hist, 2 + b.ctxLen}, {&b.counts, c.VocabSize}, {&b.branch, branchWords},
 	}
 	total, zeroFrom := 0, 0
@@ -803,27 +799,19 @@ func (b *Backend) allocState() error {
 
 // recordStep enqueues one decode step; it runs once per graph, under stream
 // capture, or every step in debug mode, where afterLayer checks each layer's
-// output (layerOut). The greedy step ends in the output head's argmax; the
-// sampled one applies the penalties there and runs the sampler chain after
-// it.
+// output. The greedy step ends in the output head's argmax; the sampled one
+// applies the penalties there and runs the sampler chain after it.
 //
 // A llama layer is three kernels. The residual stream lives in two
 // fixed-point buffers: layer i's QKV kernel reads res[i%2] and zeroes
 // res[(i+1)%2], its attention adds the output projection into res[i%2]
 // (nothing reads it meanwhile), and its FFN reads res[i%2] and sums it with
 // the FFN's output into res[(i+1)%2], the next layer's input. The block's
-// variations (model.Block) are arguments of those kernels; Q/K norms run
-// in the QKV kernel's tail.
-//
-// Post-norms (Gemma 2/3, OLMo 2) are three kernels a layer too: a branch
-// sums into a buffer of its own, and the next kernel that stages the
-// stream joins it (pending). Layer i's QKV kernel reads res[0] joined with
-// the previous FFN's branch, writes that joined stream to res[1] and zeroes
-// the two branches it and its layer will sum into: the attention's and
-// its own FFN's (even and odd layers alternate FFN branches, as the next
-// QKV kernel still reads the last one). The FFN reads res[1] joined with
-// the attention's branch and writes that to res[0]. After the last layer
-// postnorm joins the last branch for the head.
+// variations (model.Block) are arguments of those kernels, but for two,
+// which add a kernel each: Q/K norms (qk_norm, between the QKV kernel,
+// which then leaves Q and K unrotated, and attention) and post-norms (the
+// branch sums into b.branch, and postnorm adds it, normalized, to the
+// stream).
 func (b *Backend) recordStep(l *launcher, k stepKind, afterLayer func(i int) error) error {
 	c := &b.cfg
 	blk := &c.Block
@@ -835,27 +823,32 @@ func (b *Backend) recordStep(l *launcher, k stepKind, afterLayer func(i int) err
 	if err := l.embed(in, pos, b.params, nParams, &b.embd, blk.EmbedScale, b.res[0], b.poison); err != nil {
 		return err
 	}
-	post := blk.PostNorm
-	attnBranch := b.branch.Offset(8 * c.Dim)
-	var ffnWaiting pending // the post-normed FFN branch the next layer joins
 	for i := range b.layers {
 		ly := &b.layers[i]
 		cur, next := b.res[i%2], b.res[(i+1)%2]
 		ropeCS, ropeDim := b.layerRope(i)
 		qa := qkvArgs{res: cur, resNext: next, poison: b.poison, normW: ly.attnNorm, eps: c.RMSEps, wq: &ly.wq, wk: &ly.wk, wv: &ly.wv,
 			bias: ly.bias, nHead: c.NumHeads, nKV: c.NumKVHeads, headDim: c.HeadDim, ropeCS: ropeCS, ropeDim: ropeDim,
-			neox: c.Rope.Neox, temp: b.temp, pos: pos, q: b.q, kCache: ly.kCache, vCache: ly.vCache, ctxMax: b.ctxLen,
-			qNorm: ly.qNorm, kNorm: ly.kNorm, qkFull: blk.QKNorm == model.QKNormFull, qkTicket: b.qkTicket}
-		ffnBranch := b.branch.Offset(16 * c.Dim * (i % 2))
-		attnOut, attnRS := cur, blk.ResidualScale
-		if post {
-			qa.res, qa.pend = b.res[0], ffnWaiting
-			qa.pend.out = b.res[1]
-			qa.resNext, qa.nZero = b.branch.Offset(8*c.Dim*(i%2)), 2*c.Dim // this FFN's branch and the attention's
-			attnOut, attnRS = attnBranch, 1
+			neox: c.Rope.Neox, temp: b.temp, pos: pos, q: b.q, kCache: ly.kCache, vCache: ly.vCache, ctxMax: b.ctxLen}
+		if ly.qNorm != 0 {
+			qa.ropeDim, qa.temp = 0, 0 // qk_norm rotates and scales after the norms
 		}
 		if err := l.qkvRope(qa); err != nil {
 			return err
+		}
+		if ly.qNorm != 0 {
+			err := l.qkNorm(qkNormArgs{q: b.q, kCache: ly.kCache, pos: pos, ctxMax: b.ctxLen, nHead: c.NumHeads,
+				nKV: c.NumKVHeads, headDim: c.HeadDim, full: blk.QKNorm == model.QKNormFull, qw: ly.qNorm, kw: ly.kNorm,
+				eps: c.RMSEps, ropeCS: ropeCS, ropeDim: ropeDim, neox: c.Rope.Neox, temp: b.temp})
+			if err != nil {
+				return err
+			}
+		}
+		// A post-normed branch sums into b.branch; postnorm then adds it
+		// to the stream, with the residual multiplier.
+		attnOut, attnRS := cur, blk.ResidualScale
+		if ly.attnPost != 0 {
+			attnOut, attnRS = b.branch, 1
 		}
 		a := attnArgs{q: b.q, kCache: ly.kCache, vCache: ly.vCache, ctxMax: b.ctxLen, headDim: c.HeadDim,
 			nHead: c.NumHeads, nKV: c.NumKVHeads, pos: pos, scale: blk.AttnScale, window: c.LayerAttn[i].Window,
@@ -868,12 +861,15 @@ func (b *Backend) recordStep(l *launcher, k stepKind, afterLayer func(i int) err
 		if err := l.attention(a); err != nil {
 			return err
 		}
+		if ly.attnPost != 0 {
+			if err := l.postnorm(b.branch, cur, cur, ly.attnPost, c.RMSEps, blk.ResidualScale, c.Dim, b.poison); err != nil {
+				return err
+			}
+		}
 		fa := ffnArgs{res: cur, out: next, poison: b.poison, normW: ly.ffnNorm, eps: c.RMSEps,
 			gate: &ly.gate, up: &ly.up, down: &ly.down, act: blk.Act, rs: blk.ResidualScale}
-		if post {
-			fa.res, fa.out, fa.noCarry, fa.rs = b.res[1], ffnBranch, true, 1
-			fa.pend = pending{branch: attnBranch, w: ly.attnPost, rs: blk.ResidualScale, out: b.res[0]}
-			ffnWaiting = pending{branch: ffnBranch, w: ly.ffnPost, rs: blk.ResidualScale}
+		if ly.ffnPost != 0 {
+			fa.out, fa.noCarry, fa.rs = b.branch, true, 1
 		}
 		if b.tune.ffnSplit {
 			fa.h = b.ffnH
@@ -881,43 +877,18 @@ func (b *Backend) recordStep(l *launcher, k stepKind, afterLayer func(i int) err
 		if err := l.ffn(fa); err != nil {
 			return err
 		}
-		if afterLayer != nil {
-			if post {
-				// The layer's output whole, in res[0], for the check; the
-				// branch is zero after it, so the next layer's join adds 0.
-				if err := b.joinBranch(l, ffnWaiting); err != nil {
-					return err
-				}
+		if ly.ffnPost != 0 {
+			if err := l.postnorm(b.branch, cur, next, ly.ffnPost, c.RMSEps, blk.ResidualScale, c.Dim, b.poison); err != nil {
+				return err
 			}
+		}
+		if afterLayer != nil {
 			if err := afterLayer(i); err != nil {
 				return err
 			}
 		}
 	}
-	out := b.res[len(b.layers)%2]
-	if post {
-		if err := b.joinBranch(l, ffnWaiting); err != nil {
-			return err
-		}
-		out = b.res[0]
-	}
-	return b.recordHead(l, out, k == stepSampled || k == stepSampledChained)
-}
-
-// joinBranch adds a post-normed branch to res[0] with postnorm, which
-// zeroes the branch.
-func (b *Backend) joinBranch(l *launcher, p pending) error {
-	c := &b.cfg
-	return l.postnorm(p.branch, b.res[0], b.res[0], p.w, c.RMSEps, p.rs, c.Dim, b.poison)
-}
-
-// layerOut is the buffer holding layer i's output after afterLayer's
-// join (recordStep).
-func (b *Backend) layerOut(i int) cu.DevicePtr {
-	if b.cfg.Block.PostNorm {
-		return b.res[0]
-	}
-	return b.res[(i+1)%2]
+	return b.recordHead(l, b.res[len(b.layers)%2], k == stepSampled || k == stepSampledChained)
 }
 
 // layerRope is layer i's rotation table and dimension (0: the layer does
@@ -1127,7 +1098,7 @@ func (b *Backend) debugStep(token int32, pos int) (int32, error) {
 		if err := b.c.SyncStream(b.stream); err != nil {
 			return err
 		}
-		if err := b.c.CopyDtoH(buf, b.layerOut(i)); err != nil {
+		if err := b.c.CopyDtoH(buf, b.res[(i+1)%2]); err != nil {
 			return err
 		}
 		r.layer(i, pos)

@@ -521,7 +521,8 @@ func TestErrors(t *testing.T) {
 
 // TestDecodeSpeed measures decode on the model at $GOTOK_BENCH_MODEL: a
 // file, or a synth preset name such as smollm-135m, generated here as `gotok
-// gen --preset NAME` does (Q4_0, token_embd Q8_0, seed 1). It reports tok/s
+// gen --preset NAME` does (Q4_0, token_embd Q8_0, seed 1), with a family
+// after a colon (smollm-135m:gemma3) as --arch does. It reports tok/s
 // at tg128 from an empty cache and after a 2048-token context, greedy and
 // sampled on the device, kernels per token, device memory (and fails past
 // weights + KV cache + 64 MiB), each kernel kind's time, and a sweep of
@@ -534,7 +535,9 @@ func TestDecodeSpeed(t *testing.T) {
 	}
 	skipWithoutGPU(t)
 	var m *model.Model
-	if shape, ok := synth.Presets[path]; ok {
+	preset, arch, _ := strings.Cut(path, ":") // a synth preset, maybe with a family: "smollm-135m:gemma3"
+	if shape, ok := synth.Presets[preset]; ok {
+		shape.Arch = arch
 		m = genModel(t, shape, quant.Q4_0, 1)
 	} else {
 		var err error

@@ -39,15 +39,12 @@ type kernelSet struct {
 	// attentionCluster: attention_cl, for contexts run whole (sm_90+).
 	attentionCluster [numGPUTypes][attMaxNQ + 1]*cu.Function
 	ffn              [numGPUTypes][len(ffnShapes)]*cu.Function
-	// ffnPost: ffn with a post-normed branch joined as it stages the
-	// stream (kernels/ffn.cu's post kernels).
-	ffnPost [numGPUTypes][len(ffnShapes)]*cu.Function
 	// matvecAdd: the down projection of the split FFN (wide models).
 	matvecAdd   [numGPUTypes]*cu.Function
 	sampleChain *cu.Function
-	// postnorm joins the last layer's post-normed branch to the stream
-	// (the other branches join in the next kernel's staging).
-	postnorm *cu.Function
+	// qkNorm and postnorm: the block features of other families than
+	// llama's (Q/K norms, post-norms).
+	qkNorm, postnorm *cu.Function
 
 	pre prefillKernels // the batched prefill's kernels (prefill_kernels.go)
 
@@ -66,7 +63,7 @@ type kernelSet struct {
 // them 168–255 registers a thread. The launcher picks them where every
 // matrix a launch reads has that type (launcher.typed).
 type typedKernels struct {
-	qkvRope2, qkvRopeExt2, ffn, ffnPost, matvecAdd, logits *cu.Function
+	qkvRope2, qkvRopeExt2, ffn, matvecAdd, logits *cu.Function
 }
 
 // typedQuants are the types with typed kernels and their kernels' suffix:
@@ -96,7 +93,7 @@ func loadKernels(c *cu.Context) (_ *kernelSet, err error) {
 		}
 	}()
 	funcs := map[string]*cu.Function{}
-	for _, op := range []string{"embed", "qkv_rope", "attention", "ffn", "matvec_add", "postnorm", "logits", "sampler"} {
+	for _, op := range []string{"embed", "qkv_rope", "qk_norm", "attention", "ffn", "matvec_add", "postnorm", "logits", "sampler"} {
 		img, err := kernels.Image(op, c.Info.Major, c.Info.Minor, dir)
 		if err != nil {
 			return nil, err
@@ -126,7 +123,7 @@ func loadKernels(c *cu.Context) (_ *kernelSet, err error) {
 			case "ffn":
 				for i := range ffnShapes {
 					if i == 0 || t.quantized() {
-						names = append(names, ffnName(t, i, false), ffnName(t, i, true))
+						names = append(names, ffnName(t, i))
 					}
 				}
 			}
@@ -140,13 +137,13 @@ func loadKernels(c *cu.Context) (_ *kernelSet, err error) {
 			case "matvec_add":
 				names = append(names, "matvec_add_"+s)
 			case "ffn":
-				names = append(names, "ffn_"+s+"_u16w1", "ffn_post_"+s+"_u16w1")
+				names = append(names, "ffn_"+s+"_u16w1")
 			}
 		}
 		switch op {
 		case "sampler":
 			names = []string{"sample_chain"}
-		case "postnorm":
+		case "qk_norm", "postnorm":
 			names = []string{op}
 		}
 		for _, n := range names {
@@ -177,20 +174,22 @@ func loadKernels(c *cu.Context) (_ *kernelSet, err error) {
 			decode = append(decode, k.attention[t][nq], k.attentionCap[t][nq], k.attentionCluster[t][nq])
 		}
 		for i := range ffnShapes {
-			k.ffn[t][i], k.ffnPost[t][i] = funcs[ffnName(t, i, false)], funcs[ffnName(t, i, true)]
-			decode = append(decode, k.ffn[t][i], k.ffnPost[t][i])
+			if f := funcs[ffnName(t, i)]; f != nil {
+				k.ffn[t][i] = f
+				decode = append(decode, f)
+			}
 		}
 	}
 	k.typed = map[quant.Type]*typedKernels{}
 	for q, s := range typedQuants {
 		tk := &typedKernels{qkvRope2: funcs["qkv_rope_"+s+"_r2"], qkvRopeExt2: funcs["qkv_rope_ext_"+s+"_r2"],
-			ffn: funcs["ffn_"+s+"_u16w1"], ffnPost: funcs["ffn_post_"+s+"_u16w1"], matvecAdd: funcs["matvec_add_"+s], logits: funcs["logits_"+s]}
+			ffn: funcs["ffn_"+s+"_u16w1"], matvecAdd: funcs["matvec_add_"+s], logits: funcs["logits_"+s]}
 		k.typed[q] = tk
-		decode = append(decode, tk.qkvRope2, tk.qkvRopeExt2, tk.ffn, tk.ffnPost, tk.matvecAdd, tk.logits)
+		decode = append(decode, tk.qkvRope2, tk.qkvRopeExt2, tk.ffn, tk.matvecAdd, tk.logits)
 	}
 	k.sampleChain = funcs["sample_chain"]
-	k.postnorm = funcs["postnorm"]
-	decode = append(decode, k.postnorm)
+	k.qkNorm, k.postnorm = funcs["qk_norm"], funcs["postnorm"]
+	decode = append(decode, k.qkNorm, k.postnorm)
 	for _, f := range decode {
 		if f != nil {
 			k.decode = append(k.decode, f)
@@ -213,14 +212,9 @@ func loadKernels(c *cu.Context) (_ *kernelSet, err error) {
 	return k, nil
 }
 
-// ffnName is the FFN kernel for layout t and shape ffnShapes[i], or its
-// post twin.
-func ffnName(t gpuType, i int, post bool) string {
-	kind := "ffn"
-	if post {
-		kind = "ffn_post"
-	}
-	return fmt.Sprintf("%s_%s_u%dw%d", kind, t.suffix(), ffnShapes[i].units, ffnShapes[i].perWarp)
+// ffnName is the FFN kernel for layout t and shape ffnShapes[i].
+func ffnName(t gpuType, i int) string {
+	return fmt.Sprintf("ffn_%s_u%dw%d", t.suffix(), ffnShapes[i].units, ffnShapes[i].perWarp)
 }
 
 // decodeCarveout is the decode kernels' shared-memory share of L1, in

@@ -159,7 +159,6 @@ const embedMaxParams = 32
 type qkvArgs struct {
 	res        cu.DevicePtr // the residual stream, fixed point
 	resNext    cu.DevicePtr // zeroed for the FFN's sum
-	nZero      int          // the elements zeroed at resNext (0: the model width)
 	poison     cu.DevicePtr
 	normW      cu.DevicePtr // 0: no pre-norm
 	eps        float32
@@ -176,32 +175,7 @@ type qkvArgs struct {
 	kCache     cu.DevicePtr
 	vCache     cu.DevicePtr
 	ctxMax     int
-	pend       pending // a post-normed branch joined as the stream is staged
-	// qNorm and kNorm, when set, are the Q/K norms' gains: per head (a
-	// head's width) or over the whole projection (qkFull). The rotation
-	// and temperature then come after the norms, in the kernel's tail,
-	// which the last block runs when qkTicket (one counter word, zero)
-	// has counted the others.
-	qNorm, kNorm cu.DevicePtr
-	qkFull       bool
-	qkTicket     cu.DevicePtr
 }
-
-// pending is a branch's output that joins the residual stream through its
-// post-norm, rs·rmsnorm(branch)·w (w 0: rs·branch), in the kernel that
-// next stages the stream; that kernel writes the joined stream to out.
-type pending struct {
-	branch, w cu.DevicePtr // branch 0: nothing waits
-	rs        float32
-	out       cu.DevicePtr
-}
-
-// args are the kernels' four pend operands (kernels/decode.cuh).
-func (p pending) args() cu.Args { return cu.Args{p.branch, p.w, p.rs, p.out} }
-
-// qkMaxHeadDim is the widest head the QKV kernel's Q/K norms take per head
-// (QK_MAX_PAIRS pairs a lane in kernels/qkv_rope.cu).
-const qkMaxHeadDim = 256
 
 func (l *launcher) qkvRope(a qkvArgs) error {
 	t := a.wq.Type
@@ -214,10 +188,7 @@ func (l *launcher) qkvRope(a qkvArgs) error {
 	if l.rows > 2 {
 		r, f = rowsPerWarp(t), l.k.qkvRope[t]
 	}
-	if a.qNorm != 0 && !a.qkFull && a.headDim > qkMaxHeadDim {
-		return fmt.Errorf("cuda: no Q/K norms per head for heads of %d (at most %d)", a.headDim, qkMaxHeadDim)
-	}
-	ext := a.normW == 0 || a.temp != 0 || a.qNorm != 0 || a.pend.branch != 0 || a.pend.out != 0
+	ext := a.normW == 0 || a.temp != 0
 	if ext {
 		// The block's variations: the ext kernels (the plain ones have
 		// none of their code).
@@ -235,17 +206,10 @@ func (l *launcher) qkvRope(a qkvArgs) error {
 		}, a.wq, a.wk, a.wv)
 	}
 	perWarp := r / 2 // pairs of rows
-	nZero := a.nZero
-	if nZero == 0 {
-		nZero = a.wq.Cols
-	}
-	args := cu.Args{
-		a.res, a.resNext, i32(nZero), a.poison, a.normW, a.eps, i32(a.wq.Cols), a.wq.Q, a.wq.D, a.wk.Q, a.wk.D, a.wv.Q, a.wv.D,
-		a.bias, i32(a.nHead), i32(a.nKV), i32(a.headDim), a.ropeCS, i32(a.ropeDim), b32(a.neox), a.temp, a.pos, a.q,
-		a.kCache, a.vCache, i32(a.ctxMax)}
-	args = append(args, a.pend.args()...)
-	args = append(args, a.qNorm, a.kNorm, b32(a.qkFull), a.qkTicket)
-	return l.launch(f, cu.Dim(l.warpBlocks((pairs+perWarp-1)/perWarp, 0)), 32*l.warps(), stagedNormBytes(a.wq.Cols), args)
+	return l.launch(f, cu.Dim(l.warpBlocks((pairs+perWarp-1)/perWarp, 0)), 32*l.warps(), stagedNormBytes(a.wq.Cols), cu.Args{
+		a.res, a.resNext, a.poison, a.normW, a.eps, i32(a.wq.Cols), a.wq.Q, a.wq.D, a.wk.Q, a.wk.D, a.wv.Q, a.wv.D, a.bias,
+		i32(a.nHead), i32(a.nKV), i32(a.headDim), a.ropeCS, i32(a.ropeDim), b32(a.neox), a.temp, a.pos, a.q,
+		a.kCache, a.vCache, i32(a.ctxMax)})
 }
 
 // tempTable is model.Block's attention temperature of every position
@@ -259,6 +223,35 @@ func tempTable(b *model.Block, ctx int) []float32 {
 		t[p] = b.AttnTemp(p)
 	}
 	return t
+}
+
+// qkNormArgs are qk_norm's operands: the queries in q and the keys in the
+// cache rows at the step's position, written by qkv_rope unrotated.
+type qkNormArgs struct {
+	q, kCache  cu.DevicePtr
+	pos        cu.DevicePtr
+	ctxMax     int
+	nHead, nKV int
+	headDim    int
+	full       bool         // one norm over the whole projection (else one a head)
+	qw, kw     cu.DevicePtr // the gains
+	eps        float32
+	ropeCS     cu.DevicePtr
+	ropeDim    int
+	neox       bool
+	temp       cu.DevicePtr
+}
+
+// qkNorm launches a block a norm group: per head, a thread a rotation pair
+// (at least a warp); over the whole projection, 1024.
+func (l *launcher) qkNorm(a qkNormArgs) error {
+	groups, threads := a.nHead+a.nKV, min(1024, max(32, (a.headDim/2+31)&^31))
+	if a.full {
+		groups, threads = 2, 1024
+	}
+	return l.launch(l.k.qkNorm, cu.Dim(groups), threads, 0, cu.Args{
+		a.q, a.kCache, a.pos, i32(a.ctxMax), i32(a.nHead), i32(a.nKV), i32(a.headDim), b32(a.full), a.qw, a.kw, a.eps,
+		a.ropeCS, i32(a.ropeDim), b32(a.neox), a.temp})
 }
 
 // b32 is a kernel's int flag.
@@ -480,11 +473,7 @@ var defaultFFNShape = ffnShape{16, 1}
 const ffnMinUnits = 16
 
 // ffnKernel picks the FFN kernel for weights of type t.
-func (l *launcher) ffnKernel(t gpuType, post bool) (ffnShape, *cu.Function, error) {
-	fs := &l.k.ffn
-	if post {
-		fs = &l.k.ffnPost
-	}
+func (l *launcher) ffnKernel(t gpuType) (ffnShape, *cu.Function, error) {
 	want := l.ffnShape
 	if t == wtMix {
 		want = l.ffnMixShape // zero: defaultFFNShape, below
@@ -496,8 +485,8 @@ func (l *launcher) ffnKernel(t gpuType, post bool) (ffnShape, *cu.Function, erro
 		want = defaultFFNShape
 	}
 	for i, s := range ffnShapes {
-		if s == want && fs[t][i] != nil {
-			return s, fs[t][i], nil
+		if s == want && l.k.ffn[t][i] != nil {
+			return s, l.k.ffn[t][i], nil
 		}
 	}
 	return want, nil, fmt.Errorf("cuda: no FFN kernel for %s weights with %d units a block, %d a warp", t.suffix(), want.units, want.perWarp)
@@ -516,7 +505,6 @@ type ffnArgs struct {
 	gate, up, down *deviceMatrix
 	act            model.Activation
 	rs             float32 // the residual multiplier of the product
-	pend           pending // a post-normed branch joined as res is staged (the post kernels)
 }
 
 // ffn adds res (unless noCarry) and rs·W_down·(act(gate·n)·(up·n)),
@@ -527,13 +515,7 @@ func (l *launcher) ffn(a ffnArgs) error {
 		return fmt.Errorf("cuda: FFN of gate %s %d×%d, up %s %d×%d, down %s %d×%d: the fused kernel needs one type and matching shapes",
 			g.Type.suffix(), g.Rows, g.Cols, u.Type.suffix(), u.Rows, u.Cols, d.Type.suffix(), d.Rows, d.Cols)
 	}
-	// The post kernels stage the joined stream; carrying res, the
-	// stream before the join, into out would be wrong.
-	post := a.pend.branch != 0 || a.pend.out != 0
-	if post && !a.noCarry {
-		return fmt.Errorf("cuda: FFN joining a post-normed branch must leave res out of its output")
-	}
-	s, f, err := l.ffnKernel(g.Type, post)
+	s, f, err := l.ffnKernel(g.Type)
 	if err != nil {
 		return err
 	}
@@ -544,16 +526,11 @@ func (l *launcher) ffn(a ffnArgs) error {
 		if a.h != 0 {
 			ms = ms[:2]
 		}
-		f = l.typed(f, func(k *typedKernels) *cu.Function {
-			if post {
-				return k.ffnPost
-			}
-			return k.ffn
-		}, ms...)
+		f = l.typed(f, func(k *typedKernels) *cu.Function { return k.ffn }, ms...)
 	}
-	args := cu.Args{a.res, a.out, a.poison, a.normW, a.eps, i32(g.Cols), g.Q, g.D, u.Q, u.D, i32(g.Rows), d.Q, d.D,
-		i32(int(a.act)), a.rs, b32(!a.noCarry), a.h}
-	err = l.launch(f, cu.Dim((g.Rows+s.units-1)/s.units), 32*s.units/s.perWarp, stagedNormBytes(g.Cols), append(args, a.pend.args()...))
+	err = l.launch(f, cu.Dim((g.Rows+s.units-1)/s.units), 32*s.units/s.perWarp, stagedNormBytes(g.Cols), cu.Args{
+		a.res, a.out, a.poison, a.normW, a.eps, i32(g.Cols), g.Q, g.D, u.Q, u.D, i32(g.Rows), d.Q, d.D, i32(int(a.act)), a.rs,
+		b32(!a.noCarry), a.h})
 	if err != nil || a.h == 0 {
 		return err
 	}

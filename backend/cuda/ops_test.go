@@ -247,8 +247,7 @@ func fits(typ quant.Type, ks ...int) bool {
 // shape, fused in one kernel and split in two (gate/up, then matvec_add),
 // on shapes that end in part of a block, twice on the same inputs (the
 // fixed-point sum must give the same bits), and that a product too large
-// for the residual stream poisons the step. The variants without carry
-// run the post kernels, which join a post-normed branch to the stream.
+// for the residual stream poisons the step.
 func TestFFNKernel(t *testing.T) {
 	g := newGPU(t)
 	r := rand.New(rand.NewPCG(2, 2))
@@ -300,18 +299,6 @@ func TestFFNKernel(t *testing.T) {
 				name := fmt.Sprintf("%s/%dx%d/u%dw%d/split=%v/%+v", typ, sh.hidden, sh.k, fs.units, fs.perWarp, h != 0, v)
 				x, nw := randFloats(r, sh.k, 1), randFloats(r, sh.k, 1)
 				res, xr := g.residual(x)
-				// A branch's output kept apart (noCarry) is a post-normed
-				// family's: it joins the attention's branch as it stages
-				// the stream (the post kernels).
-				var pend pending
-				var join []float64
-				if v.noCarry {
-					pend, join = randPending(g, r, sh.k, si%2 == 0, 0.5)
-					name += "/pending"
-					for i := range xr {
-						xr[i] = float32(float64(xr[i]) + join[i])
-					}
-				}
 				n := refRMSNorm(xr, nw, 1e-5)
 				dnw := g.floats(nw, 0)
 				if v.noNorm {
@@ -330,12 +317,9 @@ func TestFFNKernel(t *testing.T) {
 				for run := 0; run < 2; run++ {
 					out := g.int64s(before)
 					a := ffnArgs{res: res, out: out, poison: poison, normW: dnw, eps: 1e-5, gate: gate, up: up, down: down, h: h,
-						act: v.act, rs: v.rs, noCarry: v.noCarry, pend: pend}
+						act: v.act, rs: v.rs, noCarry: v.noCarry}
 					if err := g.l.ffn(a); err != nil {
 						t.Fatal(err)
-					}
-					if pend.branch != 0 {
-						check(t, name+" joined stream", residualDelta(g.readInt64s(pend.out, sh.k), residualFixed(x)), join, f32Tol)
 					}
 					got := g.readInt64s(out, sh.k)
 					if run == 0 {
@@ -606,11 +590,9 @@ func i32s(w []uint32) []int32 {
 // block and head groups whose W_o columns end inside a 32-element block;
 // then the same on thread-block clusters (attention_cl). The cases turn
 // through the block's variations (model.Block): no pre-norm, attention
-// temperature, Q/K norms per head or over the whole projection (in
-// qkv_rope's tail, with its ticket back at zero after), a post-normed
-// branch joined as the stream is staged (and the joined stream written
-// out), and a sliding window, soft-capped scores and a residual multiplier
-// in the attention.
+// temperature, Q/K norms per head or over the whole projection (qk_norm
+// after qkv_rope), and a sliding window, soft-capped scores and a residual
+// multiplier in the attention.
 func TestAttentionStep(t *testing.T) {
 	g := newGPU(t)
 	r := rand.New(rand.NewPCG(5, 5))
@@ -687,7 +669,6 @@ func TestAttentionStep(t *testing.T) {
 		if temp != nil {
 			dtemp = g.floats(temp, 0)
 		}
-		qkTicket := g.int32s(0)
 		for _, pos := range []int{r.IntN(tc.minChunk), tc.ctx/3 + r.IntN(tc.ctx/3), tc.ctx - 1} {
 			name := fmt.Sprintf("%s/d%d/h%d/kv%d/hd%d/rope%d/neox=%v/bias=%v/pos%d/nonorm=%v/qk%d/temp=%v/win%d/cap%v/rs%v",
 				tc.typ, tc.dim, tc.nHead, tc.nKV, tc.headDim, tc.ropeD, tc.neox, tc.bias, pos, noNorm, qkMode, temp != nil,
@@ -696,17 +677,6 @@ func TestAttentionStep(t *testing.T) {
 			res, xr := g.residual(x)
 			next := g.int64s(randResidual(r, tc.dim))
 			poison := g.floats([]float32{0}, 0)
-			// Every other case stages the stream with a post-normed
-			// branch joined (with its norm or rs alone).
-			var pend pending
-			var join []float64
-			if ci%2 == 0 {
-				pend, join = randPending(g, r, tc.dim, ci%4 == 0, []float32{1, 0.5}[ci/2%2])
-				name += "/pending"
-				for i := range xr {
-					xr[i] = float32(float64(xr[i]) + join[i])
-				}
-			}
 			// A cache filled with random history, except the row being written.
 			kc, vc := randFloats(r, kvd*tc.ctx, 1), randFloats(r, kvd*tc.ctx, 1)
 			for h := 0; h < tc.nKV; h++ {
@@ -721,24 +691,26 @@ func TestAttentionStep(t *testing.T) {
 			eps := float32(1e-5)
 			qa := qkvArgs{res: res, resNext: next, poison: poison, normW: g.floats(nw, 0), eps: eps, wq: dwq, wk: dwk, wv: dwv, bias: dbias,
 				nHead: tc.nHead, nKV: tc.nKV, headDim: tc.headDim, ropeCS: dcs, ropeDim: tc.ropeD, neox: tc.neox, temp: dtemp,
-				pos: dpos, q: dq, kCache: dkc, vCache: dvc, ctxMax: tc.ctx, pend: pend, qkTicket: qkTicket}
+				pos: dpos, q: dq, kCache: dkc, vCache: dvc, ctxMax: tc.ctx}
 			if noNorm {
 				qa.normW = 0
 			}
 			if qkMode != model.QKNormNone {
-				qa.qNorm, qa.kNorm, qa.qkFull = g.floats(qw, 0), g.floats(kw, 0), qkMode == model.QKNormFull
+				qa.ropeDim, qa.temp = 0, 0
 			}
 			if err := g.l.qkvRope(qa); err != nil {
 				t.Fatal(err)
 			}
+			if qkMode != model.QKNormNone {
+				err := g.l.qkNorm(qkNormArgs{q: dq, kCache: dkc, pos: dpos, ctxMax: tc.ctx, nHead: tc.nHead, nKV: tc.nKV,
+					headDim: tc.headDim, full: qkMode == model.QKNormFull, qw: g.floats(qw, 0), kw: g.floats(kw, 0), eps: eps,
+					ropeCS: dcs, ropeDim: tc.ropeD, neox: tc.neox, temp: dtemp})
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
 			if got := g.readInt64s(next, tc.dim); slices.ContainsFunc(got, func(v int64) bool { return v != 0 }) {
 				t.Errorf("%s: qkv_rope left the next residual buffer nonzero", name)
-			}
-			if got := g.readInt32s(qkTicket, 1)[0]; got != 0 {
-				t.Errorf("%s: the Q/K norms' ticket is %d after the kernel, want 0", name, got)
-			}
-			if pend.branch != 0 {
-				check(t, name+" joined stream", residualDelta(g.readInt64s(pend.out, tc.dim), residualFixed(x)), join, f32Tol)
 			}
 			n := refRMSNorm(xr, nw, eps)
 			if noNorm {
@@ -850,24 +822,6 @@ func refNormGroups(v []float64, w []float32, n int, eps float32) {
 			v[g0+i] *= f * float64(w[i%len(w)])
 		}
 	}
-}
-
-// randPending is a post-normed branch of k elements waiting to join the
-// stream (normed or only scaled by rs), its out buffer holding garbage,
-// and the addend it joins with, rs·rmsnorm(branch)·w, in float64.
-func randPending(g *gpu, r *rand.Rand, k int, norm bool, rs float32) (pending, []float64) {
-	branch, br := g.residual(randFloats(r, k, 2))
-	add := f64s(br)
-	p := pending{branch: branch, rs: rs, out: g.int64s(randResidual(r, k))}
-	if norm {
-		w := randFloats(r, k, 1)
-		p.w = g.floats(w, 0)
-		refNormGroups(add, w, k, 1e-5)
-	}
-	for i := range add {
-		add[i] *= float64(rs)
-	}
-	return p, add
 }
 
 // TestPostnormKernel checks a post-normed branch joining the residual

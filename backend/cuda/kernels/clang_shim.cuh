@@ -8,7 +8,6 @@
 #define __global__ __attribute__((global))
 #define __shared__ __attribute__((shared))
 #define __forceinline__ __inline__ __attribute__((always_inline))
-#define __noinline__ __attribute__((noinline))
 #define __launch_bounds__(...) __attribute__((launch_bounds(__VA_ARGS__)))
 #define INFINITY __builtin_inff()
 

@@ -166,50 +166,6 @@ __device__ __forceinline__ const float *res_stage(const long long *res, int k, f
 }
 __device__ __forceinline__ const float *res_stage(const float *in, int, float *) { return in; }
 
-// pend is a branch's output waiting to join the residual stream through its
-// post-norm (Gemma 2/3, OLMo 2: x + rs·rmsnorm(branch)·w). The kernel that
-// next stages the stream joins it, as postnorm.cu would in a kernel of its
-// own: ~2.5 µs a branch that post-norm families paid on every layer.
-struct pend {
-	const long long *branch; // null: nothing waits (the stream as it is)
-	const float *w;          // null: rs·branch, no norm
-	float rs;
-	long long *out; // block 0 writes the joined stream there, fixed point (null: nowhere)
-};
-
-// res_stage_post stages base + p's branch as res_stage stages base, with
-// postnorm.cu's arithmetic: each element's addend is rounded to fixed point
-// before the sum, so the staged stream is the one postnorm would leave.
-// Every block computes the branch's norm (k elements from L2: cheaper than
-// a launch); block 0 alone writes the sum to p.out, which no block of this
-// kernel reads. An addend past RES_LIMIT stages NaN and poisons the step.
-__device__ __forceinline__ const float *res_stage_post(const long long *base, const pend &p, float eps, int k, float *xs,
-                                                       unsigned *poison) {
-	__shared__ float scratch[32];
-	float f = p.rs;
-	if (p.branch && p.w) { // block-uniform
-		float ss = 0.f;
-		for (int e = threadIdx.x; e < k; e += blockDim.x) {
-			float v = res_f32(p.branch[e]);
-			ss += v * v;
-		}
-		f *= rms_factor(block_sum(ss, scratch), k, eps);
-	}
-	for (int e = threadIdx.x; e < k; e += blockDim.x) {
-		long long q = 0;
-		bool ok = true;
-		if (p.branch) ok = res_fixed(res_f32(p.branch[e]) * f * (p.w ? p.w[e] : 1.f), q);
-		long long s = base[e] + q;
-		xs[XS_AT(e)] = ok ? res_f32(s) : __int_as_float(0x7fc00000);
-		if (blockIdx.x == 0) {
-			if (!ok) atomicOr(poison, 1u);
-			if (p.out) p.out[e] = s;
-		}
-	}
-	__syncthreads();
-	return xs;
-}
-
 // xstride is the distance in floats between 32-element blocks of an input
 // x of type X: padded (36) once staged from the fixed-point residual
 // stream, plain (32) for a float32 row.

@@ -23,10 +23,6 @@
 // whose output is post-normed before it joins the stream (out is then a
 // buffer of its own, and block 0 does not carry res into it).
 //
-// The post kernels (POST) stage the stream with a post-normed branch joined
-// (pend, decode.cuh: Gemma 2/3's and OLMo 2's attention output), writing
-// the joined stream to pend_out for the next layer.
-//
 // With h_out set the kernel stops after the gate/up half and writes the
 // hidden units there instead: wide models (thousands of hidden units, each
 // block's atomics over the whole width, W_down's columns a few bytes from
@@ -187,11 +183,11 @@ template <int U> struct dseg<WT_F32, U> {
 
 // ffn adds W_down·(SiLU(gate·n)·(up·n)), n = rmsnorm(res)·norm_w, and res
 // itself to out (all k elements). gate and up are hidden×k, W_down k×hidden.
-template <int T, int U, int UW, bool POST>
+template <int T, int U, int UW>
 __device__ __forceinline__ void ffn(const long long *res, long long *out, unsigned *poison, const float *norm_w,
                                     float eps, int k, const u8 *gq, const f16 *gd, const u8 *uq, const f16 *ud,
                                     int hidden, const u8 *dq, const f16 *dd, int act, float rs, int carry_res,
-                                    float *h_out, const pend &pn) {
+                                    float *h_out) {
 	constexpr int R = 2 * UW;
 	// W_down rows a thread holds from before the wait: all of a 576-wide
 	// model's at 256 threads.
@@ -228,7 +224,7 @@ __device__ __forceinline__ void ffn(const long long *res, long long *out, unsign
 	pdl_wait_and_release();
 
 	norm_ready();
-	const float *x = POST ? res_stage_post(res, pn, eps, k, (float *)xs4, poison) : res_stage(res, k, (float *)xs4);
+	const float *x = res_stage(res, k, (float *)xs4);
 	float acc[R], ss;
 	m.template dot<36, true>(nb, k, x, gs, acc, ss);
 	float scale = norm_w ? rms_factor(ss, k, eps) : 1.f;
@@ -260,19 +256,14 @@ __device__ __forceinline__ void ffn(const long long *res, long long *out, unsign
 	}
 }
 
-#define FFN_K(kname, T, U, UW, POST)                                                                               \
-	extern "C" __global__ void __launch_bounds__(32 * (U / UW))                                                    \
-	    kname(const long long *res, long long *out, unsigned *poison, const float *norm_w, float eps, int k,       \
-	          const u8 *gq, const f16 *gd, const u8 *uq, const f16 *ud, int hidden, const u8 *dq, const f16 *dd,  \
-	          int act, float rs, int carry_res, float *h_out, const long long *pend_branch, const float *pend_w,  \
-	          float pend_rs, long long *pend_out) {                                                                \
-		const pend pn = {pend_branch, pend_w, pend_rs, pend_out};                                                  \
-		ffn<T, U, UW, POST>(res, out, poison, norm_w, eps, k, gq, gd, uq, ud, hidden, dq, dd, act, rs, carry_res,    \
-		                    h_out, pn);                                                                            \
-	}
-// ffn_<type>_u<U>w<UW> and its post twin ffn_post_<type>_u<U>w<UW>.
 #define FFN_V(name, T, U, UW)                                                                                      \
-	FFN_K(ffn_##name##_u##U##w##UW, T, U, UW, false) FFN_K(ffn_post_##name##_u##U##w##UW, T, U, UW, true)
+	extern "C" __global__ void __launch_bounds__(32 * (U / UW))                                                    \
+	    ffn_##name##_u##U##w##UW(const long long *res, long long *out, unsigned *poison, const float *norm_w,      \
+	                             float eps, int k, const u8 *gq, const f16 *gd, const u8 *uq, const f16 *ud,       \
+	                             int hidden, const u8 *dq, const f16 *dd, int act, float rs, int carry_res,        \
+	                             float *h_out) {                                                                   \
+		ffn<T, U, UW>(res, out, poison, norm_w, eps, k, gq, gd, uq, ud, hidden, dq, dd, act, rs, carry_res, h_out); \
+	}
 // ffn_<type>_u<U>w<UW>: U hidden units a block, UW a warp (U/UW warps a
 // block). The float layouts have one shape: their rows take four and eight
 // times the registers.

@@ -1,7 +1,6 @@
-// prefill_qk_norm: the query and key RMS norms of m prompt tokens (the
-// twin of qkv_rope.cu's Q/K-norm tail, for the batched prefill), in place
-// in the stacked Q, K, V projection (gemm store, f32
-// [m][(n_head+2·n_kv)·head_dim]), after adding Q's and K's
+// prefill_qk_norm: the query and key RMS norms of m prompt tokens (qk_norm.cu's
+// twin for the batched prefill), in place in the stacked Q, K, V projection
+// (gemm store, f32 [m][(n_head+2·n_kv)·head_dim]), after adding Q's and K's
 // biases when there are any (the order of the CPU engine: biases, norms,
 // RoPE); prefill_rope then rotates them and adds V's biases.
 //

@@ -1,5 +1,5 @@
 // rope.cuh: the rotation's pairing, shared by the kernels that rotate
-// queries and keys (qkv_rope.cu, prefill_rope.cu), so that
+// queries and keys (qkv_rope.cu, qk_norm.cu, prefill_rope.cu), so that
 // decode and prefill pair alike. Those kernels also multiply the queries by
 // the attention temperature of their position (model.Block.AttnTemp): a
 // table the host computes (temp[pos]; null: none), as cheap to read as the
