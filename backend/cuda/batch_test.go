@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"gotok/backend"
+	"gotok/backend/cuda/cu"
 	"gotok/model/synth"
 	"gotok/quant"
 	"gotok/sample"
@@ -272,9 +273,64 @@ func TestBatchedSpeed(t *testing.T) {
 			}
 			t.Logf("%s: %2d sequences, split-K %-5v: %7.2f ms a step, %8.0f tok/s", spec, n, split,
 				float64(elapsed.Microseconds())/1000/steps, float64(n*steps)/elapsed.Seconds())
+			if split && os.Getenv("GOTOK_BENCH_PROFILE") != "" {
+				profilePass(t, bg, n)
+			}
 			for i := range st {
 				st[i].Seq.Free()
 			}
 		}
 	}
+}
+
+// profilePass times each kernel kind of the decode pass of n sequences
+// that the last Step ran (its inputs still in din): a graph of that
+// kernel's launches alone, replayed back to back between two events, as
+// profileStep does for the single-sequence step.
+func profilePass(t *testing.T, b *Batched, n int) {
+	c := &b.cfg
+	_, _, _, oOut, _, _ := b.bt.offsets(b.pre.chunk)
+	maxRows := c.NumHeads / c.NumKVHeads
+	keep := b.pre.l.keep
+	defer func() { b.pre.l.keep = keep }()
+	counts := map[string]int{}
+	var order []string
+	b.pre.l.keep = func(f *cu.Function) bool {
+		if counts[f.Name] == 0 {
+			order = append(order, f.Name)
+		}
+		counts[f.Name]++
+		return false
+	}
+	if err := b.recordPass(n, n, maxRows, n, oOut); err != nil { // counts only: nothing is launched
+		t.Fatal(err)
+	}
+	start, _ := b.c.NewEvent()
+	end, _ := b.c.NewEvent()
+	defer b.c.DestroyEvent(start)
+	defer b.c.DestroyEvent(end)
+	total := 0.0
+	for _, name := range order {
+		b.pre.l.keep = func(f *cu.Function) bool { return f.Name == name }
+		graph, err := b.c.Capture(b.stream, func() error { return b.recordPass(n, n, maxRows, n, oOut) })
+		if err != nil {
+			t.Fatal(err)
+		}
+		const reps = 50
+		graph.Launch(b.stream)
+		b.c.Record(start, b.stream)
+		for range reps {
+			graph.Launch(b.stream)
+		}
+		b.c.Record(end, b.stream)
+		if err := b.c.SyncEvent(end); err != nil {
+			t.Fatal(err)
+		}
+		ms, _ := b.c.Elapsed(start, end)
+		graph.Destroy()
+		us := 1000 * float64(ms) / reps
+		total += us
+		t.Logf("  %-28s %3d× %8.1f µs a pass (%.2f µs each)", name, counts[name], us, us/float64(counts[name]))
+	}
+	t.Logf("  sum %.1f µs (%d sequences)", total, n)
 }

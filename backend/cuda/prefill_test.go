@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 
@@ -351,6 +352,91 @@ func TestPrefillAttentionKernel(t *testing.T) {
 		want := refPrefillAttention(q, kc, vc, tc.m, tc.pos0, tc.nHead, tc.nKV, tc.hd, ctx, tc.window, scale, tc.cap)
 		check(t, name, got[:tc.m*qd], want, prefillAttnTol)
 		untouched(t, name, got[tc.m*qd:])
+	}
+}
+
+// TestPagedAttentionKernel runs prefill_attention_paged as a batched step
+// does: segments of several sequences whose cache rows lie in shuffled
+// blocks of one pool, against the float64 twin over each sequence's keys
+// gathered in order; decode passes (a token a sequence) and one with a
+// prompt, short and long contexts, windows and soft-caps.
+func TestPagedAttentionKernel(t *testing.T) {
+	g := newGPU(t)
+	r := rand.New(rand.NewPCG(18, 18))
+	const bs, blocks = 16, 96
+	cases := []struct {
+		hd, nHead, nKV int
+		lens           []int // each segment's context: positions 0…len-1, the last one's token the query
+		prompt         int   // a segment of that many query tokens too (0: a decode pass)
+		window         int
+		cap            float32
+	}{
+		{64, 32, 8, []int{130, 1, 17, 128, 64, 200, 3, 90}, 0, 0, 0}, // Llama-1B's group
+		{64, 9, 3, []int{5, 300, 129}, 0, 0, 0},                      // SmolLM's
+		{128, 8, 2, []int{40, 513}, 0, 0, 0},
+		{256, 4, 2, []int{33, 70}, 0, 0, 1.5},
+		{96, 8, 2, []int{100, 7}, 0, 16, 0},
+		{32, 4, 4, []int{600, 20}, 0, 300, 2},
+		{16, 4, 1, []int{9, 50}, 0, 0, 0},
+		{128, 16, 1, []int{60, 30}, 0, 0, 0},  // a group of 16
+		{64, 32, 8, []int{50, 100}, 20, 0, 0}, // a prompt in the pass
+	}
+	for _, tc := range cases {
+		name := fmt.Sprintf("hd%d/h%d/kv%d/lens%v/prompt%d/win%d/cap%v", tc.hd, tc.nHead, tc.nKV, tc.lens, tc.prompt, tc.window, tc.cap)
+		rows := blocks * bs
+		kp, vp := randFloats(r, tc.nKV*rows*tc.hd, 1), randFloats(r, tc.nKV*rows*tc.hd, 1)
+		perm := r.Perm(blocks)
+		qd, group := tc.nHead*tc.hd, tc.nHead/tc.nKV
+		var seg, tables []int32
+		type segment struct{ t0, m, pos0, ctx int }
+		var segs []segment
+		tokens, used, maxRows := 0, 0, 0
+		lens := tc.lens
+		if tc.prompt > 0 {
+			lens = append(slices.Clone(lens), 0)
+		}
+		for i, n := range lens {
+			m, pos0 := 1, n-1
+			if tc.prompt > 0 && i == len(lens)-1 {
+				m, pos0, n = tc.prompt, 10, 10+tc.prompt
+			}
+			need := (n + bs - 1) / bs
+			seg = append(seg, int32(tokens), int32(m), int32(pos0), int32(len(tables)))
+			for j := range need {
+				tables = append(tables, int32(perm[used+j]))
+			}
+			segs = append(segs, segment{tokens, m, pos0, n})
+			used += need
+			tokens += m
+			maxRows = max(maxRows, m*group)
+		}
+		q16, q := randHalves(r, tokens*qd, 1)
+		out := g.halves((tokens + 1) * qd)
+		scale := float32(1 / math.Sqrt(float64(tc.hd)))
+		g.settle()
+		err := g.l.prefillAttentionPaged(pagedAttnArgs{q: g.bytes(q16), seg: g.int32s(seg...), segs: len(segs), maxRows: maxRows,
+			tables: g.int32s(tables...), bs: bs, kCache: g.floats(kp, 0), vCache: g.floats(vp, 0), rows: rows,
+			nHead: tc.nHead, nKV: tc.nKV, hd: tc.hd, scale: scale, window: tc.window, softcap: tc.cap, out: out})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := g.readHalves(out, (tokens+1)*qd)
+		for si, sg := range segs {
+			// The sequence's keys in order, for the twin.
+			kc, vc := make([]float32, tc.nKV*sg.ctx*tc.hd), make([]float32, tc.nKV*sg.ctx*tc.hd)
+			tab := tables[seg[4*si+3]:]
+			for h := range tc.nKV {
+				for p := range sg.ctx {
+					row := int(tab[p/bs])*bs + p%bs
+					copy(kc[(h*sg.ctx+p)*tc.hd:][:tc.hd], kp[(h*rows+row)*tc.hd:][:tc.hd])
+					copy(vc[(h*sg.ctx+p)*tc.hd:][:tc.hd], vp[(h*rows+row)*tc.hd:][:tc.hd])
+				}
+			}
+			want := refPrefillAttention(q[sg.t0*qd:(sg.t0+sg.m)*qd], kc, vc, sg.m, sg.pos0, tc.nHead, tc.nKV, tc.hd, sg.ctx,
+				tc.window, scale, tc.cap)
+			check(t, fmt.Sprintf("%s segment %d", name, si), got[sg.t0*qd:(sg.t0+sg.m)*qd], want, prefillAttnTol)
+		}
+		untouched(t, name, got[tokens*qd:])
 	}
 }
 
