@@ -64,6 +64,9 @@ type kernelSet struct {
 // matrix a launch reads has that type (launcher.typed).
 type typedKernels struct {
 	qkvRope2, qkvRopeExt2, ffn, matvecAdd, logits *cu.Function
+	// gemm: the prefill's (and batched steps') gemm by epilogue, whose
+	// dequantization of each weight tile bounds it at few rows.
+	gemm [3]*cu.Function
 }
 
 // typedQuants are the types with typed kernels and their kernels' suffix:

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -273,7 +274,8 @@ func TestStories260KPrefillGreedy(t *testing.T) {
 }
 
 // benchModel loads $GOTOK_BENCH_MODEL: a file, or a synth preset generated
-// as `gotok gen --preset NAME` does (Q4_0, token_embd Q8_0, seed 1).
+// as `gotok gen --preset NAME` does (Q4_0, token_embd Q8_0, seed 1), or
+// in Q4_K_M's mix with ":q4_k_m" after the name.
 func benchModel(t *testing.T) *model.Model {
 	t.Helper()
 	path := os.Getenv("GOTOK_BENCH_MODEL")
@@ -281,7 +283,11 @@ func benchModel(t *testing.T) *model.Model {
 		t.Skip("set GOTOK_BENCH_MODEL to a model file or a synth preset")
 	}
 	skipWithoutGPU(t)
-	if shape, ok := synth.Presets[path]; ok {
+	preset, typ, _ := strings.Cut(path, ":")
+	if shape, ok := synth.Presets[preset]; ok {
+		if typ == "q4_k_m" {
+			return genModelWith(t, q4KMLike(shape, 1))
+		}
 		return genModel(t, shape, quant.Q4_0, 1)
 	}
 	m, err := model.Load(path)

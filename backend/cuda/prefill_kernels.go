@@ -2,6 +2,8 @@ package cuda
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 
 	"gotok/backend/cuda/cu"
 	"gotok/backend/cuda/kernels"
@@ -80,11 +82,20 @@ func (k *kernelSet) loadPrefill(c *cu.Context, dir string) error {
 			names = append(names, "gemm_"+t.suffix()+"_"+e.String())
 		}
 	}
+	typed := slices.Sorted(maps.Keys(typedQuants))
+	for _, q := range typed {
+		for e := gemmStore; e <= gemmGLU; e++ {
+			names = append(names, "gemm_"+typedQuants[q]+"_"+e.String())
+		}
+	}
 	if fs, err = load("gemm", names...); err != nil {
 		return err
 	}
 	for i, t := range gemmTypes {
 		copy(p.gemm[t][:], fs[3*i:])
+	}
+	for i, q := range typed {
+		copy(k.typed[q].gemm[:], fs[3*(len(gemmTypes)+i):])
 	}
 
 	if fs, err = load("prefill_norm", "prefill_norm"); err != nil {

@@ -54,6 +54,11 @@ func (l *launcher) gemmInto(a cu.DevicePtr, m int, w, w2 *deviceMatrix, act mode
 	if f == nil {
 		return fmt.Errorf("cuda: no prefill gemm for %s weights", w.Type.suffix())
 	}
+	ms := []*deviceMatrix{w}
+	if w2 != nil {
+		ms = append(ms, w2)
+	}
+	f = l.typed(f, func(k *typedKernels) *cu.Function { return k.gemm[epi] }, ms...)
 	if w.Cols%32 != 0 {
 		return fmt.Errorf("cuda: prefill gemm needs whole 32-element blocks, not rows of %d", w.Cols)
 	}

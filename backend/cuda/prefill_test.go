@@ -95,7 +95,8 @@ func untouched(t *testing.T, what string, f []float32) {
 // of different types) on shapes that are and are not multiples of the
 // 64×64×64 tiles, with a poisoned guard row past the output; and the store
 // into a column range of a wider output (ldo), as Q, K and V of different
-// types are multiplied.
+// types are multiplied. Q4_K and Q6_K take the typed families' gemms,
+// checked bit for bit against the mixed family's.
 func TestGemmKernels(t *testing.T) {
 	g := newGPU(t)
 	r := rand.New(rand.NewPCG(11, 11))
@@ -116,8 +117,12 @@ func TestGemmKernels(t *testing.T) {
 			a16, a := randHalves(r, m*k, 1)
 			da := g.bytes(a16)
 			_, w, hm := randWeights(t, r, typ, n, k)
+			// The gate/up pair of another type (the mixed family reads any
+			// mix), but for the typed families' types, whose kernels take
+			// matrices of one type.
+			_, typed := typedQuants[typ]
 			typ2 := typ
-			if hm.Type == wtMix {
+			if hm.Type == wtMix && !typed {
 				typ2 = quant.Q8_0
 			}
 			_, w2, hm2 := randWeights(t, r, typ2, n, k)
@@ -136,6 +141,23 @@ func TestGemmKernels(t *testing.T) {
 			got := g.read(out, (m+1)*n)
 			check(t, name+" store", got[:m*n], c, gemmTol)
 			untouched(t, name+" store", got[m*n:])
+			if typed {
+				// The typed kernel dequantizes as the mixed one does: the
+				// same bits.
+				out2 := g.floats(nil, m*n)
+				g.settle()
+				g.l.untyped = true
+				err := g.l.gemm(da, m, dw, gemmStore, out2)
+				g.l.untyped = false
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got2 := g.read(out2, m*n); !slices.EqualFunc(got[:m*n], got2, func(a, b float32) bool {
+					return math.Float32bits(a) == math.Float32bits(b)
+				}) {
+					t.Errorf("%s: the typed gemm differs from the mixed one", name)
+				}
+			}
 
 			y0 := randFloats(r, m*n, 1)
 			ya := g.floats(y0, 0)

@@ -172,14 +172,49 @@ template <> __device__ __forceinline__ void store_wblock<WT_BF16>(f16 *dst, cons
 	}
 }
 
-template <> __device__ __forceinline__ void store_wblock<WT_MIX>(f16 *dst, const wblock<WT_MIX> &b) {
+// store_mix writes a mixed block's values; FIX is the typed families'
+// layout (0: the block's own).
+template <int FIX> __device__ __forceinline__ void store_mix(f16 *dst, const wblk<WT_MIX> &w) {
 	unsigned c[8];
-	mix_codes(b.w, c);
+	mix_codes<0, 8, FIX>(w, c);
 	u32 o[16];
 #pragma unroll
-	for (int i = 0; i < 16; i++) o[i] = pack_half2(mix_value(b.w, c, 2 * i), mix_value(b.w, c, 2 * i + 1));
+	for (int i = 0; i < 16; i++) o[i] = pack_half2(mix_value(w, c, 2 * i), mix_value(w, c, 2 * i + 1));
 #pragma unroll
 	for (int j = 0; j < 4; j++) store16(dst + 8 * j, o + 4 * j);
+}
+template <> __device__ __forceinline__ void store_wblock<WT_MIX>(f16 *dst, const wblock<WT_MIX> &b) { store_mix<0>(dst, b.w); }
+
+// The typed mixed families (common.cuh): WT_MIX's bytes with the layout
+// fixed at compile time, for matrices of one type (Q4_K_M's Q4_K and
+// Q6_K), without the switch over the layouts in the dequantization that
+// bounds these gemms when a pass has few rows.
+template <> struct wblock<WT_MIX_Q4K> { wblk<WT_MIX> w; };
+template <> struct wblock<WT_MIX_Q6K> { wblk<WT_MIX> w; };
+template <int T, int FIX>
+__device__ __forceinline__ wblock<T> load_mix_typed(const u8 *wq, const f16 *wd, long blk, bool valid) {
+	wblock<T> b;
+	if (valid) {
+		mix_load<FIX>(b.w, wq, wd, blk);
+	} else { // zero codes, zero scales
+		b.w.q = b.w.x = make_zero4();
+		b.w.s0 = b.w.s1 = b.w.m0 = b.w.m1 = 0.f;
+		b.w.off = 8388608.f;
+		b.w.t = FIX;
+	}
+	return b;
+}
+template <> __device__ __forceinline__ wblock<WT_MIX_Q4K> load_wblock<WT_MIX_Q4K>(const u8 *wq, const f16 *wd, long blk, bool valid) {
+	return load_mix_typed<WT_MIX_Q4K, MX_Q4_K>(wq, wd, blk, valid);
+}
+template <> __device__ __forceinline__ wblock<WT_MIX_Q6K> load_wblock<WT_MIX_Q6K>(const u8 *wq, const f16 *wd, long blk, bool valid) {
+	return load_mix_typed<WT_MIX_Q6K, MX_Q6_K>(wq, wd, blk, valid);
+}
+template <> __device__ __forceinline__ void store_wblock<WT_MIX_Q4K>(f16 *dst, const wblock<WT_MIX_Q4K> &b) {
+	store_mix<MX_Q4_K>(dst, b.w);
+}
+template <> __device__ __forceinline__ void store_wblock<WT_MIX_Q6K>(f16 *dst, const wblock<WT_MIX_Q6K> &b) {
+	store_mix<MX_Q6_K>(dst, b.w);
 }
 
 template <int T, int EPI>
@@ -329,3 +364,6 @@ GEMM_EPILOGUES(q8_0, WT_Q8_0)
 GEMM_EPILOGUES(f16, WT_F16)
 GEMM_EPILOGUES(bf16, WT_BF16)
 GEMM_EPILOGUES(mix, WT_MIX)
+// The typed mixed families (kernelSet.typed).
+GEMM_EPILOGUES(mixq4k, WT_MIX_Q4K)
+GEMM_EPILOGUES(mixq6k, WT_MIX_Q6K)
