@@ -4,7 +4,6 @@ import (
 	"context"
 	"math/rand/v2"
 	"os"
-	"strings"
 	"testing"
 	"time"
 
@@ -216,16 +215,10 @@ func TestBatchedSpeed(t *testing.T) {
 		t.Skip("set GOTOK_BENCH_BATCH to a synth preset (llama-1b, llama-1b:q4_k_m, ...)")
 	}
 	skipWithoutGPU(t)
-	preset, typ, _ := strings.Cut(spec, ":")
-	shape, ok := synth.Presets[preset]
-	if !ok {
-		t.Fatalf("no preset %q", preset)
+	m := synthSpec(t, spec)
+	if m == nil {
+		t.Fatalf("no synth preset %q", spec)
 	}
-	o := synth.Options{Shape: shape, Type: quant.Q4_0, EmbedType: synth.DefaultEmbedType(quant.Q4_0), Seed: 1}
-	if typ == "q4_k_m" {
-		o = q4KMLike(shape, 1)
-	}
-	m := genModelWith(t, o)
 	g, err := New(m, Options{ContextLen: 1024})
 	if err != nil {
 		t.Fatal(err)

@@ -63,6 +63,29 @@ func q4_0Like(shape synth.Shape, seed uint64) synth.Options {
 		TypeOf: func(name string) (quant.Type, bool) { return quant.Q6_K, name == "output.weight" }}
 }
 
+// synthSpec generates the model a benchmark's spec names, nil when it is
+// not a synth preset: "PRESET" as `gotok gen --preset` writes it (Q4_0,
+// token_embd Q8_0, seed 1), "PRESET:ARCH" with another family's block (as
+// --arch), "PRESET:q4_k_m" or ":q5_k_m" in llama.cpp's mixes (q4KMLike).
+func synthSpec(t *testing.T, spec string) *model.Model {
+	t.Helper()
+	preset, suffix, _ := strings.Cut(spec, ":")
+	shape, ok := synth.Presets[preset]
+	if !ok {
+		return nil
+	}
+	switch suffix {
+	case "q4_k_m":
+		return genModelWith(t, q4KMLike(shape, 1))
+	case "q5_k_m":
+		o := q4KMLike(shape, 1)
+		o.Type, o.EmbedType = quant.Q5_K, quant.Q5_K
+		return genModelWith(t, o)
+	}
+	shape.Arch = suffix
+	return genModel(t, shape, quant.Q4_0, 1)
+}
+
 func genModelWith(t *testing.T, o synth.Options) *model.Model {
 	t.Helper()
 	w, err := synth.Generate(o)
@@ -520,9 +543,8 @@ func TestErrors(t *testing.T) {
 }
 
 // TestDecodeSpeed measures decode on the model at $GOTOK_BENCH_MODEL: a
-// file, or a synth preset name such as smollm-135m, generated here as `gotok
-// gen --preset NAME` does (Q4_0, token_embd Q8_0, seed 1), with a family
-// after a colon (smollm-135m:gemma3) as --arch does. It reports tok/s
+// file, or a synth spec (synthSpec: smollm-135m, smollm-135m:gemma3,
+// llama-1b:q5_k_m). It reports tok/s
 // at tg128 from an empty cache and after a 2048-token context, greedy and
 // sampled on the device, kernels per token, device memory (and fails past
 // weights + KV cache + 64 MiB), each kernel kind's time, and a sweep of
@@ -534,12 +556,8 @@ func TestDecodeSpeed(t *testing.T) {
 		t.Skip("set GOTOK_BENCH_MODEL to a model file or a synth preset")
 	}
 	skipWithoutGPU(t)
-	var m *model.Model
-	preset, arch, _ := strings.Cut(path, ":") // a synth preset, maybe with a family: "smollm-135m:gemma3"
-	if shape, ok := synth.Presets[preset]; ok {
-		shape.Arch = arch
-		m = genModel(t, shape, quant.Q4_0, 1)
-	} else {
+	m := synthSpec(t, path)
+	if m == nil {
 		var err error
 		if m, err = model.Load(path); err != nil {
 			t.Fatal(err)

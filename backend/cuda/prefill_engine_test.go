@@ -6,7 +6,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"sort"
-	"strings"
 	"testing"
 	"time"
 
@@ -274,8 +273,7 @@ func TestStories260KPrefillGreedy(t *testing.T) {
 }
 
 // benchModel loads $GOTOK_BENCH_MODEL: a file, or a synth preset generated
-// as `gotok gen --preset NAME` does (Q4_0, token_embd Q8_0, seed 1), or
-// in Q4_K_M's mix with ":q4_k_m" after the name.
+// as synthSpec reads it.
 func benchModel(t *testing.T) *model.Model {
 	t.Helper()
 	path := os.Getenv("GOTOK_BENCH_MODEL")
@@ -283,12 +281,8 @@ func benchModel(t *testing.T) *model.Model {
 		t.Skip("set GOTOK_BENCH_MODEL to a model file or a synth preset")
 	}
 	skipWithoutGPU(t)
-	preset, typ, _ := strings.Cut(path, ":")
-	if shape, ok := synth.Presets[preset]; ok {
-		if typ == "q4_k_m" {
-			return genModelWith(t, q4KMLike(shape, 1))
-		}
-		return genModel(t, shape, quant.Q4_0, 1)
+	if m := synthSpec(t, path); m != nil {
+		return m
 	}
 	m, err := model.Load(path)
 	if err != nil {
