@@ -255,8 +255,10 @@ func (e *engine) loop() {
 			switch {
 			case idle:
 				timer = nil
-			case len(running) > 0 && !e.anyReady(running):
-				timer = time.After(2 * time.Millisecond) // wake to notice cancellations
+			case len(running) > 0 && !e.anyReady(running), len(running) == 0 && firstReady(queue) < 0:
+				// Every caller is behind: a caller taking a token wakes
+				// the loop; the timer notices cancellations.
+				timer = time.After(2 * time.Millisecond)
 			default:
 				timer = closedTime
 			}
@@ -300,8 +302,21 @@ func (e *engine) loop() {
 		queue, running = keep(queue), keep(running)
 
 		// Admit waiting requests, oldest first, while their prompts fit.
-		for len(queue) > 0 && len(running) < e.maxSeqs {
-			r := queue[0]
+		// One whose caller has not taken its tokens (preempted while it
+		// was behind) waits until it can step: admitted, it would only
+		// push out another.
+		for {
+			i := firstReady(queue)
+			if i < 0 {
+				break
+			}
+			// Every sequence slot is taken: one whose caller is behind
+			// gives its slot up, as it gives room up below, so that a
+			// caller who stops reading holds back only itself.
+			if len(running) >= e.maxSeqs && !e.yieldStalled(&running, &queue, i) {
+				break
+			}
+			r := queue[i]
 			prefix := r.pending
 			if r.score != nil {
 				prefix = nil // every position's logits are wanted
@@ -311,14 +326,14 @@ func (e *engine) loop() {
 				seq.Free()
 				if len(running) == 0 {
 					finish(r, fmt.Errorf("generate: %d tokens do not fit the KV cache: %w", len(r.pending), err))
-					queue = queue[1:]
+					queue = slices.Delete(queue, i, i+1)
 					continue
 				}
 				// A running request whose reader has not taken its tokens
 				// cannot step: it gives its room up and queues behind r
 				// (its blocks stay in the prefix cache while nobody needs
 				// them, so coming back is mostly a cache hit).
-				if !e.yieldStalled(&running, &queue) {
+				if !e.yieldStalled(&running, &queue, i) {
 					break
 				}
 				continue
@@ -330,7 +345,7 @@ func (e *engine) loop() {
 			}
 			running = append(running, r)
 			e.addRunning(1)
-			queue = queue[1:]
+			queue = slices.Delete(queue, i, i+1)
 		}
 
 		e.mu.Lock()
@@ -472,9 +487,10 @@ func (e *engine) addRunning(n int) {
 }
 
 // yieldStalled preempts the most recently admitted running request that
-// cannot step (its token buffer is full), putting it second in the queue,
-// behind the request that needs its room. It reports whether it found one.
-func (e *engine) yieldStalled(running, queue *[]*request) bool {
+// cannot step (its token buffer is full), putting it in the queue right
+// behind queue[at], the request that needs its room. It reports whether it
+// found one.
+func (e *engine) yieldStalled(running, queue *[]*request, at int) bool {
 	rs := *running
 	for i := len(rs) - 1; i >= 0; i-- {
 		v := rs[i]
@@ -487,14 +503,19 @@ func (e *engine) yieldStalled(running, queue *[]*request) bool {
 		v.pending = append(v.fed, v.pending...)
 		v.fed = nil
 		*running = slices.Delete(rs, i, i+1)
-		q := *queue
-		*queue = append(q[:1], append([]*request{v}, q[1:]...)...)
+		*queue = slices.Insert(*queue, at+1, v)
 		e.mu.Lock()
 		e.stats.Preemptions++
 		e.mu.Unlock()
 		return true
 	}
 	return false
+}
+
+// firstReady is the index of the first queued request that could step
+// (its caller has room for tokens), or -1.
+func firstReady(queue []*request) int {
+	return slices.IndexFunc(queue, (*request).ready)
 }
 
 // closedTime is a channel that is always ready.

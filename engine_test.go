@@ -61,9 +61,18 @@ type engineRun struct {
 }
 
 func runEngineCase(ctx context.Context, m *Model, i int) engineRun {
+	return runEngineCaseGated(ctx, m, i, nil)
+}
+
+// runEngineCaseGated is runEngineCase whose reader, given its first token,
+// calls gate before it takes any more.
+func runEngineCaseGated(ctx context.Context, m *Model, i int, gate func()) engineRun {
 	o := engineCase(i)
 	var r engineRun
 	r.st, r.err = m.GenerateTokens(ctx, m.PromptTokens(enginePrompts[i], o), o, func(t Token) error {
+		if len(r.tokens) == 0 && gate != nil {
+			gate()
+		}
 		r.tokens = append(r.tokens, t)
 		return nil
 	})
@@ -114,9 +123,24 @@ func TestEngineBatchesLikeAlone(t *testing.T) {
 		t.Run(fmt.Sprintf("kv %d seqs %d", o.KVTokens, o.Sequences), func(t *testing.T) {
 			m := loadStoriesWith(t, o)
 			got := make([]engineRun, len(enginePrompts))
+			// With the small pool each reader, after its first token,
+			// takes no more until the engine has preempted (or a few
+			// seconds): its generation decodes into its buffer and sits
+			// out, holding its slot and blocks, so the engine must
+			// preempt for the requests behind, whatever the goroutines'
+			// start times. Generations that ran in turn took none: the
+			// check below failed on a loaded machine.
+			var gate func()
+			if o.KVTokens == 200 {
+				gate = func() {
+					for end := time.Now().Add(10 * time.Second); m.EngineStats().Preemptions == 0 && time.Now().Before(end); {
+						time.Sleep(time.Millisecond)
+					}
+				}
+			}
 			var wg sync.WaitGroup
 			for i := range enginePrompts {
-				wg.Go(func() { got[i] = runEngineCase(context.Background(), m, i) })
+				wg.Go(func() { got[i] = runEngineCaseGated(context.Background(), m, i, gate) })
 			}
 			wg.Wait()
 			for i := range got {
@@ -128,6 +152,12 @@ func TestEngineBatchesLikeAlone(t *testing.T) {
 			}
 			if o.KVTokens == 200 && st.Preemptions == 0 {
 				t.Errorf("a pool of 200 tokens for %d generations preempted none", len(enginePrompts))
+			}
+			// Preempted requests whose readers were behind used to be
+			// admitted again at once, pushing out another: thousands of
+			// preemptions while the readers waited.
+			if st.Preemptions > int64(8*len(enginePrompts)) {
+				t.Errorf("%d preemptions for %d generations: the engine thrashes", st.Preemptions, len(enginePrompts))
 			}
 			t.Logf("%+v", st)
 		})
@@ -350,6 +380,42 @@ func TestEngineCUDA(t *testing.T) {
 // TestEngineStalledReaderYields: a generation whose reader stalls gives
 // its KV room up to a request that needs it, and finishes as it would
 // alone once its reader takes tokens again.
+// TestEngineStalledReaderGivesSlot: with one sequence slot, a caller that
+// stops reading gives the slot up to the next request, which runs to the
+// end meanwhile; the stalled generation then resumes (recomputed) with the
+// tokens it has alone.
+func TestEngineStalledReaderGivesSlot(t *testing.T) {
+	m := loadStoriesWith(t, Options{ContextLen: 128, Sequences: 1})
+	want := make([]engineRun, 2)
+	for i := range want {
+		want[i] = runEngineCase(context.Background(), loadStoriesWith(t, Options{ContextLen: 128}), i)
+	}
+	release, started := make(chan struct{}), make(chan struct{})
+	var stalled engineRun
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		stalled = runEngineCaseGated(context.Background(), m, 0, func() {
+			close(started)
+			<-release
+		})
+	})
+	<-started
+	done := make(chan engineRun)
+	go func() { done <- runEngineCase(context.Background(), m, 1) }()
+	select {
+	case other := <-done:
+		compareRuns(t, "beside a stalled reader", other, want[1])
+	case <-time.After(10 * time.Second):
+		t.Fatal("a request waited on a stalled reader's sequence slot")
+	}
+	close(release)
+	wg.Wait()
+	compareRuns(t, "stalled", stalled, want[0])
+	if st := m.EngineStats(); st.Preemptions == 0 || st.KVBlocksUsed != 0 {
+		t.Errorf("engine: %+v", st)
+	}
+}
+
 func TestEngineStalledReaderYields(t *testing.T) {
 	m := loadStoriesWith(t, Options{ContextLen: 128, KVTokens: 128})
 	o := GenerateOptions{IgnoreEOS: true, MaxTokens: 20}
