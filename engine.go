@@ -22,8 +22,9 @@ import (
 // One goroutine (loop) owns the backend and every running generation's
 // state; callers wait on their generation's token channel, and a
 // generation whose caller has not taken its tokens yet sits out the
-// steps until it has, so a slow reader holds back only itself (and gives
-// its KV room up when a waiting request needs it). When the pool runs out
+// steps until it has, so a slow reader holds back only itself (it gives
+// its KV room and its sequence slot up when a waiting request needs them,
+// and comes back once its caller has caught up). When the pool runs out
 // mid-generation, the most recently admitted generation is preempted: its
 // blocks go back (cached) and it is recomputed when there is room again.
 type engine struct {
