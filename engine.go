@@ -46,7 +46,8 @@ type engine struct {
 // EngineStats is what the batching engine is doing, for metrics.
 type EngineStats struct {
 	// Running are the generations with a sequence in the KV cache; Waiting
-	// those waiting for room.
+	// those waiting for room or a slot, or (preempted while their caller
+	// was behind) for their caller to catch up.
 	Running, Waiting int
 	// KVBlocksUsed of KVBlocks blocks hold some sequence's tokens.
 	KVBlocksUsed, KVBlocks int
@@ -256,7 +257,7 @@ func (e *engine) loop() {
 			switch {
 			case idle:
 				timer = nil
-			case len(running) > 0 && !e.anyReady(running), len(running) == 0 && firstReady(queue) < 0:
+			case !e.anyReady(running) && firstReady(queue) < 0:
 				// Every caller is behind: a caller taking a token wakes
 				// the loop; the timer notices cancellations.
 				timer = time.After(2 * time.Millisecond)
@@ -277,10 +278,9 @@ func (e *engine) loop() {
 					r.pending = r.g.prompt // read only: fed is a copy
 				}
 				queue = append(queue, r)
-				if idle {
-					idle = false
-					setTimer()
-				}
+				// A new request can be admitted: no more waiting.
+				idle = false
+				setTimer()
 				continue
 			case <-e.wake:
 			case <-timer:
@@ -312,9 +312,11 @@ func (e *engine) loop() {
 				break
 			}
 			// Every sequence slot is taken: one whose caller is behind
-			// gives its slot up, as it gives room up below, so that a
-			// caller who stops reading holds back only itself.
-			if len(running) >= e.maxSeqs && !e.yieldStalled(&running, &queue, i) {
+			// gives its slot up below (as it gives room up), so that a
+			// caller who stops reading holds back only itself; with none
+			// behind, r waits.
+			full := len(running) >= e.maxSeqs
+			if full && e.allReady(running) {
 				break
 			}
 			r := queue[i]
@@ -338,6 +340,10 @@ func (e *engine) loop() {
 					break
 				}
 				continue
+			}
+			if full && !e.yieldStalled(&running, &queue, i) {
+				seq.Free() // cannot happen: one was behind
+				break
 			}
 			r.seq, r.fed, r.pending = seq, slices.Clone(r.pending[:reused]), r.pending[reused:]
 			if r.g != nil && !r.promptDone {
@@ -513,10 +519,24 @@ func (e *engine) yieldStalled(running, queue *[]*request, at int) bool {
 	return false
 }
 
-// firstReady is the index of the first queued request that could step
-// (its caller has room for tokens), or -1.
+// firstReady is the index of the first queued request to admit, or -1:
+// one whose caller has taken at least half its buffer. A request
+// preempted while its caller was behind comes back only then, or it would
+// be behind again a token later and give its room up once more, its whole
+// context recomputed each time.
 func firstReady(queue []*request) int {
-	return slices.IndexFunc(queue, (*request).ready)
+	return slices.IndexFunc(queue, func(r *request) bool { return len(r.tokens) <= cap(r.tokens)/2 })
+}
+
+// allReady reports whether every running generation can step: none
+// would give its slot up.
+func (e *engine) allReady(running []*request) bool {
+	for _, r := range running {
+		if !r.ready() {
+			return false
+		}
+	}
+	return true
 }
 
 // closedTime is a channel that is always ready.

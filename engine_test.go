@@ -391,16 +391,22 @@ func TestEngineStalledReaderGivesSlot(t *testing.T) {
 		want[i] = runEngineCase(context.Background(), loadStoriesWith(t, Options{ContextLen: 128}), i)
 	}
 	release, started := make(chan struct{}), make(chan struct{})
-	var stalled engineRun
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		stalled = runEngineCaseGated(context.Background(), m, 0, func() {
+	var releaseOnce sync.Once
+	free := func() { releaseOnce.Do(func() { close(release) }) }
+	t.Cleanup(free) // a failed test leaves no reader blocked
+	stalled := make(chan engineRun, 1)
+	go func() {
+		stalled <- runEngineCaseGated(context.Background(), m, 0, func() {
 			close(started)
 			<-release
 		})
-	})
-	<-started
-	done := make(chan engineRun)
+	}()
+	select {
+	case <-started:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the first generation gave no token")
+	}
+	done := make(chan engineRun, 1)
 	go func() { done <- runEngineCase(context.Background(), m, 1) }()
 	select {
 	case other := <-done:
@@ -408,9 +414,13 @@ func TestEngineStalledReaderGivesSlot(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("a request waited on a stalled reader's sequence slot")
 	}
-	close(release)
-	wg.Wait()
-	compareRuns(t, "stalled", stalled, want[0])
+	free()
+	select {
+	case got := <-stalled:
+		compareRuns(t, "stalled", got, want[0])
+	case <-time.After(10 * time.Second):
+		t.Fatal("the stalled generation did not resume")
+	}
 	if st := m.EngineStats(); st.Preemptions == 0 || st.KVBlocksUsed != 0 {
 		t.Errorf("engine: %+v", st)
 	}
