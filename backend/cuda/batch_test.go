@@ -298,30 +298,10 @@ func profilePass(t *testing.T, b *Batched, n int) {
 	if err := b.recordPass(n, n, maxRows, n, oOut); err != nil { // counts only: nothing is launched
 		t.Fatal(err)
 	}
-	start, _ := b.c.NewEvent()
-	end, _ := b.c.NewEvent()
-	defer b.c.DestroyEvent(start)
-	defer b.c.DestroyEvent(end)
 	total := 0.0
 	for _, name := range order {
 		b.pre.l.keep = func(f *cu.Function) bool { return f.Name == name }
-		graph, err := b.c.Capture(b.stream, func() error { return b.recordPass(n, n, maxRows, n, oOut) })
-		if err != nil {
-			t.Fatal(err)
-		}
-		const reps = 50
-		graph.Launch(b.stream)
-		b.c.Record(start, b.stream)
-		for range reps {
-			graph.Launch(b.stream)
-		}
-		b.c.Record(end, b.stream)
-		if err := b.c.SyncEvent(end); err != nil {
-			t.Fatal(err)
-		}
-		ms, _ := b.c.Elapsed(start, end)
-		graph.Destroy()
-		us := 1000 * float64(ms) / reps
+		us := graphMicros(t, b.c, b.stream, func() error { return b.recordPass(n, n, maxRows, n, oOut) })
 		total += us
 		t.Logf("  %-28s %3d× %8.1f µs a pass (%.2f µs each)", name, counts[name], us, us/float64(counts[name]))
 	}

@@ -958,10 +958,6 @@ func profileStep(t *testing.T, g *Backend, pos int) {
 		t.Fatal(err)
 	}
 	g.c.SyncStream(g.stream)
-	start, _ := g.c.NewEvent()
-	end, _ := g.c.NewEvent()
-	defer g.c.DestroyEvent(start)
-	defer g.c.DestroyEvent(end)
 	w := g.host.Uint32s()
 	w[ioToken], w[ioPos] = 1, uint32(pos)
 	total := 0.0
@@ -969,27 +965,39 @@ func profileStep(t *testing.T, g *Backend, pos int) {
 	for _, name := range order {
 		l := launcherAt()
 		l.keep = func(f *cu.Function) bool { return f.Name == name }
-		graph, err := g.c.Capture(g.stream, func() error { return g.recordStep(l, stepGreedy, nil) })
-		if err != nil {
-			t.Fatal(err)
-		}
-		const reps = 50
-		graph.Launch(g.stream)
-		g.c.Record(start, g.stream)
-		for i := 0; i < reps; i++ {
-			graph.Launch(g.stream)
-		}
-		g.c.Record(end, g.stream)
-		if err := g.c.SyncEvent(end); err != nil {
-			t.Fatal(err)
-		}
-		ms, _ := g.c.Elapsed(start, end)
-		graph.Destroy()
-		us := 1000 * float64(ms) / reps
+		us := graphMicros(t, g.c, g.stream, func() error { return g.recordStep(l, stepGreedy, nil) })
 		total += us
 		t.Logf("  %-16s %3d× %7.1f µs per step (%.2f µs each, with one graph launch)", name, counts[name], us, us/float64(counts[name]))
 	}
 	t.Logf("  sum %.1f µs", total)
+}
+
+// graphMicros captures what record enqueues as a graph and returns the
+// device µs of one replay: 50 back to back between two events, after one
+// that warms up.
+func graphMicros(t *testing.T, c *cu.Context, s cu.Stream, record func() error) float64 {
+	t.Helper()
+	graph, err := c.Capture(s, record)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer graph.Destroy()
+	start, _ := c.NewEvent()
+	end, _ := c.NewEvent()
+	defer c.DestroyEvent(start)
+	defer c.DestroyEvent(end)
+	const reps = 50
+	graph.Launch(s)
+	c.Record(start, s)
+	for range reps {
+		graph.Launch(s)
+	}
+	c.Record(end, s)
+	if err := c.SyncEvent(end); err != nil {
+		t.Fatal(err)
+	}
+	ms, _ := c.Elapsed(start, end)
+	return 1000 * float64(ms) / reps
 }
 
 // TestCheckConfig: shapes the decode kernels cannot run are refused by
