@@ -48,6 +48,23 @@ type SeqStep struct {
 	Next    int32
 }
 
+// Take fills st from its last token's logits, as a step does: a copy into
+// Logits when set, and Next drawn with Sampler (the argmax when nil) when
+// Sample is set.
+func (st *SeqStep) Take(logits []float32) {
+	if st.Logits != nil {
+		copy(st.Logits, logits)
+	}
+	if !st.Sample {
+		return
+	}
+	if st.Sampler == nil {
+		st.Next = sample.Argmax(logits)
+	} else {
+		st.Next = st.Sampler.Sample(logits)
+	}
+}
+
 // CheckSteps validates a batched step for a backend whose sequences come
 // from pool, with contexts of ctxLen and a vocabulary of vocab tokens:
 // every entry has a sequence of that pool (once in the step), tokens that

@@ -8,6 +8,7 @@ import (
 	"gotok/backend"
 	"gotok/model/synth"
 	"gotok/quant"
+	"gotok/sample"
 )
 
 // TestStepMatchesAlone runs several sequences together through Step, with
@@ -45,7 +46,7 @@ func TestStepMatchesAlone(t *testing.T) {
 				pos := len(p)
 				for range steps {
 					alone[i] = append(alone[i], append([]float32(nil), l...))
-					tok := argmax(l)
+					tok := sample.Argmax(l)
 					if l, err = solo.Forward(context.Background(), []int32{tok}, pos); err != nil {
 						t.Fatal(err)
 					}
@@ -117,8 +118,8 @@ func TestStepMatchesAlone(t *testing.T) {
 					if e.Logits != nil {
 						who[k].out = append(who[k].out, e.Logits)
 						who[k].next = e.Next
-						if e.Next != argmax(e.Logits) {
-							t.Fatalf("greedy Next %d, argmax %d", e.Next, argmax(e.Logits))
+						if e.Next != sample.Argmax(e.Logits) {
+							t.Fatalf("greedy Next %d, argmax %d", e.Next, sample.Argmax(e.Logits))
 						}
 					}
 				}
@@ -151,16 +152,6 @@ func randTokens(r *rand.Rand, n, vocab int) []int32 {
 		t[i] = int32(r.IntN(vocab))
 	}
 	return t
-}
-
-func argmax(l []float32) int32 {
-	best := 0
-	for i, v := range l {
-		if v > l[best] {
-			best = i
-		}
-	}
-	return int32(best)
 }
 
 // TestStepErrors checks that bad steps are refused before anything runs.

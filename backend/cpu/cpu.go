@@ -262,18 +262,7 @@ func (b *Backend) Step(ctx context.Context, steps []backend.SeqStep) error {
 			return err
 		}
 		for k := range b.outs {
-			st := &steps[outOf[k]]
-			logits := b.logits[k*vocab : (k+1)*vocab]
-			if st.Logits != nil {
-				copy(st.Logits, logits)
-			}
-			if st.Sample {
-				if st.Sampler == nil {
-					st.Next = sample.Argmax(logits)
-				} else {
-					st.Next = st.Sampler.Sample(logits)
-				}
-			}
+			steps[outOf[k]].Take(b.logits[k*vocab : (k+1)*vocab])
 		}
 		n, b.pos, b.seqs, b.outs = 0, b.pos[:0], b.seqs[:0], b.outs[:0]
 		return nil

@@ -277,14 +277,7 @@ func (b *Batched) stepAlone(ctx context.Context, st *backend.SeqStep) error {
 		if err != nil {
 			return err
 		}
-		copy(st.Logits, l)
-		if st.Sample {
-			if st.Sampler == nil {
-				st.Next = sample.Argmax(l)
-			} else {
-				st.Next = st.Sampler.Sample(l)
-			}
-		}
+		st.Take(l)
 	case st.Sample && n == 1:
 		st.Next, err = b.Backend.Decode(ctx, toks[0], pos, st.Sampler)
 	case st.Sample:

@@ -551,19 +551,7 @@ func TestErrors(t *testing.T) {
 // launch shapes; with $GOTOK_BENCH_QUICK set, no sweep and no check against
 // the CPU engine.
 func TestDecodeSpeed(t *testing.T) {
-	path := os.Getenv("GOTOK_BENCH_MODEL")
-	if path == "" {
-		t.Skip("set GOTOK_BENCH_MODEL to a model file or a synth preset")
-	}
-	skipWithoutGPU(t)
-	m := synthSpec(t, path)
-	if m == nil {
-		var err error
-		if m, err = model.Load(path); err != nil {
-			t.Fatal(err)
-		}
-		defer m.Close()
-	}
+	m := benchModel(t)
 	g, err := New(m, Options{ContextLen: 4096})
 	if err != nil {
 		t.Fatal(err)
