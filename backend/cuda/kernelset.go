@@ -58,7 +58,7 @@ type kernelSet struct {
 }
 
 // typedKernels are a typed mixed family's decode kernels (kernels/common.cuh,
-// WT_MIX_Q4K and WT_MIX_Q6K): the wtMix kernels' code and bytes for
+// WT_MIX_Q4K, WT_MIX_Q5K and WT_MIX_Q6K): the wtMix kernels' code and bytes for
 // matrices of one type, without their switch over the layouts, which took
 // them 168–255 registers a thread. The launcher picks them where every
 // matrix a launch reads has that type (launcher.typed).
@@ -70,8 +70,8 @@ type typedKernels struct {
 }
 
 // typedQuants are the types with typed kernels and their kernels' suffix:
-// llama.cpp's Q4_K_M is Q4_K and Q6_K.
-var typedQuants = map[quant.Type]string{quant.Q4_K: "mixq4k", quant.Q6_K: "mixq6k"}
+// llama.cpp's Q4_K_M is Q4_K and Q6_K, its Q5_K_M Q5_K and Q6_K.
+var typedQuants = map[quant.Type]string{quant.Q4_K: "mixq4k", quant.Q5_K: "mixq5k", quant.Q6_K: "mixq6k"}
 
 // setCarveout gives every kernel of the decode step percent of the SM's
 // unified L1 as shared memory: one value for all, because the driver

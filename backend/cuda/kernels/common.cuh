@@ -18,13 +18,14 @@ typedef unsigned short f16; // raw IEEE binary16 bits: no cuda_fp16.h needed
 #define WT_BF16 4
 #define WT_MIX 5
 // The mixed family with its type fixed at compile time, for matrices of
-// one common type (Q4_K, Q6_K: llama.cpp's Q4_K_M): the same bytes and
+// one common type (Q4_K, Q5_K, Q6_K: llama.cpp's Q4_K_M and Q5_K_M): the same bytes and
 // code as WT_MIX without its switch over the layouts, which cost its
 // kernels registers (168–255 a thread) and so occupancy. Only the decode
 // kernels that read one matrix type at a time have them (the Go side's
 // kernelSet.typed).
 #define WT_MIX_Q4K 6
 #define WT_MIX_Q6K 7
+#define WT_MIX_Q5K 8
 
 __device__ __forceinline__ float f16_to_f32(f16 h) {
 	float f;

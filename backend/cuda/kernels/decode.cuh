@@ -134,6 +134,9 @@ template <> __device__ __forceinline__ float wdot<WT_MIX_Q4K>(const wblk<WT_MIX_
 template <> __device__ __forceinline__ float wdot<WT_MIX_Q6K>(const wblk<WT_MIX_Q6K> &w, const xblk &x) {
 	return wdot_mix<MX_Q6_K>(w, x);
 }
+template <> __device__ __forceinline__ float wdot<WT_MIX_Q5K>(const wblk<WT_MIX_Q5K> &w, const xblk &x) {
+	return wdot_mix<MX_Q5_K>(w, x);
+}
 
 // res_stage converts the fixed-point residual stream's k elements
 // (common.cuh) to float32 in shared memory xs, with the whole block, for
@@ -370,6 +373,6 @@ __device__ __forceinline__ int grid_warps() { return gridDim.x * (blockDim.x >> 
 // are the model width and preload one block a lane (rows up to 1024
 // elements whole).
 template <int T> struct mv_shape {
-	static constexpr bool quant = T == WT_Q4_0 || T == WT_Q8_0 || T == WT_MIX || T == WT_MIX_Q4K || T == WT_MIX_Q6K;
+	static constexpr bool quant = T == WT_Q4_0 || T == WT_Q8_0 || T == WT_MIX || T == WT_MIX_Q4K || T == WT_MIX_Q5K || T == WT_MIX_Q6K;
 	static constexpr int R = quant ? 4 : 2;
 };

@@ -165,6 +165,7 @@ template <int FIX, int U> struct dseg_mix {
 template <int U> struct dseg<WT_MIX, U> : dseg_mix<0, U> {};
 template <int U> struct dseg<WT_MIX_Q4K, U> : dseg_mix<MX_Q4_K, U> {};
 template <int U> struct dseg<WT_MIX_Q6K, U> : dseg_mix<MX_Q6_K, U> {};
+template <int U> struct dseg<WT_MIX_Q5K, U> : dseg_mix<MX_Q5_K, U> {};
 
 template <int U> struct dseg<WT_F32, U> {
 	float4 q[U / 4];
@@ -274,6 +275,7 @@ FFN_QUANT(mix, WT_MIX)
 // The typed mixed families: the mixed family's shape only (kernelSet.typed).
 FFN_V(mixq4k, WT_MIX_Q4K, 16, 1)
 FFN_V(mixq6k, WT_MIX_Q6K, 16, 1)
+FFN_V(mixq5k, WT_MIX_Q5K, 16, 1)
 FFN_V(f16, WT_F16, 16, 1)
 FFN_V(bf16, WT_BF16, 16, 1)
 FFN_V(f32, WT_F32, 16, 1)

@@ -187,10 +187,11 @@ template <> __device__ __forceinline__ void store_wblock<WT_MIX>(f16 *dst, const
 
 // The typed mixed families (common.cuh): WT_MIX's bytes with the layout
 // fixed at compile time, for matrices of one type (Q4_K_M's Q4_K and
-// Q6_K), without the switch over the layouts in the dequantization that
+// Q6_K, Q5_K_M's Q5_K), without the switch over the layouts in the dequantization that
 // bounds these gemms when a pass has few rows.
 template <> struct wblock<WT_MIX_Q4K> { wblk<WT_MIX> w; };
 template <> struct wblock<WT_MIX_Q6K> { wblk<WT_MIX> w; };
+template <> struct wblock<WT_MIX_Q5K> { wblk<WT_MIX> w; };
 template <int T, int FIX>
 __device__ __forceinline__ wblock<T> load_mix_typed(const u8 *wq, const f16 *wd, long blk, bool valid) {
 	wblock<T> b;
@@ -210,11 +211,17 @@ template <> __device__ __forceinline__ wblock<WT_MIX_Q4K> load_wblock<WT_MIX_Q4K
 template <> __device__ __forceinline__ wblock<WT_MIX_Q6K> load_wblock<WT_MIX_Q6K>(const u8 *wq, const f16 *wd, long blk, bool valid) {
 	return load_mix_typed<WT_MIX_Q6K, MX_Q6_K>(wq, wd, blk, valid);
 }
+template <> __device__ __forceinline__ wblock<WT_MIX_Q5K> load_wblock<WT_MIX_Q5K>(const u8 *wq, const f16 *wd, long blk, bool valid) {
+	return load_mix_typed<WT_MIX_Q5K, MX_Q5_K>(wq, wd, blk, valid);
+}
 template <> __device__ __forceinline__ void store_wblock<WT_MIX_Q4K>(f16 *dst, const wblock<WT_MIX_Q4K> &b) {
 	store_mix<MX_Q4_K>(dst, b.w);
 }
 template <> __device__ __forceinline__ void store_wblock<WT_MIX_Q6K>(f16 *dst, const wblock<WT_MIX_Q6K> &b) {
 	store_mix<MX_Q6_K>(dst, b.w);
+}
+template <> __device__ __forceinline__ void store_wblock<WT_MIX_Q5K>(f16 *dst, const wblock<WT_MIX_Q5K> &b) {
+	store_mix<MX_Q5_K>(dst, b.w);
 }
 
 template <int T, int EPI>
@@ -367,3 +374,4 @@ GEMM_EPILOGUES(mix, WT_MIX)
 // The typed mixed families (kernelSet.typed).
 GEMM_EPILOGUES(mixq4k, WT_MIX_Q4K)
 GEMM_EPILOGUES(mixq6k, WT_MIX_Q6K)
+GEMM_EPILOGUES(mixq5k, WT_MIX_Q5K)

@@ -180,3 +180,4 @@ FOR_EACH_WEIGHT_TYPE(LOGITS)
 // The typed mixed families: the decode step's head only.
 LOGITS_R(mixq4k, WT_MIX_Q4K, mv_shape<WT_MIX_Q4K>::R, long long)
 LOGITS_R(mixq6k, WT_MIX_Q6K, mv_shape<WT_MIX_Q6K>::R, long long)
+LOGITS_R(mixq5k, WT_MIX_Q5K, mv_shape<WT_MIX_Q5K>::R, long long)

@@ -82,3 +82,4 @@ __device__ __forceinline__ void matvec_add(const float *x, int n, const u8 *wq, 
 FOR_EACH_WEIGHT_TYPE(MATVEC_ADD)
 MATVEC_ADD(mixq4k, WT_MIX_Q4K)
 MATVEC_ADD(mixq6k, WT_MIX_Q6K)
+MATVEC_ADD(mixq5k, WT_MIX_Q5K)

@@ -158,3 +158,4 @@ FOR_EACH_WEIGHT_TYPE(QKV_ROPE)
 // The typed mixed families: two rows a warp only (the launcher's default).
 QKV_ROPE_R(mixq4k_r2, WT_MIX_Q4K, 2, false) QKV_ROPE_R(ext_mixq4k_r2, WT_MIX_Q4K, 2, true)
 QKV_ROPE_R(mixq6k_r2, WT_MIX_Q6K, 2, false) QKV_ROPE_R(ext_mixq6k_r2, WT_MIX_Q6K, 2, true)
+QKV_ROPE_R(mixq5k_r2, WT_MIX_Q5K, 2, false) QKV_ROPE_R(ext_mixq5k_r2, WT_MIX_Q5K, 2, true)
