@@ -40,13 +40,15 @@ func TestArchsMatchCPU(t *testing.T) {
 	for _, shape := range shapes {
 		arch := shape.Arch
 		// F16 is multiplied in float on both engines; Q8_0 with
-		// activations rounded to Q8_0 on the CPU (TestEngineMatchesCPU's
-		// bounds). Ministral 3's attention temperature multiplies the
+		// activations rounded to 8 bits, by each engine its own way (the
+		// CPU every product's, the GPU's decode kernels those of QKV, the
+		// FFN's gate and up and the head): up to 0.052 here (H200), where
+		// the CPU's rounding alone gave 0.044. Ministral 3's attention temperature multiplies the
 		// queries by up to 2.1 here (1 + 0.5·ln(70/8 + 1)), sharpening
 		// the softmax and the rounding's effect with it: at position 30
 		// (×1.78) the engines' Q8_0 logits part by 0.056 (H200), where
 		// F16's agree to 3e-6.
-		q8Tol := 5e-2
+		q8Tol := 6e-2
 		if arch == "mistral3" {
 			q8Tol = 8e-2
 		}

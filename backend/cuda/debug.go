@@ -30,6 +30,10 @@ type debugRef struct {
 
 type debugLayer struct {
 	attnNorm, ffnNorm []float32
+	// int8Attn and int8FFN say that the layer's QKV and FFN kernels
+	// multiply int8 activations (kernelSet.int8), which the twin rounds
+	// as they do.
+	int8Attn, int8FFN bool
 	wq, wk, wv, wo    [][]float64
 	bias              []float32
 	gate, up, down    [][]float64
@@ -87,7 +91,7 @@ func (r *debugRef) embed(tok int32) {
 func (r *debugRef) layer(i, pos int) {
 	c, l := &r.cfg, &r.layers[i]
 	hd, qd, kvd := c.HeadDim, c.QDim(), c.KVDim()
-	n := refRMSNorm(f32s(r.x), l.attnNorm, c.RMSEps)
+	n := refNorm(f32s(r.x), l.attnNorm, c.RMSEps, l.int8Attn)
 	q, k, v := refMatvec(l.wq, n), refMatvec(l.wk, n), refMatvec(l.wv, n)
 	if l.bias != nil {
 		for j := range q {
@@ -110,7 +114,7 @@ func (r *debugRef) layer(i, pos int) {
 	for j, v := range refMatvec(l.wo, att) {
 		r.x[j] += v
 	}
-	n = refRMSNorm(f32s(r.x), l.ffnNorm, c.RMSEps)
+	n = refNorm(f32s(r.x), l.ffnNorm, c.RMSEps, l.int8FFN)
 	h := refGLU(refMatvec(l.gate, n), refMatvec(l.up, n), model.SiLU)
 	for j, v := range refMatvec(l.down, h) {
 		r.x[j] += v

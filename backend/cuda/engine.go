@@ -353,6 +353,16 @@ func New(m *model.Model, o Options) (_ *Backend, err error) {
 		if b.debug, err = newDebugRef(m, b.ctxLen); err != nil {
 			return nil, err
 		}
+		for i := range b.layers {
+			ly, dl := &b.layers[i], &b.debug.layers[i]
+			fq, _ := eager.qkvKernel(qkvArgs{wq: &ly.wq, wk: &ly.wk, wv: &ly.wv, normW: ly.attnNorm})
+			fa := ffnArgs{gate: &ly.gate, up: &ly.up, down: &ly.down}
+			if b.tune.ffnSplit {
+				fa.h = b.ffnH
+			}
+			_, ff, _ := eager.ffnPick(fa)
+			dl.int8Attn, dl.int8FFN = eager.k.int8[fq], eager.k.int8[ff]
+		}
 	}
 	return b, nil
 }

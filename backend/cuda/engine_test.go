@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -66,13 +67,24 @@ func q4_0Like(shape synth.Shape, seed uint64) synth.Options {
 // synthSpec generates the model a benchmark's spec names, nil when it is
 // not a synth preset: "PRESET" as `gotok gen --preset` writes it (Q4_0,
 // token_embd Q8_0, seed 1), "PRESET:ARCH" with another family's block (as
-// --arch), "PRESET:q4_k_m" or ":q5_k_m" in llama.cpp's mixes (q4KMLike).
+// --arch), "PRESET:q4_k_m" or ":q5_k_m" in llama.cpp's mixes (q4KMLike),
+// "PRESET:TYPE" (q8_0, f16, …) with every matrix of one type. "PRESET/L"
+// keeps the first L layers (the 8B shape's kernels in a fraction of the
+// time to make it).
 func synthSpec(t *testing.T, spec string) *model.Model {
 	t.Helper()
 	preset, suffix, _ := strings.Cut(spec, ":")
+	preset, layers, cut := strings.Cut(preset, "/")
 	shape, ok := synth.Presets[preset]
 	if !ok {
 		return nil
+	}
+	if cut {
+		n, err := strconv.Atoi(layers)
+		if err != nil || n < 1 {
+			t.Fatalf("benchmark model %q: bad layer count %q", spec, layers)
+		}
+		shape.Layers = min(n, shape.Layers)
 	}
 	switch suffix {
 	case "q4_k_m":
@@ -81,6 +93,9 @@ func synthSpec(t *testing.T, spec string) *model.Model {
 		o := q4KMLike(shape, 1)
 		o.Type, o.EmbedType = quant.Q5_K, quant.Q5_K
 		return genModelWith(t, o)
+	}
+	if typ, err := quant.ParseType(suffix); err == nil {
+		return genModelWith(t, synth.Options{Shape: shape, Type: typ, EmbedType: typ, Seed: 1})
 	}
 	shape.Arch = suffix
 	return genModel(t, shape, quant.Q4_0, 1)
@@ -157,8 +172,10 @@ func compareWithCPU(t *testing.T, m *model.Model, steps int, tol float64, seed u
 func TestEngineMatchesCPU(t *testing.T) {
 	skipWithoutGPU(t)
 	tiny := synth.Presets["tiny"]
-	// The CPU engine multiplies Q4_0/Q8_0 weights by activations rounded to
-	// Q8_0; the GPU keeps them in float32, hence the looser bound there.
+	// Both engines multiply Q4_0/Q8_0 weights by activations rounded to
+	// 8 bits, each its own way (the CPU engine's Q8_0 blocks, the GPU's
+	// decode kernels' int8 with a float scale; its prefill and the head
+	// keep float), hence the looser bound there.
 	for _, tc := range []struct {
 		typ quant.Type
 		tol float64
@@ -220,7 +237,15 @@ func TestEngineMatchesCPU(t *testing.T) {
 // the step after the weight is restored must be clean again.
 func TestDecodeRepeatable(t *testing.T) {
 	skipWithoutGPU(t)
-	m := genModel(t, synth.Presets["tiny"], quant.Q4_0, 7)
+	// Q4_0's decode kernels multiply float activations, Q8_0's int8 ones
+	// (kernels/decode.cuh, xq8), whose rounding must carry the NaN too.
+	for _, typ := range []quant.Type{quant.Q4_0, quant.Q8_0} {
+		t.Run(typ.String(), func(t *testing.T) { decodeRepeatable(t, typ) })
+	}
+}
+
+func decodeRepeatable(t *testing.T, typ quant.Type) {
+	m := genModel(t, synth.Presets["tiny"], typ, 7)
 	ctx := context.Background()
 	g, err := New(m, Options{ContextLen: 64})
 	if err != nil {
@@ -549,9 +574,14 @@ func TestErrors(t *testing.T) {
 // sampled on the device, kernels per token, device memory (and fails past
 // weights + KV cache + 64 MiB), each kernel kind's time, and a sweep of
 // launch shapes; with $GOTOK_BENCH_QUICK set, no sweep and no check against
-// the CPU engine.
+// the CPU engine. $GOTOK_BENCH_BASELINE_PTX names a directory of other
+// kernels (as $GOTOK_CUDA_PTX_DIR) timed first on the same model: an A/B
+// in one process, without making the model twice.
 func TestDecodeSpeed(t *testing.T) {
 	m := benchModel(t)
+	if dir := os.Getenv("GOTOK_BENCH_BASELINE_PTX"); dir != "" {
+		baselineDecode(t, m, dir)
+	}
 	g, err := New(m, Options{ContextLen: 4096})
 	if err != nil {
 		t.Fatal(err)
@@ -573,8 +603,10 @@ func TestDecodeSpeed(t *testing.T) {
 
 	quick := os.Getenv("GOTOK_BENCH_QUICK") != ""
 	// 64 decode steps against the CPU engine on the real shapes first:
-	// the same quantized weights; the CPU multiplies Q8_0-quantized
-	// activations, the GPU float32 ones, which is most of the difference.
+	// the same quantized weights; each engine rounds the activations of
+	// quantized matrices to 8 bits its own way (the CPU's Q8_0 and Q8_K
+	// blocks, the GPU decode kernels' int8 with a float scale, or none),
+	// which is most of the difference.
 	if c, err := cpu.New(m, cpu.Options{ContextLen: 64}); err == nil && !quick {
 		ctx := context.Background()
 		const bound = 5e-2
@@ -958,6 +990,48 @@ func profileStep(t *testing.T, g *Backend, pos int) {
 		t.Logf("  %-16s %3d× %7.1f µs per step (%.2f µs each, with one graph launch)", name, counts[name], us, us/float64(counts[name]))
 	}
 	t.Logf("  sum %.1f µs", total)
+}
+
+// baselineDecode logs the greedy step's device time on m with the kernels
+// in dir, for TestDecodeSpeed's A/B.
+func baselineDecode(t *testing.T, m *model.Model, dir string) {
+	t.Helper()
+	cur, set := os.LookupEnv(ptxDirEnv)
+	os.Setenv(ptxDirEnv, dir)
+	g, err := New(m, Options{ContextLen: 4096})
+	if set {
+		os.Setenv(ptxDirEnv, cur)
+	} else {
+		os.Unsetenv(ptxDirEnv)
+	}
+	if err != nil {
+		t.Fatalf("baseline kernels %s: %v", dir, err)
+	}
+	defer g.Close()
+	start, _ := g.c.NewEvent()
+	end, _ := g.c.NewEvent()
+	defer g.c.DestroyEvent(start)
+	defer g.c.DestroyEvent(end)
+	for _, depth := range []int{100, 2148} {
+		graph := g.graphFor(depth, stepGreedy)
+		w := g.host.Uint32s()
+		w[ioToken], w[ioPos] = 1, uint32(depth)
+		const n = 200
+		graph.Launch(g.stream)
+		g.c.Record(start, g.stream)
+		for range n {
+			if err := graph.Launch(g.stream); err != nil {
+				t.Fatal(err)
+			}
+		}
+		g.c.Record(end, g.stream)
+		if err := g.c.SyncEvent(end); err != nil {
+			t.Fatal(err)
+		}
+		ms, _ := g.c.Elapsed(start, end)
+		us := 1000 * float64(ms) / n
+		t.Logf("baseline greedy graph replay @ depth %d: %.1f µs/token on the device (%.0f tok/s)", depth, us, 1e6/us)
+	}
 }
 
 // graphMicros captures what record enqueues as a graph and returns the

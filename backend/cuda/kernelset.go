@@ -52,6 +52,10 @@ type kernelSet struct {
 	// (typedQuants).
 	typed map[quant.Type]*typedKernels
 
+	// int8 are the decode kernels that quantize their activations to int8
+	// (kernels/decode.cuh, xq8): qkv_rope's, ffn's and the decode step's
+	// head for Q8_0 and the typed mixed families.
+	int8 map[*cu.Function]bool
 	// decode are the decode step's kernels, which share one shared-memory
 	// carveout (setCarveout).
 	decode []*cu.Function
@@ -190,6 +194,19 @@ func loadKernels(c *cu.Context) (_ *kernelSet, err error) {
 		k.typed[q] = tk
 		decode = append(decode, tk.qkvRope2, tk.qkvRopeExt2, tk.ffn, tk.matvecAdd, tk.logits)
 	}
+	// The kernels that multiply int8 activations (kernels/decode.cuh, xq8).
+	k.int8 = map[*cu.Function]bool{}
+	for _, f := range []*cu.Function{k.qkvRope[wtQ8_0], k.qkvRope2[wtQ8_0], k.qkvRopeExt[wtQ8_0], k.qkvRopeExt2[wtQ8_0],
+		k.logits[wtQ8_0], k.logits2[wtQ8_0]} {
+		k.int8[f] = true
+	}
+	for _, f := range k.ffn[wtQ8_0] {
+		k.int8[f] = true
+	}
+	for _, tk := range k.typed {
+		k.int8[tk.qkvRope2], k.int8[tk.qkvRopeExt2], k.int8[tk.ffn], k.int8[tk.logits] = true, true, true, true
+	}
+	delete(k.int8, nil)
 	k.sampleChain = funcs["sample_chain"]
 	k.qkNorm, k.postnorm = funcs["qk_norm"], funcs["postnorm"]
 	decode = append(decode, k.qkNorm, k.postnorm)

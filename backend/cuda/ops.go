@@ -183,7 +183,19 @@ func (l *launcher) qkvRope(a qkvArgs) error {
 		return fmt.Errorf("cuda: the QKV kernel needs Q, K and V of one kernel family and row length (%s, %s, %s)",
 			a.wq.Type.suffix(), a.wk.Type.suffix(), a.wv.Type.suffix())
 	}
+	f, r := l.qkvKernel(a)
 	pairs := (a.nHead + 2*a.nKV) * a.headDim / 2
+	perWarp := r / 2 // pairs of rows
+	return l.launch(f, cu.Dim(l.warpBlocks((pairs+perWarp-1)/perWarp, 0)), 32*l.warps(), stagedNormBytes(a.wq.Cols), cu.Args{
+		a.res, a.resNext, a.poison, a.normW, a.eps, i32(a.wq.Cols), a.wq.Q, a.wq.D, a.wk.Q, a.wk.D, a.wv.Q, a.wv.D, a.bias,
+		i32(a.nHead), i32(a.nKV), i32(a.headDim), a.ropeCS, i32(a.ropeDim), b32(a.neox), a.temp, a.pos, a.q,
+		a.kCache, a.vCache, i32(a.ctxMax)})
+}
+
+// qkvKernel is the qkv_rope kernel for a's matrices (one kernel family)
+// and its rows a warp.
+func (l *launcher) qkvKernel(a qkvArgs) (*cu.Function, int) {
+	t := a.wq.Type
 	r, f := 2, l.k.qkvRope2[t] // l.rows 0 (layerRows), 1 or 2
 	if l.rows > 2 {
 		r, f = rowsPerWarp(t), l.k.qkvRope[t]
@@ -205,11 +217,7 @@ func (l *launcher) qkvRope(a qkvArgs) error {
 			return k.qkvRope2
 		}, a.wq, a.wk, a.wv)
 	}
-	perWarp := r / 2 // pairs of rows
-	return l.launch(f, cu.Dim(l.warpBlocks((pairs+perWarp-1)/perWarp, 0)), 32*l.warps(), stagedNormBytes(a.wq.Cols), cu.Args{
-		a.res, a.resNext, a.poison, a.normW, a.eps, i32(a.wq.Cols), a.wq.Q, a.wq.D, a.wk.Q, a.wk.D, a.wv.Q, a.wv.D, a.bias,
-		i32(a.nHead), i32(a.nKV), i32(a.headDim), a.ropeCS, i32(a.ropeDim), b32(a.neox), a.temp, a.pos, a.q,
-		a.kCache, a.vCache, i32(a.ctxMax)})
+	return f, r
 }
 
 // tempTable is model.Block's attention temperature of every position
@@ -492,6 +500,21 @@ func (l *launcher) ffnKernel(t gpuType) (ffnShape, *cu.Function, error) {
 	return want, nil, fmt.Errorf("cuda: no FFN kernel for %s weights with %d units a block, %d a warp", t.suffix(), want.units, want.perWarp)
 }
 
+// ffnPick is the FFN kernel for a's matrices and its shape: the tuned
+// shape's, or the typed family's when what it reads shares a type.
+func (l *launcher) ffnPick(a ffnArgs) (ffnShape, *cu.Function, error) {
+	s, f, err := l.ffnKernel(a.gate.Type)
+	if err == nil && s == ffnShapes[0] {
+		// Gate and up, and down unless matvec_add projects it (split).
+		ms := []*deviceMatrix{a.gate, a.up, a.down}
+		if a.h != 0 {
+			ms = ms[:2]
+		}
+		f = l.typed(f, func(k *typedKernels) *cu.Function { return k.ffn }, ms...)
+	}
+	return s, f, err
+}
+
 // ffnArgs are the feed-forward step's operands.
 type ffnArgs struct {
 	res, out, poison cu.DevicePtr // out = res + FFN(res), fixed point; out must be zero
@@ -515,18 +538,9 @@ func (l *launcher) ffn(a ffnArgs) error {
 		return fmt.Errorf("cuda: FFN of gate %s %d×%d, up %s %d×%d, down %s %d×%d: the fused kernel needs one type and matching shapes",
 			g.Type.suffix(), g.Rows, g.Cols, u.Type.suffix(), u.Rows, u.Cols, d.Type.suffix(), d.Rows, d.Cols)
 	}
-	s, f, err := l.ffnKernel(g.Type)
+	s, f, err := l.ffnPick(a)
 	if err != nil {
 		return err
-	}
-	if s == ffnShapes[0] {
-		// The typed family's kernel when what it reads shares a type:
-		// gate and up, and down unless matvec_add projects it (split).
-		ms := []*deviceMatrix{g, u, d}
-		if a.h != 0 {
-			ms = ms[:2]
-		}
-		f = l.typed(f, func(k *typedKernels) *cu.Function { return k.ffn }, ms...)
 	}
 	err = l.launch(f, cu.Dim((g.Rows+s.units-1)/s.units), 32*s.units/s.perWarp, stagedNormBytes(g.Cols), cu.Args{
 		a.res, a.out, a.poison, a.normW, a.eps, i32(g.Cols), g.Q, g.D, u.Q, u.D, i32(g.Rows), d.Q, d.D, i32(int(a.act)), a.rs,
@@ -586,6 +600,19 @@ func (l *launcher) logitsKernel(w *deviceMatrix) (int, *cu.Function) {
 	return rowsPerWarp(w.Type), l.k.logits[w.Type]
 }
 
+// logitsPick is the head kernel for a: the typed family's where it has
+// one, the float row's for a prefill (res unset).
+func (l *launcher) logitsPick(a logitsArgs) *cu.Function {
+	if a.res == 0 {
+		return l.k.logitsFloat[a.w.Type]
+	}
+	_, f := l.logitsKernel(a.w)
+	if l.logitsRows != 2 {
+		f = l.typed(f, func(k *typedKernels) *cu.Function { return k.logits }, a.w)
+	}
+	return f
+}
+
 // logitsBlocks is the logits kernel's grid.
 func (l *launcher) logitsBlocks(w *deviceMatrix) int {
 	r, _ := l.logitsKernel(w)
@@ -625,13 +652,9 @@ type logitsArgs struct {
 // set, and writes their argmax.
 func (l *launcher) logits(a logitsArgs) error {
 	w := a.w
-	_, f := l.logitsKernel(w)
-	if l.logitsRows != 2 {
-		f = l.typed(f, func(k *typedKernels) *cu.Function { return k.logits }, w)
-	}
-	in := a.res
+	f, in := l.logitsPick(a), a.res
 	if in == 0 {
-		f, in = l.k.logitsFloat[w.Type], a.x
+		in = a.x
 	}
 	return l.launchWith(f, cu.Launch{Grid: cu.Dim(l.logitsBlocks(w)), Block: cu.Dim(32 * logitsWarps),
 		Shared: stagedBytes(w.Cols), L2Window: l.headWindow}, cu.Args{

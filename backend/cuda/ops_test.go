@@ -299,11 +299,15 @@ func TestFFNKernel(t *testing.T) {
 				name := fmt.Sprintf("%s/%dx%d/u%dw%d/split=%v/%+v", typ, sh.hidden, sh.k, fs.units, fs.perWarp, h != 0, v)
 				x, nw := randFloats(r, sh.k, 1), randFloats(r, sh.k, 1)
 				res, xr := g.residual(x)
-				n := refRMSNorm(xr, nw, 1e-5)
 				dnw := g.floats(nw, 0)
 				if v.noNorm {
-					n, dnw = f64s(xr), 0
+					nw, dnw = nil, 0
 				}
+				_, f, err := g.l.ffnPick(ffnArgs{gate: gate, up: up, down: down, h: h})
+				if err != nil {
+					t.Fatal(err)
+				}
+				n := refNorm(xr, nw, 1e-5, g.l.k.int8[f])
 				want := refMatvec(wd, refGLU(refMatvec(wg, n), refMatvec(wu, n), v.act))
 				for i := range want {
 					want[i] *= float64(v.rs)
@@ -535,7 +539,7 @@ func TestLogitsKernel(t *testing.T) {
 					t.Errorf("%s: best %d, want %d", name, dev, best)
 				}
 				if run < 2 {
-					want := refMatvec(w, refRMSNorm(xr, nw, 1e-5))
+					want := refMatvec(w, refNorm(xr, nw, 1e-5, g.l.k.int8[g.l.logitsPick(a)]))
 					for i := range want {
 						want[i] = refSoftcap(want[i]*float64(a.scale), a.softcap)
 					}
@@ -712,10 +716,11 @@ func TestAttentionStep(t *testing.T) {
 			if got := g.readInt64s(next, tc.dim); slices.ContainsFunc(got, func(v int64) bool { return v != 0 }) {
 				t.Errorf("%s: qkv_rope left the next residual buffer nonzero", name)
 			}
-			n := refRMSNorm(xr, nw, eps)
 			if noNorm {
-				n = f64s(xr)
+				nw = nil
 			}
+			f, _ := g.l.qkvKernel(qa)
+			n := refNorm(xr, nw, eps, g.l.k.int8[f])
 			q, k, v := refMatvec(wq, n), refMatvec(wk, n), refMatvec(wv, n)
 			if tc.bias {
 				for i := range q {

@@ -30,15 +30,8 @@ func refDequant(typ quant.Type, data []byte, rows, cols int) ([][]float64, error
 
 // refRMSNorm returns x/rms(x)*w, or x itself when w is nil.
 func refRMSNorm(x, w []float32, eps float32) []float64 {
+	scale := rmsScale(x, w, eps)
 	out := make([]float64, len(x))
-	scale := 1.0
-	if w != nil {
-		ss := 0.0
-		for _, v := range x {
-			ss += float64(v) * float64(v)
-		}
-		scale = 1 / math.Sqrt(ss/float64(len(x))+float64(eps))
-	}
 	for i, v := range x {
 		out[i] = float64(v) * scale
 		if w != nil {
@@ -46,6 +39,57 @@ func refRMSNorm(x, w []float32, eps float32) []float64 {
 		}
 	}
 	return out
+}
+
+// rmsScale is 1/rms(x), or 1 when w is nil (no norm).
+func rmsScale(x, w []float32, eps float32) float64 {
+	if w == nil {
+		return 1
+	}
+	ss := 0.0
+	for _, v := range x {
+		ss += float64(v) * float64(v)
+	}
+	return 1 / math.Sqrt(ss/float64(len(x))+float64(eps))
+}
+
+// refQ8RMSNorm is refRMSNorm of the activations the int8 decode kernels
+// multiply (kernels/decode.cuh, q8_stage): x·w rounded in blocks of 32 to
+// int8 codes and the scale amax/127, half away from zero, in float32 as
+// the kernel rounds them.
+func refQ8RMSNorm(x, w []float32, eps float32) []float64 {
+	scale := rmsScale(x, w, eps)
+	out := make([]float64, len(x))
+	for b := 0; b < len(x); b += 32 {
+		v := make([]float32, min(32, len(x)-b))
+		var amax float32
+		for i := range v {
+			v[i] = x[b+i]
+			if w != nil {
+				v[i] *= w[b+i]
+			}
+			amax = max(amax, float32(math.Abs(float64(v[i]))))
+		}
+		d := amax / 127
+		if d == 0 {
+			continue
+		}
+		id := 1 / d
+		for i := range v {
+			out[b+i] = float64(d) * math.Round(float64(v[i]*id)) * scale
+		}
+	}
+	return out
+}
+
+// refNorm is the norm's output as a decode kernel multiplies it:
+// refRMSNorm, or rounded to int8 where int8 says the kernel quantizes its
+// activations (kernelSet.int8).
+func refNorm(x, w []float32, eps float32, int8 bool) []float64 {
+	if int8 {
+		return refQ8RMSNorm(x, w, eps)
+	}
+	return refRMSNorm(x, w, eps)
 }
 
 // refMatvec returns W·x.

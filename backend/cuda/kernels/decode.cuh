@@ -138,6 +138,75 @@ template <> __device__ __forceinline__ float wdot<WT_MIX_Q5K>(const wblk<WT_MIX_
 	return wdot_mix<MX_Q5_K>(w, x);
 }
 
+// Int8 activations (llama.cpp's MMVQ idea): for the layouts of xq8, the
+// staged kernels quantize the normed activations once a block, 32
+// elements to int8 codes with a float scale amax/127 (rounded half away
+// from zero, as the CPU engine's Q8_0 activations), and multiply the
+// weight codes by them four at a time (dp4a) in integer arithmetic.
+// Against the float path a lane holds 10 registers of activations
+// instead of 34, reads 48 bytes of shared memory a block instead of 256,
+// and spends a quarter of the instructions: these kernels were bound by
+// those, not by their weights' bytes. Q4_0 keeps float activations: its
+// float path was already at its weights' bandwidth, and int8 was 4%
+// slower. A scale for every 32 elements, where the CPU engine's K-quant
+// products take one for 256 (Q8_K), keeps the rounding small: 0.9%
+// against 1.5% of the logits beside the f16 prefill on a Q4_K_M-like test
+// model (BENCHMARKS.md).
+template <int T> struct xq8 {
+	static constexpr bool on = T == WT_Q8_0 || T == WT_MIX_Q4K || T == WT_MIX_Q5K || T == WT_MIX_Q6K;
+};
+
+// xblk8 is a lane's 32 activations as int8 (q, four a word, element 4i
+// in word i's low byte), their scale d, and Σq over each half (the codes'
+// offsets and the mixed layouts' min terms need them).
+struct xblk8 {
+	int q[8];
+	float d;
+	int s0, s1;
+};
+
+__device__ __forceinline__ int dp4a(int a, int b, int c) {
+	int d;
+	asm("dp4a.s32.s32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+	return d;
+}
+
+// wdot8 is wdot on int8 activations.
+template <int T> __device__ __forceinline__ float wdot8(const wblk<T> &w, const xblk8 &x);
+
+template <> __device__ __forceinline__ float wdot8<WT_Q8_0>(const wblk<WT_Q8_0> &w, const xblk8 &x) {
+	const unsigned u[8] = {w.q0.x, w.q0.y, w.q0.z, w.q0.w, w.q1.x, w.q1.y, w.q1.z, w.q1.w};
+	int s = 0;
+#pragma unroll
+	for (int j = 0; j < 8; j++) s = dp4a((int)u[j], x.q[j], s);
+	return w.d * x.d * (float)s;
+}
+
+// The typed mixed layouts: codes below 128 (up to 6 bits), so a signed
+// dp4a takes them as they are; element i is s·(c_i − off) + m.
+template <int FIX> __device__ __forceinline__ float wdot8_mix(const wblk<WT_MIX> &w, const xblk8 &x) {
+	unsigned c[8];
+	mix_codes<0, 8, FIX>(w, c);
+	int a0 = 0, a1 = 0;
+#pragma unroll
+	for (int j = 0; j < 4; j++) {
+		a0 = dp4a((int)c[j], x.q[j], a0);
+		a1 = dp4a((int)c[4 + j], x.q[4 + j], a1);
+	}
+	const int off = (int)(w.off - 8388608.f);
+	return x.d * (w.s0 * (float)(a0 - off * x.s0) + w.m0 * (float)x.s0 +
+	              (w.s1 * (float)(a1 - off * x.s1) + w.m1 * (float)x.s1));
+}
+template <> __device__ __forceinline__ float wdot8<WT_MIX_Q4K>(const wblk<WT_MIX_Q4K> &w, const xblk8 &x) {
+	return wdot8_mix<MX_Q4_K>(w, x);
+}
+template <> __device__ __forceinline__ float wdot8<WT_MIX_Q5K>(const wblk<WT_MIX_Q5K> &w, const xblk8 &x) {
+	return wdot8_mix<MX_Q5_K>(w, x);
+}
+template <> __device__ __forceinline__ float wdot8<WT_MIX_Q6K>(const wblk<WT_MIX_Q6K> &w, const xblk8 &x) {
+	return wdot8_mix<MX_Q6_K>(w, x);
+}
+
 // res_stage converts the fixed-point residual stream's k elements
 // (common.cuh) to float32 in shared memory xs, with the whole block, for
 // the matrix-vector core to read: converting the 64-bit integers in every
@@ -168,6 +237,55 @@ __device__ __forceinline__ const float *res_stage(const long long *res, int k, f
 	return xs;
 }
 __device__ __forceinline__ const float *res_stage(const float *in, int, float *) { return in; }
+
+// q8_stage quantizes the staged residual times the norm's weights gs
+// (both padded as XS_AT; res_stage's barrier behind them; GP false: gs
+// unpadded, in global memory, or null) to int8, in place: block b's 36
+// floats become its 32 codes (words 0-7), the scale (word 8), Σq over
+// each half (words 9, 10, as int) and Σ x² of the unweighted elements
+// (word 11, RMSNorm's statistic). The norm's scale comes after the
+// products, so the codes are those of the normed activations but for
+// rounding. A warp takes a block, a lane an element; each warp reads only
+// the blocks it writes, and its shuffles order every lane's read before
+// any write. A NaN makes the scale NaN, so that it reaches the products
+// (the poison rule).
+template <bool GP = true> __device__ __forceinline__ void q8_stage(float *xs, const float *gs, int k) {
+	const int lane = threadIdx.x & 31, nb = (k + 31) >> 5;
+	for (int b = threadIdx.x >> 5; b < nb; b += blockDim.x >> 5) {
+		const int e = 32 * b + lane;
+		const float x = e < k ? xs[XS_AT(e)] : 0.f;
+		const float v = e < k ? (GP ? x * gs[XS_AT(e)] : gs ? x * gs[e] : x) : 0.f;
+		const float amax = warp_max(fabsf(v)), ss = warp_sum(x * x);
+		const float d = __any_sync(0xffffffffu, v != v) ? __int_as_float(0x7fc00000) : amax / 127.f;
+		const int q = (int)roundf(v * (d != 0.f ? 1.f / d : 0.f));
+		int s = q;
+#pragma unroll
+		for (int o = 8; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+		int u = (q & 0xff) << (8 * (lane & 3));
+		u |= __shfl_xor_sync(0xffffffffu, u, 1);
+		u |= __shfl_xor_sync(0xffffffffu, u, 2);
+		unsigned *o = (unsigned *)(xs + 36 * b);
+		if ((lane & 3) == 0) o[lane >> 2] = (unsigned)u;
+		if (lane == 0) {
+			o[8] = __float_as_uint(d);
+			o[9] = (unsigned)s;
+			o[11] = __float_as_uint(ss);
+		}
+		if (lane == 16) o[10] = (unsigned)s;
+	}
+	__syncthreads();
+}
+
+// x8load reads block b of q8_stage's output and returns its Σ x².
+__device__ __forceinline__ float x8load(xblk8 &x, const float *xs, int b) {
+	const uint4 *p = (const uint4 *)(xs + 36 * b);
+	const uint4 a = p[0], c = p[1], m = p[2];
+	x.q[0] = (int)a.x, x.q[1] = (int)a.y, x.q[2] = (int)a.z, x.q[3] = (int)a.w;
+	x.q[4] = (int)c.x, x.q[5] = (int)c.y, x.q[6] = (int)c.z, x.q[7] = (int)c.w;
+	x.d = __uint_as_float(m.x);
+	x.s0 = (int)m.y, x.s1 = (int)m.z;
+	return __uint_as_float(m.w);
+}
 
 // xstride is the distance in floats between 32-element blocks of an input
 // x of type X: padded (36) once staged from the fixed-point residual
@@ -326,6 +444,58 @@ template <int T, int R, int PRE = 1> struct mv {
 			if (g) ssl += __shfl_xor_sync(0xffffffffu, ssl, o);
 		}
 		ss = ssl;
+	}
+
+	// dot8 is dot on q8_stage's int8 activations xs (the norm's weights
+	// already in them; ss is Σ x² all the same).
+	__device__ __forceinline__ void dot8(int nb, const float *xs, float acc[R], float &ss) {
+		int lane = threadIdx.x & 31;
+		xblk8 x[PRE];
+		float ssl = 0.f;
+#pragma unroll
+		for (int j = 0; j < PRE; j++)
+			if (lane + 32 * j < nb) ssl += x8load(x[j], xs, lane + 32 * j);
+#pragma unroll
+		for (int i = 0; i < R; i++) acc[i] = 0.f;
+#pragma unroll
+		for (int j = 0; j < PRE; j++) {
+			if (lane + 32 * j < nb) {
+#pragma unroll
+				for (int i = 0; i < R; i++)
+					if (row[i] >= 0) acc[i] += wdot8<T>(w[i][j], x[j]);
+			}
+		}
+		for (int b = lane + 32 * PRE; b < nb; b += 32) {
+			xblk8 xb;
+			ssl += x8load(xb, xs, b);
+#pragma unroll
+			for (int i = 0; i < R; i++) {
+				if (row[i] >= 0) {
+					wblk<T> wb;
+					wload<T>(wb, q[i], d[i], row[i] * nb + b);
+					acc[i] += wdot8<T>(wb, xb);
+				}
+			}
+		}
+#pragma unroll
+		for (int o = 16; o > 0; o >>= 1) {
+#pragma unroll
+			for (int i = 0; i < R; i++) acc[i] += __shfl_xor_sync(0xffffffffu, acc[i], o);
+			ssl += __shfl_xor_sync(0xffffffffu, ssl, o);
+		}
+		ss = ssl;
+	}
+
+	// dotx8 is dotx on int8 activations (rows of one block a lane).
+	__device__ __forceinline__ void dotx8(int nb, const xblk8 &x, float acc[R]) {
+		int lane = threadIdx.x & 31;
+#pragma unroll
+		for (int i = 0; i < R; i++) acc[i] = lane < nb && row[i] >= 0 ? wdot8<T>(w[i][0], x) : 0.f;
+#pragma unroll
+		for (int o = 16; o > 0; o >>= 1) {
+#pragma unroll
+			for (int i = 0; i < R; i++) acc[i] += __shfl_xor_sync(0xffffffffu, acc[i], o);
+		}
 	}
 
 	// dotx is dot on activations already in registers (xpre): for a warp

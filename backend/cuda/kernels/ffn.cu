@@ -227,7 +227,12 @@ __device__ __forceinline__ void ffn(const long long *res, long long *out, unsign
 	norm_ready();
 	const float *x = res_stage(res, k, (float *)xs4);
 	float acc[R], ss;
-	m.template dot<36, true>(nb, k, x, gs, acc, ss);
+	if constexpr (xq8<T>::on) {
+		q8_stage((float *)xs4, gs, k);
+		m.dot8(nb, x, acc, ss);
+	} else {
+		m.template dot<36, true>(nb, k, x, gs, acc, ss);
+	}
 	float scale = norm_w ? rms_factor(ss, k, eps) : 1.f;
 	if (*poison) scale = __int_as_float(0x7fc00000);
 #pragma unroll

@@ -78,8 +78,11 @@ __device__ __forceinline__ void logits(const X *in, unsigned *poison, const floa
 	// Rows of up to 1024 elements: the lane's activations are loaded once,
 	// the norm weights of its block before the wait.
 	const bool whole = nb <= 32;
+	// Int8 activations (decode.cuh, xq8) where the residual stream is
+	// staged: the decode step's head.
+	constexpr bool Q8 = xq8<T>::on && sizeof(X) == 8;
 	normw<1> gw;
-	if (whole) gw.load(norm_w, nb, k);
+	if (whole && !Q8) gw.load(norm_w, nb, k);
 	pdl_wait_and_release();
 	samp_params sp;
 	sp.flags = 0;
@@ -88,9 +91,18 @@ __device__ __forceinline__ void logits(const X *in, unsigned *poison, const floa
 	const bool bad = poison && *poison;
 	extern __shared__ float4 xs4[]; // XS_AT(k) floats
 	constexpr int BS = xstride<X>::BS;
-	const float *x = whole ? res_stage(in, k, (float *)xs4) : stage_normed(in, k, norm_w, eps, (float *)xs4, bv);
+	const float *x;
 	xblk xs[1];
-	float ssx = whole ? xpre<1, BS>(xs, nb, k, x, norm_w, &gw) : 0.f;
+	xblk8 x8;
+	float ssx = 0.f;
+	if constexpr (Q8) {
+		x = res_stage(in, k, (float *)xs4);
+		q8_stage<false>((float *)xs4, norm_w, k);
+		if (whole) ssx = warp_sum(lane < nb ? x8load(x8, x, lane) : 0.f);
+	} else {
+		x = whole ? res_stage(in, k, (float *)xs4) : stage_normed(in, k, norm_w, eps, (float *)xs4, bv);
+		ssx = whole ? xpre<1, BS>(xs, nb, k, x, norm_w, &gw) : 0.f;
+	}
 	float best = -INFINITY;
 	int besti = 0x7fffffff;
 	while ((long)grp * R < rows) {
@@ -100,11 +112,17 @@ __device__ __forceinline__ void logits(const X *in, unsigned *poison, const floa
 #pragma unroll
 		for (int i = 0; i < R; i++) ncnt[i] = counts && nxt.row[i] >= 0 ? counts[nxt.row[i]] : 0;
 		float acc[R], ss;
-		if (whole)
+		if constexpr (Q8) {
+			if (whole)
+				cur.dotx8(nb, x8, acc);
+			else
+				cur.dot8(nb, x, acc, ssx);
+		} else if (whole) {
 			cur.dotx(nb, xs, acc);
-		else
+		} else {
 			cur.template dot<36>(nb, k, x, nullptr, acc, ss);
-		float scale = bad ? __int_as_float(0x7fc00000) : whole ? rms_factor(ssx, k, eps) : 1.f;
+		}
+		float scale = bad ? __int_as_float(0x7fc00000) : whole || Q8 ? rms_factor(ssx, k, eps) : 1.f;
 #pragma unroll
 		for (int i = 0; i < R; i++) {
 			if (cur.row[i] < 0) continue;

@@ -84,6 +84,7 @@ __device__ __forceinline__ void qkv_rope(const long long *res, long long *res_ne
 	const bool bad = *poison;
 	norm_ready();
 	const float *x = res_stage(res, k, (float *)xs4);
+	if constexpr (xq8<T>::on) q8_stage((float *)xs4, gs, k);
 	for (bool first = true; grp * (R / 2) < pairs; grp += grid_warps(), first = false) {
 		if (!first) {
 			qkv_rows<T, R>(m, w, grp, pairs, half, head_dim, rhalf, rope_dim, neox);
@@ -109,7 +110,10 @@ __device__ __forceinline__ void qkv_rope(const long long *res, long long *res_ne
 			}
 		}
 		float acc[R], ss;
-		m.template dot<36, true>(nb, k, x, gs, acc, ss);
+		if constexpr (xq8<T>::on)
+			m.dot8(nb, x, acc, ss);
+		else
+			m.template dot<36, true>(nb, k, x, gs, acc, ss);
 		float scale = bad ? __int_as_float(0x7fc00000) : !EXT || norm_w ? rms_factor(ss, k, eps) : 1.f;
 		float v0 = 0.f, v1 = 0.f;
 #pragma unroll
