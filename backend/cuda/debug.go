@@ -34,6 +34,9 @@ type debugLayer struct {
 	// multiply int8 activations (kernelSet.int8), which the twin rounds
 	// as they do.
 	int8Attn, int8FFN bool
+	// int8Down: the split FFN's down projection reads the hidden units as
+	// int8 (ffnArgs.h8).
+	int8Down bool
 	wq, wk, wv, wo    [][]float64
 	bias              []float32
 	gate, up, down    [][]float64
@@ -116,6 +119,9 @@ func (r *debugRef) layer(i, pos int) {
 	}
 	n = refNorm(f32s(r.x), l.ffnNorm, c.RMSEps, l.int8FFN)
 	h := refGLU(refMatvec(l.gate, n), refMatvec(l.up, n), model.SiLU)
+	if l.int8Down {
+		h = refQ8Sixteens(f32s(h))
+	}
 	for j, v := range refMatvec(l.down, h) {
 		r.x[j] += v
 	}

@@ -244,6 +244,7 @@ type Backend struct {
 	poison       cu.DevicePtr    // set when a residual addend did not fit in fixed point
 	q            cu.DevicePtr
 	ffnH         cu.DevicePtr // the split FFN's hidden units (tuning.ffnSplit)
+	ffnH8        cu.DevicePtr // and as int8 blocks, for the int8 layouts (ffnArgs.h8)
 	heads        cu.DevicePtr // the attention heads' outputs (tuning.attnHeads)
 	logits       cu.DevicePtr
 	partAcc      cu.DevicePtr
@@ -358,10 +359,11 @@ func New(m *model.Model, o Options) (_ *Backend, err error) {
 			fq, _ := eager.qkvKernel(qkvArgs{wq: &ly.wq, wk: &ly.wk, wv: &ly.wv, normW: ly.attnNorm})
 			fa := ffnArgs{gate: &ly.gate, up: &ly.up, down: &ly.down}
 			if b.tune.ffnSplit {
-				fa.h = b.ffnH
+				fa.h, fa.h8 = b.ffnH, b.ffnH8
 			}
 			_, ff, _ := eager.ffnPick(fa)
 			dl.int8Attn, dl.int8FFN = eager.k.int8[fq], eager.k.int8[ff]
+			dl.int8Down = eager.ffnInt8Down(fa, ff) != nil
 		}
 	}
 	return b, nil
@@ -765,6 +767,9 @@ func (b *Backend) allocState() error {
 		// the post-norms' branch (each post-norm zeroes it after reading).
 		{&b.pos, 1}, {&b.next, 2}, {&b.ticket, 1}, {&b.attnTickets, 2 * c.NumHeads}, {&b.poison, 1}, {&b.best, 1}, {&b.params, spWords},
 		{&b.hist, 2 + b.ctxLen}, {&b.counts, c.VocabSize}, {&b.branch, branchWords},
+		// Zeroed too: the halves of its last block past FFNDim are never
+		// written.
+		{&b.ffnH8, h8Words(c.FFNDim)},
 	}
 	total, zeroFrom := 0, 0
 	for _, a := range bufs {
@@ -882,7 +887,7 @@ func (b *Backend) recordStep(l *launcher, k stepKind, afterLayer func(i int) err
 			fa.out, fa.noCarry, fa.rs = b.branch, true, 1
 		}
 		if b.tune.ffnSplit {
-			fa.h = b.ffnH
+			fa.h, fa.h8 = b.ffnH, b.ffnH8
 		}
 		if err := l.ffn(fa); err != nil {
 			return err

@@ -68,6 +68,8 @@ type kernelSet struct {
 // matrix a launch reads has that type (launcher.typed).
 type typedKernels struct {
 	qkvRope2, qkvRopeExt2, ffn, matvecAdd, logits *cu.Function
+	// matvecAdd8: the split FFN's down projection on int8 hidden units.
+	matvecAdd8 *cu.Function
 	// gemm: the prefill's (and batched steps') gemm by epilogue, whose
 	// dequantization of each weight tile bounds it at few rows.
 	gemm [3]*cu.Function
@@ -142,7 +144,7 @@ func loadKernels(c *cu.Context) (_ *kernelSet, err error) {
 			case "logits":
 				names = append(names, "logits_"+s)
 			case "matvec_add":
-				names = append(names, "matvec_add_"+s)
+				names = append(names, "matvec_add_"+s, "matvec_add8_"+s)
 			case "ffn":
 				names = append(names, "ffn_"+s+"_u16w1")
 			}
@@ -190,9 +192,10 @@ func loadKernels(c *cu.Context) (_ *kernelSet, err error) {
 	k.typed = map[quant.Type]*typedKernels{}
 	for q, s := range typedQuants {
 		tk := &typedKernels{qkvRope2: funcs["qkv_rope_"+s+"_r2"], qkvRopeExt2: funcs["qkv_rope_ext_"+s+"_r2"],
-			ffn: funcs["ffn_"+s+"_u16w1"], matvecAdd: funcs["matvec_add_"+s], logits: funcs["logits_"+s]}
+			ffn: funcs["ffn_"+s+"_u16w1"], matvecAdd: funcs["matvec_add_"+s], matvecAdd8: funcs["matvec_add8_"+s],
+			logits: funcs["logits_"+s]}
 		k.typed[q] = tk
-		decode = append(decode, tk.qkvRope2, tk.qkvRopeExt2, tk.ffn, tk.matvecAdd, tk.logits)
+		decode = append(decode, tk.qkvRope2, tk.qkvRopeExt2, tk.ffn, tk.matvecAdd, tk.matvecAdd8, tk.logits)
 	}
 	// The kernels that multiply int8 activations (kernels/decode.cuh, xq8).
 	k.int8 = map[*cu.Function]bool{}

@@ -522,7 +522,12 @@ type ffnArgs struct {
 	noCarry bool
 	// h, when set, splits the FFN in two kernels: gate/up write the hidden
 	// units there (float32, gate.Rows), matvec_add adds down·h.
-	h              cu.DevicePtr
+	h cu.DevicePtr
+	// h8, when set with h, takes the hidden units as int8 blocks
+	// (h8Words(gate.Rows), zeroed once) where the gate/up kernel
+	// multiplies int8 activations and down has an int8 matvec_add
+	// (ffnInt8Down), which then reads them instead of h.
+	h8             cu.DevicePtr
 	normW          cu.DevicePtr // 0: no pre-norm
 	eps            float32
 	gate, up, down *deviceMatrix
@@ -542,9 +547,14 @@ func (l *launcher) ffn(a ffnArgs) error {
 	if err != nil {
 		return err
 	}
+	down8 := l.ffnInt8Down(a, f)
+	h8 := cu.DevicePtr(0)
+	if down8 != nil {
+		h8 = a.h8
+	}
 	err = l.launch(f, cu.Dim((g.Rows+s.units-1)/s.units), 32*s.units/s.perWarp, stagedNormBytes(g.Cols), cu.Args{
 		a.res, a.out, a.poison, a.normW, a.eps, i32(g.Cols), g.Q, g.D, u.Q, u.D, i32(g.Rows), d.Q, d.D, i32(int(a.act)), a.rs,
-		b32(!a.noCarry), a.h})
+		b32(!a.noCarry), a.h, h8})
 	if err != nil || a.h == 0 {
 		return err
 	}
@@ -552,8 +562,25 @@ func (l *launcher) ffn(a ffnArgs) error {
 	if a.noCarry {
 		carry = 0
 	}
+	if down8 != nil {
+		return l.matvecAddWith(down8, h8, d, a.rs, carry, a.out, a.poison)
+	}
 	return l.matvecAdd(a.h, d, a.rs, carry, a.out, a.poison)
 }
+
+// ffnInt8Down is the split FFN's int8 down projection (matvec_add8) when
+// a asks for one (h and h8 set), its gate/up kernel f multiplies int8
+// activations and down's typed family has one; nil otherwise.
+func (l *launcher) ffnInt8Down(a ffnArgs, f *cu.Function) *cu.Function {
+	if a.h == 0 || a.h8 == 0 || !l.k.int8[f] {
+		return nil
+	}
+	return l.typed(nil, func(k *typedKernels) *cu.Function { return k.matvecAdd8 }, a.down)
+}
+
+// h8Words is the 4-byte words of n values as int8 blocks (12 a block of
+// 32: kernels/decode.cuh's xblk8).
+func h8Words(n int) int { return 12 * ((n + 31) / 32) }
 
 // matvecAddWarps is the warps a block of matvec_add.
 const matvecAddWarps = 4
@@ -574,10 +601,15 @@ func matvecAddShape(t gpuType) (rows, ahead int) {
 // out, the fixed-point residual stream: a warp for each group of rows and
 // chunk of their blocks.
 func (l *launcher) matvecAdd(x cu.DevicePtr, w *deviceMatrix, rs float32, res, out, poison cu.DevicePtr) error {
+	f := l.typed(l.k.matvecAdd[w.Type], func(k *typedKernels) *cu.Function { return k.matvecAdd }, w)
+	return l.matvecAddWith(f, x, w, rs, res, out, poison)
+}
+
+// matvecAddWith launches matvec_add kernel f (matvec_add8 for int8 x).
+func (l *launcher) matvecAddWith(f *cu.Function, x cu.DevicePtr, w *deviceMatrix, rs float32, res, out, poison cu.DevicePtr) error {
 	r, c := matvecAddShape(w.Type)
 	chunks := (w.blocks() + 32*c - 1) / (32 * c)
 	warps := chunks * ((w.Rows + r - 1) / r)
-	f := l.typed(l.k.matvecAdd[w.Type], func(k *typedKernels) *cu.Function { return k.matvecAdd }, w)
 	return l.launch(f, cu.Dim((warps+matvecAddWarps-1)/matvecAddWarps), 32*matvecAddWarps, 0,
 		cu.Args{x, i32(w.Cols), w.Q, w.D, i32(w.Rows), rs, res, out, poison})
 }

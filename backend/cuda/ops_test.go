@@ -291,12 +291,11 @@ func TestFFNKernel(t *testing.T) {
 			for si, rn := range runs {
 				fs := rn.fs
 				g.l.ffnShape, g.l.ffnMixShape = fs, fs
-				var h cu.DevicePtr
+				var h, h8 cu.DevicePtr
 				if rn.split {
-					h = g.floats(nil, sh.hidden)
+					h, h8 = g.floats(nil, sh.hidden), g.floats(nil, h8Words(sh.hidden))
 				}
 				v := variants[(si+shi)%len(variants)]
-				name := fmt.Sprintf("%s/%dx%d/u%dw%d/split=%v/%+v", typ, sh.hidden, sh.k, fs.units, fs.perWarp, h != 0, v)
 				x, nw := randFloats(r, sh.k, 1), randFloats(r, sh.k, 1)
 				res, xr := g.residual(x)
 				dnw := g.floats(nw, 0)
@@ -307,25 +306,41 @@ func TestFFNKernel(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
+				// With an int8 down projection (h8) the reference takes the
+				// kernel's hidden units, checked on their own, rounded as
+				// h8_store rounds them: from its own float64 ones a rounding
+				// could land on the other side of a half.
+				down8 := g.l.ffnInt8Down(ffnArgs{down: down, h: h, h8: h8}, f) != nil
+				name := fmt.Sprintf("%s/%dx%d/u%dw%d/split=%v/h8=%v/%+v", typ, sh.hidden, sh.k, fs.units, fs.perWarp, h != 0, down8, v)
 				n := refNorm(xr, nw, 1e-5, g.l.k.int8[f])
-				want := refMatvec(wd, refGLU(refMatvec(wg, n), refMatvec(wu, n), v.act))
-				for i := range want {
-					want[i] *= float64(v.rs)
-					if !v.noCarry {
-						want[i] += float64(xr[i])
+				hidden := refGLU(refMatvec(wg, n), refMatvec(wu, n), v.act)
+				output := func(hidden []float64) []float64 {
+					want := refMatvec(wd, hidden)
+					for i := range want {
+						want[i] *= float64(v.rs)
+						if !v.noCarry {
+							want[i] += float64(xr[i])
+						}
 					}
+					return want
 				}
+				want := output(hidden)
 				before := randResidual(r, sh.k)
 				poison := g.floats([]float32{0}, 0)
 				var first []int64
 				for run := 0; run < 2; run++ {
 					out := g.int64s(before)
 					a := ffnArgs{res: res, out: out, poison: poison, normW: dnw, eps: 1e-5, gate: gate, up: up, down: down, h: h,
-						act: v.act, rs: v.rs, noCarry: v.noCarry}
+						h8: h8, act: v.act, rs: v.rs, noCarry: v.noCarry}
 					if err := g.l.ffn(a); err != nil {
 						t.Fatal(err)
 					}
 					got := g.readInt64s(out, sh.k)
+					if run == 0 && down8 {
+						gotH := g.read(h, sh.hidden)
+						check(t, name+" hidden units", gotH, hidden, f32Tol)
+						want = output(refQ8Sixteens(gotH))
+					}
 					if run == 0 {
 						check(t, name, residualDelta(got, before), want, f32Tol)
 						first = got

@@ -82,6 +82,29 @@ func refQ8RMSNorm(x, w []float32, eps float32) []float64 {
 	return out
 }
 
+// refQ8Sixteens is h as the split FFN's int8 hidden units hold it
+// (kernels/ffn.cu, h8_store): 16 values to a scale amax/127, rounded half
+// away from zero, in float32 as the kernel rounds them.
+func refQ8Sixteens(h []float32) []float64 {
+	out := make([]float64, len(h))
+	for b := 0; b < len(h); b += 16 {
+		v := h[b:min(b+16, len(h))]
+		var amax float32
+		for _, x := range v {
+			amax = max(amax, float32(math.Abs(float64(x))))
+		}
+		d := amax / 127
+		if d == 0 {
+			continue
+		}
+		id := 1 / d
+		for i, x := range v {
+			out[b+i] = float64(d) * math.Round(float64(x*id))
+		}
+	}
+	return out
+}
+
 // refNorm is the norm's output as a decode kernel multiplies it:
 // refRMSNorm, or rounded to int8 where int8 says the kernel quantizes its
 // activations (kernelSet.int8).

@@ -149,19 +149,22 @@ template <> __device__ __forceinline__ float wdot<WT_MIX_Q5K>(const wblk<WT_MIX_
 // those, not by their weights' bytes. Q4_0 keeps float activations: its
 // float path was already at its weights' bandwidth, and int8 was 4%
 // slower. A scale for every 32 elements, where the CPU engine's K-quant
-// products take one for 256 (Q8_K), keeps the rounding small: 0.9%
-// against 1.5% of the logits beside the f16 prefill on a Q4_K_M-like test
-// model (BENCHMARKS.md).
+// products take one for 256 (Q8_K), keeps the rounding small: 1.2%
+// against 1.5% of the logits beside the f16 batched step on a Q4_K_M-like
+// test model (BENCHMARKS.md).
 template <int T> struct xq8 {
 	static constexpr bool on = T == WT_Q8_0 || T == WT_MIX_Q4K || T == WT_MIX_Q5K || T == WT_MIX_Q6K;
 };
 
 // xblk8 is a lane's 32 activations as int8 (q, four a word, element 4i
-// in word i's low byte), their scale d, and Σq over each half (the codes'
-// offsets and the mixed layouts' min terms need them).
+// in word i's low byte), the scale of each half (d0, d1: one value for
+// q8_stage's blocks; the split FFN's hidden units come 16 to a block,
+// ffn.cu's h8_store) and Σq over each half (the codes' offsets and the
+// mixed layouts' min terms need them). In memory, a block is 12 words:
+// q, d0, d1, s0, s1.
 struct xblk8 {
 	int q[8];
-	float d;
+	float d0, d1;
 	int s0, s1;
 };
 
@@ -176,10 +179,13 @@ template <int T> __device__ __forceinline__ float wdot8(const wblk<T> &w, const 
 
 template <> __device__ __forceinline__ float wdot8<WT_Q8_0>(const wblk<WT_Q8_0> &w, const xblk8 &x) {
 	const unsigned u[8] = {w.q0.x, w.q0.y, w.q0.z, w.q0.w, w.q1.x, w.q1.y, w.q1.z, w.q1.w};
-	int s = 0;
+	int s0 = 0, s1 = 0;
 #pragma unroll
-	for (int j = 0; j < 8; j++) s = dp4a((int)u[j], x.q[j], s);
-	return w.d * x.d * (float)s;
+	for (int j = 0; j < 4; j++) {
+		s0 = dp4a((int)u[j], x.q[j], s0);
+		s1 = dp4a((int)u[4 + j], x.q[4 + j], s1);
+	}
+	return w.d * (x.d0 * (float)s0 + x.d1 * (float)s1);
 }
 
 // The typed mixed layouts: codes below 128 (up to 6 bits), so a signed
@@ -194,8 +200,8 @@ template <int FIX> __device__ __forceinline__ float wdot8_mix(const wblk<WT_MIX>
 		a1 = dp4a((int)c[4 + j], x.q[4 + j], a1);
 	}
 	const int off = (int)(w.off - 8388608.f);
-	return x.d * (w.s0 * (float)(a0 - off * x.s0) + w.m0 * (float)x.s0 +
-	              (w.s1 * (float)(a1 - off * x.s1) + w.m1 * (float)x.s1));
+	return x.d0 * (w.s0 * (float)(a0 - off * x.s0) + w.m0 * (float)x.s0) +
+	       x.d1 * (w.s1 * (float)(a1 - off * x.s1) + w.m1 * (float)x.s1);
 }
 template <> __device__ __forceinline__ float wdot8<WT_MIX_Q4K>(const wblk<WT_MIX_Q4K> &w, const xblk8 &x) {
 	return wdot8_mix<MX_Q4_K>(w, x);
@@ -241,9 +247,9 @@ __device__ __forceinline__ const float *res_stage(const float *in, int, float *)
 // q8_stage quantizes the staged residual times the norm's weights gs
 // (both padded as XS_AT; res_stage's barrier behind them; GP false: gs
 // unpadded, in global memory, or null) to int8, in place: block b's 36
-// floats become its 32 codes (words 0-7), the scale (word 8), Σq over
-// each half (words 9, 10, as int) and Σ x² of the unweighted elements
-// (word 11, RMSNorm's statistic). The norm's scale comes after the
+// floats become its 12 words of xblk8 (the scale twice) and, in its
+// padding (word 32), Σ x² of the unweighted elements (RMSNorm's
+// statistic). The norm's scale comes after the
 // products, so the codes are those of the normed activations but for
 // rounding. A warp takes a block, a lane an element; each warp reads only
 // the blocks it writes, and its shuffles order every lane's read before
@@ -267,24 +273,28 @@ template <bool GP = true> __device__ __forceinline__ void q8_stage(float *xs, co
 		unsigned *o = (unsigned *)(xs + 36 * b);
 		if ((lane & 3) == 0) o[lane >> 2] = (unsigned)u;
 		if (lane == 0) {
-			o[8] = __float_as_uint(d);
-			o[9] = (unsigned)s;
-			o[11] = __float_as_uint(ss);
+			o[8] = o[9] = __float_as_uint(d);
+			o[10] = (unsigned)s;
+			o[32] = __float_as_uint(ss);
 		}
-		if (lane == 16) o[10] = (unsigned)s;
+		if (lane == 16) o[11] = (unsigned)s;
 	}
 	__syncthreads();
 }
 
-// x8load reads block b of q8_stage's output and returns its Σ x².
-__device__ __forceinline__ float x8load(xblk8 &x, const float *xs, int b) {
-	const uint4 *p = (const uint4 *)(xs + 36 * b);
-	const uint4 a = p[0], c = p[1], m = p[2];
+// x8ld reads an xblk8 (12 words, 16-byte aligned).
+__device__ __forceinline__ void x8ld(xblk8 &x, const unsigned *p) {
+	const uint4 a = ((const uint4 *)p)[0], c = ((const uint4 *)p)[1], m = ((const uint4 *)p)[2];
 	x.q[0] = (int)a.x, x.q[1] = (int)a.y, x.q[2] = (int)a.z, x.q[3] = (int)a.w;
 	x.q[4] = (int)c.x, x.q[5] = (int)c.y, x.q[6] = (int)c.z, x.q[7] = (int)c.w;
-	x.d = __uint_as_float(m.x);
-	x.s0 = (int)m.y, x.s1 = (int)m.z;
-	return __uint_as_float(m.w);
+	x.d0 = __uint_as_float(m.x), x.d1 = __uint_as_float(m.y);
+	x.s0 = (int)m.z, x.s1 = (int)m.w;
+}
+
+// x8load reads block b of q8_stage's output and returns its Σ x².
+__device__ __forceinline__ float x8load(xblk8 &x, const float *xs, int b) {
+	x8ld(x, (const unsigned *)(xs + 36 * b));
+	return xs[36 * b + 32];
 }
 
 // xstride is the distance in floats between 32-element blocks of an input

@@ -24,7 +24,8 @@
 // buffer of its own, and block 0 does not carry res into it).
 //
 // With h_out set the kernel stops after the gate/up half and writes the
-// hidden units there instead: wide models (thousands of hidden units, each
+// hidden units there instead (and, for the int8 layouts with h8 set, as
+// int8 blocks to h8 too: h8_store): wide models (thousands of hidden units, each
 // block's atomics over the whole width, W_down's columns a few bytes from
 // each of thousands of rows) run the down projection as its own
 // row-parallel matrix-vector product (matvec_add.cu).
@@ -182,13 +183,42 @@ template <int U> struct dseg<WT_F32, U> {
 	}
 };
 
+// h8_store writes a block's U hidden units hs (U = 16 or 32, from unit
+// u0, a multiple of U) to h8 as int8, 16 units to a scale: halves of
+// xblk8 blocks (decode.cuh), which matvec_add8 reads. A warp, a lane a
+// unit; a NaN makes the scales NaN (the poison rule).
+template <int U> __device__ __forceinline__ void h8_store(const float *hs, int u0, unsigned *h8) {
+	const int lane = threadIdx.x & 31;
+	const float v = lane < U ? hs[lane] : 0.f;
+	float a = fabsf(v);
+#pragma unroll
+	for (int o = 8; o > 0; o >>= 1) a = fmaxf(a, __shfl_xor_sync(0xffffffffu, a, o));
+	const float d = __any_sync(0xffffffffu, v != v) ? __int_as_float(0x7fc00000) : a / 127.f;
+	const int q = (int)roundf(v * (d != 0.f ? 1.f / d : 0.f));
+	int s = q;
+#pragma unroll
+	for (int o = 8; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+	int u = (q & 0xff) << (8 * (lane & 3));
+	u |= __shfl_xor_sync(0xffffffffu, u, 1);
+	u |= __shfl_xor_sync(0xffffffffu, u, 2);
+	const int e = u0 + lane, hf = (e >> 4) & 1;
+	unsigned *o = h8 + 12 * (e >> 5);
+	if (lane < U) {
+		if ((lane & 3) == 0) o[4 * hf + ((lane & 15) >> 2)] = (unsigned)u;
+		if ((lane & 15) == 0) {
+			o[8 + hf] = __float_as_uint(d);
+			o[10 + hf] = (unsigned)s;
+		}
+	}
+}
+
 // ffn adds W_down·(SiLU(gate·n)·(up·n)), n = rmsnorm(res)·norm_w, and res
 // itself to out (all k elements). gate and up are hidden×k, W_down k×hidden.
 template <int T, int U, int UW>
 __device__ __forceinline__ void ffn(const long long *res, long long *out, unsigned *poison, const float *norm_w,
                                     float eps, int k, const u8 *gq, const f16 *gd, const u8 *uq, const f16 *ud,
                                     int hidden, const u8 *dq, const f16 *dd, int act, float rs, int carry_res,
-                                    float *h_out) {
+                                    float *h_out, unsigned *h8) {
 	constexpr int R = 2 * UW;
 	// W_down rows a thread holds from before the wait: all of a 576-wide
 	// model's at 256 threads.
@@ -244,7 +274,15 @@ __device__ __forceinline__ void ffn(const long long *res, long long *out, unsign
 			if (h_out && m.row[i] >= 0) h_out[m.row[i]] = v;
 		}
 	}
-	if (h_out) return;
+	if (h_out) {
+		if constexpr (xq8<T>::on) {
+			if (h8) { // the block's units as int8 too, for matvec_add8
+				__syncthreads();
+				if (w == 0) h8_store<U>(hs, u0, h8);
+			}
+		}
+		return;
+	}
 	__syncthreads();
 	float4 h[U / 4];
 #pragma unroll
@@ -267,8 +305,9 @@ __device__ __forceinline__ void ffn(const long long *res, long long *out, unsign
 	    ffn_##name##_u##U##w##UW(const long long *res, long long *out, unsigned *poison, const float *norm_w,      \
 	                             float eps, int k, const u8 *gq, const f16 *gd, const u8 *uq, const f16 *ud,       \
 	                             int hidden, const u8 *dq, const f16 *dd, int act, float rs, int carry_res,        \
-	                             float *h_out) {                                                                   \
-		ffn<T, U, UW>(res, out, poison, norm_w, eps, k, gq, gd, uq, ud, hidden, dq, dd, act, rs, carry_res, h_out); \
+	                             float *h_out, unsigned *h8) {                                                     \
+		ffn<T, U, UW>(res, out, poison, norm_w, eps, k, gq, gd, uq, ud, hidden, dq, dd, act, rs, carry_res, h_out,  \
+		              h8);                                                                                         \
 	}
 // ffn_<type>_u<U>w<UW>: U hidden units a block, UW a warp (U/UW warps a
 // block). The float layouts have one shape: their rows take four and eight

@@ -23,7 +23,10 @@ template <int T> struct mva_shape {
 	static constexpr int C = T == WT_Q4_0 ? 4 : 2;
 };
 
-template <int T>
+// Q8: x is int8 blocks (xblk8, 12 words each: the split FFN's h8,
+// ffn.cu's h8_store), multiplied as the int8 decode kernels do
+// (decode.cuh, xq8); a third of the float row's bytes a block.
+template <int T, bool Q8>
 __device__ __forceinline__ void matvec_add(const float *x, int n, const u8 *wq, const f16 *wd, int rows,
                                            float rs, const long long *res, long long *out, unsigned *poison) {
 	constexpr int R = mva_shape<T>::R, C = mva_shape<T>::C;
@@ -48,18 +51,32 @@ __device__ __forceinline__ void matvec_add(const float *x, int n, const u8 *wq, 
 		}
 	}
 	pdl_wait_and_release();
-	xblk xb[C];
-	float ss = 0.f;
-#pragma unroll
-	for (int c = 0; c < C; c++)
-		if (base + lane + 32 * c < nb) xload<32>(xb[c], x, nullptr, base + lane + 32 * c, n, ss);
 	float acc[R];
-#pragma unroll
-	for (int i = 0; i < R; i++) {
-		acc[i] = 0.f;
+	if constexpr (Q8) {
+		xblk8 xb[C];
 #pragma unroll
 		for (int c = 0; c < C; c++)
-			if (grp * R + i < rows && base + lane + 32 * c < nb) acc[i] += wdot<T>(w[i][c], xb[c]);
+			if (base + lane + 32 * c < nb) x8ld(xb[c], (const unsigned *)x + 12 * (base + lane + 32 * c));
+#pragma unroll
+		for (int i = 0; i < R; i++) {
+			acc[i] = 0.f;
+#pragma unroll
+			for (int c = 0; c < C; c++)
+				if (grp * R + i < rows && base + lane + 32 * c < nb) acc[i] += wdot8<T>(w[i][c], xb[c]);
+		}
+	} else {
+		xblk xb[C];
+		float ss = 0.f;
+#pragma unroll
+		for (int c = 0; c < C; c++)
+			if (base + lane + 32 * c < nb) xload<32>(xb[c], x, nullptr, base + lane + 32 * c, n, ss);
+#pragma unroll
+		for (int i = 0; i < R; i++) {
+			acc[i] = 0.f;
+#pragma unroll
+			for (int c = 0; c < C; c++)
+				if (grp * R + i < rows && base + lane + 32 * c < nb) acc[i] += wdot<T>(w[i][c], xb[c]);
+		}
 	}
 #pragma unroll
 	for (int o = 16; o > 0; o >>= 1) {
@@ -77,9 +94,19 @@ __device__ __forceinline__ void matvec_add(const float *x, int n, const u8 *wq, 
 	extern "C" __global__ void __launch_bounds__(128)                                                              \
 	    matvec_add_##name(const float *x, int n, const u8 *wq, const f16 *wd, int rows, float rs,                  \
 	                      const long long *res, long long *out, unsigned *poison) {                                \
-		matvec_add<T>(x, n, wq, wd, rows, rs, res, out, poison);                                                   \
+		matvec_add<T, false>(x, n, wq, wd, rows, rs, res, out, poison);                                            \
 	}
 FOR_EACH_WEIGHT_TYPE(MATVEC_ADD)
 MATVEC_ADD(mixq4k, WT_MIX_Q4K)
 MATVEC_ADD(mixq6k, WT_MIX_Q6K)
 MATVEC_ADD(mixq5k, WT_MIX_Q5K)
+// matvec_add8_<type>: x the split FFN's int8 hidden units (h8).
+#define MATVEC_ADD8(name, T)                                                                                       \
+	extern "C" __global__ void __launch_bounds__(128)                                                              \
+	    matvec_add8_##name(const unsigned *x, int n, const u8 *wq, const f16 *wd, int rows, float rs,              \
+	                       const long long *res, long long *out, unsigned *poison) {                               \
+		matvec_add<T, true>((const float *)x, n, wq, wd, rows, rs, res, out, poison);                              \
+	}
+MATVEC_ADD8(mixq4k, WT_MIX_Q4K)
+MATVEC_ADD8(mixq6k, WT_MIX_Q6K)
+MATVEC_ADD8(mixq5k, WT_MIX_Q5K)
