@@ -698,19 +698,7 @@ func TestDecodeSpeed(t *testing.T) {
 			w := g.host.Uint32s()
 			w[ioToken], w[ioPos] = 1, uint32(depth+100)
 			encodeParams(w[ioParams:], sp, 0, g.cfg.VocabSize)
-			const n = 200
-			g.c.Record(start, g.stream)
-			for i := 0; i < n; i++ {
-				if err := graph.Launch(g.stream); err != nil {
-					t.Fatal(err)
-				}
-			}
-			g.c.Record(end, g.stream)
-			if err := g.c.SyncEvent(end); err != nil {
-				t.Fatal(err)
-			}
-			ms, _ := g.c.Elapsed(start, end)
-			us := 1000 * float64(ms) / n
+			us := replayMicros(t, g, graph)
 			t.Logf("%s graph replay @ depth %d: %.1f µs/token on the device (%.0f tok/s), %.2f µs per kernel",
 				tc.what, depth+100, us, 1e6/us, us/float64(tc.kernels))
 		}
@@ -1008,30 +996,39 @@ func baselineDecode(t *testing.T, m *model.Model, dir string) {
 		t.Fatalf("baseline kernels %s: %v", dir, err)
 	}
 	defer g.Close()
-	start, _ := g.c.NewEvent()
-	end, _ := g.c.NewEvent()
-	defer g.c.DestroyEvent(start)
-	defer g.c.DestroyEvent(end)
 	for _, depth := range []int{100, 2148} {
 		graph := g.graphFor(depth, stepGreedy)
 		w := g.host.Uint32s()
 		w[ioToken], w[ioPos] = 1, uint32(depth)
-		const n = 200
-		graph.Launch(g.stream)
-		g.c.Record(start, g.stream)
-		for range n {
-			if err := graph.Launch(g.stream); err != nil {
-				t.Fatal(err)
-			}
-		}
-		g.c.Record(end, g.stream)
-		if err := g.c.SyncEvent(end); err != nil {
-			t.Fatal(err)
-		}
-		ms, _ := g.c.Elapsed(start, end)
-		us := 1000 * float64(ms) / n
+		us := replayMicros(t, g, graph)
 		t.Logf("baseline greedy graph replay @ depth %d: %.1f µs/token on the device (%.0f tok/s)", depth, us, 1e6/us)
 	}
+}
+
+// replayMicros is the device µs of one replay of g's captured step graph:
+// 200 back to back between two events, after one that warms up.
+func replayMicros(t *testing.T, g *Backend, graph *cu.Graph) float64 {
+	t.Helper()
+	start, _ := g.c.NewEvent()
+	end, _ := g.c.NewEvent()
+	defer g.c.DestroyEvent(start)
+	defer g.c.DestroyEvent(end)
+	const n = 200
+	if err := graph.Launch(g.stream); err != nil {
+		t.Fatal(err)
+	}
+	g.c.Record(start, g.stream)
+	for range n {
+		if err := graph.Launch(g.stream); err != nil {
+			t.Fatal(err)
+		}
+	}
+	g.c.Record(end, g.stream)
+	if err := g.c.SyncEvent(end); err != nil {
+		t.Fatal(err)
+	}
+	ms, _ := g.c.Elapsed(start, end)
+	return 1000 * float64(ms) / n
 }
 
 // graphMicros captures what record enqueues as a graph and returns the
