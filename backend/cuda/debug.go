@@ -36,10 +36,10 @@ type debugLayer struct {
 	int8Attn, int8FFN bool
 	// int8Down: the split FFN's down projection reads the hidden units as
 	// int8 (ffnArgs.h8).
-	int8Down bool
-	wq, wk, wv, wo    [][]float64
-	bias              []float32
-	gate, up, down    [][]float64
+	int8Down       bool
+	wq, wk, wv, wo [][]float64
+	bias           []float32
+	gate, up, down [][]float64
 }
 
 func newDebugRef(m *model.Model, ctxLen int) (*debugRef, error) {
