@@ -359,11 +359,11 @@ func (e *engine) loop() {
 		e.stats.Waiting = len(queue)
 		e.mu.Unlock()
 
-		// Room for every decoding sequence's next token, preempting the
-		// newest when the pool runs out (prompts reserved theirs when
+		// Room for every decoding sequence that can step, preempting
+		// (makeRoom) when the pool runs out (prompts reserved theirs when
 		// admitted).
 		for _, r := range slices.Clone(running) {
-			if r.seq != nil && r.promptDone && len(r.pending) == 1 && r.seq.Room() == 0 {
+			if r.seq != nil && r.promptDone && len(r.pending) == 1 && r.seq.Room() == 0 && r.ready() {
 				e.makeRoom(r, &running, &queue)
 			}
 		}
@@ -557,19 +557,29 @@ func (e *engine) anyReady(running []*request) bool {
 	return false
 }
 
-// makeRoom reserves a block for r's next token, preempting the most
-// recently admitted sequences (their keys and values are dropped and
-// recomputed when they are admitted again) until one is free; when r is
-// the most recent, r is the one preempted.
+// makeRoom reserves a block for r's next token, preempting sequences
+// (their keys and values are dropped and recomputed when they are admitted
+// again) until one is free: first the most recently admitted of those
+// whose caller is behind (they could not step anyway, and come back only
+// once their caller has read), then the most recently admitted; when that
+// is r, r is the one preempted.
 func (e *engine) makeRoom(r *request, running, queue *[]*request) {
 	for r.seq.Reserve(len(r.pending)) != nil {
-		victim := (*running)[len(*running)-1] // admitted last
+		rs := *running
+		i := len(rs) - 1 // admitted last
+		for j := len(rs) - 1; j >= 0; j-- {
+			if rs[j] != r && !rs[j].ready() {
+				i = j
+				break
+			}
+		}
+		victim := rs[i]
 		victim.seq.Free()
 		victim.seq = nil
 		e.addRunning(-1)
 		victim.pending = append(victim.fed, victim.pending...) // fed is the engine's own
 		victim.fed = nil
-		*running = (*running)[:len(*running)-1]
+		*running = slices.Delete(rs, i, i+1)
 		*queue = append([]*request{victim}, *queue...)
 		e.mu.Lock()
 		e.stats.Preemptions++

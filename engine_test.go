@@ -471,3 +471,89 @@ func TestEngineStalledReaderYields(t *testing.T) {
 		t.Errorf("engine: %+v", st)
 	}
 }
+
+// TestEngineRoomFromStalledReader runs the pool out mid-decode while an
+// older generation's caller has stopped reading: that one gives its room
+// up (one preemption), not the newest, which would be recomputed and then
+// push the stalled one out anyway to come back (two).
+func TestEngineRoomFromStalledReader(t *testing.T) {
+	m := loadStoriesWith(t, Options{ContextLen: 128, KVTokens: 128})
+	o := GenerateOptions{IgnoreEOS: true, MaxTokens: 40}
+	prompt := func(text string) []int32 {
+		p := m.PromptTokens(text, o)
+		for len(p) < 40 {
+			p = append(p, p[1:]...)
+		}
+		return p[:40]
+	}
+	// The stalled one holds its prompt and a buffer of tokens (four
+	// blocks of 16 of the pool's eight); the other's 80 positions then
+	// need a fifth.
+	pa := prompt("Once upon a time, there was a little girl named Lily. She loved to play with her toys in the park.")
+	pb := prompt("The sun was hot and the children wanted to swim in the lake near the old tree by the house.")
+	alone := func(p []int32) []int32 {
+		var ids []int32
+		ref := loadStoriesWith(t, Options{ContextLen: 128})
+		if _, err := ref.GenerateTokens(context.Background(), p, o, func(tk Token) error {
+			ids = append(ids, tk.ID)
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return ids
+	}
+	wantA, wantB := alone(pa), alone(pb)
+
+	release, started := make(chan struct{}), make(chan struct{})
+	var releaseOnce sync.Once
+	free := func() { releaseOnce.Do(func() { close(release) }) }
+	t.Cleanup(free) // a failed test leaves no reader blocked
+	var gotA []int32
+	var errA error
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		_, errA = m.GenerateTokens(context.Background(), pa, o, func(tk Token) error {
+			if len(gotA) == 0 {
+				close(started)
+				<-release
+			}
+			gotA = append(gotA, tk.ID)
+			return nil
+		})
+	})
+	select {
+	case <-started:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the first generation gave no token")
+	}
+	done := make(chan []int32, 1)
+	go func() {
+		var ids []int32
+		if _, err := m.GenerateTokens(context.Background(), pb, o, func(tk Token) error {
+			ids = append(ids, tk.ID)
+			return nil
+		}); err != nil {
+			t.Error(err)
+		}
+		done <- ids
+	}()
+	select {
+	case gotB := <-done:
+		if !slices.Equal(gotB, wantB) {
+			t.Errorf("beside a stalled reader: %v, alone %v", gotB, wantB)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("a generation waited on a stalled reader's room")
+	}
+	if st := m.EngineStats(); st.Preemptions != 1 {
+		t.Errorf("%d preemptions making room, want 1 (the stalled generation's)", st.Preemptions)
+	}
+	free()
+	wg.Wait()
+	if errA != nil || !slices.Equal(gotA, wantA) {
+		t.Errorf("stalled generation: %v, tokens %v, alone %v", errA, gotA, wantA)
+	}
+	if st := m.EngineStats(); st.KVBlocksUsed != 0 {
+		t.Errorf("engine after both: %+v", st)
+	}
+}
