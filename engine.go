@@ -370,14 +370,16 @@ func (e *engine) loop() {
 
 		// The step: one token of each decoding sequence, then prompt
 		// chunks with the tokens left. A sequence whose caller has not
-		// taken its last tokens sits out.
+		// taken its last tokens sits out, and so does one without room:
+		// its caller was behind when room was made above and has read
+		// since (the next iteration reserves it).
 		var steps []backend.SeqStep
 		var who []*request
 		budget := e.stepTokens
 		for pass := 0; pass < 2; pass++ {
 			for _, r := range running {
 				decoding := r.promptDone && len(r.pending) == 1
-				if (pass == 0) != decoding || !r.ready() || budget == 0 {
+				if (pass == 0) != decoding || !r.ready() || budget == 0 || decoding && r.seq.Room() == 0 {
 					continue
 				}
 				n := min(len(r.pending), budget)

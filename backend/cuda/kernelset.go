@@ -54,7 +54,8 @@ type kernelSet struct {
 
 	// int8 are the decode kernels that quantize their activations to int8
 	// (kernels/decode.cuh, xq8): qkv_rope's, ffn's and the decode step's
-	// head for Q8_0 and the typed mixed families.
+	// head for Q8_0 and the typed mixed families. Their q8_stage takes
+	// rows of whole 32-element blocks, which these types' rows are.
 	int8 map[*cu.Function]bool
 	// decode are the decode step's kernels, which share one shared-memory
 	// carveout (setCarveout).

@@ -293,7 +293,8 @@ func TestFFNKernel(t *testing.T) {
 				g.l.ffnShape, g.l.ffnMixShape = fs, fs
 				var h, h8 cu.DevicePtr
 				if rn.split {
-					h, h8 = g.floats(nil, sh.hidden), g.floats(nil, h8Words(sh.hidden))
+					// h8 zeroed, as the engine allocates it (ffnArgs.h8).
+					h, h8 = g.floats(nil, sh.hidden), g.floats(make([]float32, h8Words(sh.hidden)), 0)
 				}
 				v := variants[(si+shi)%len(variants)]
 				x, nw := randFloats(r, sh.k, 1), randFloats(r, sh.k, 1)
