@@ -112,10 +112,8 @@ func blockRuns(runs []blockRun, table []int32, p0, n int) []blockRun {
 func (b *Backend) attention(l int) {
 	chunks := len(b.chunks)
 	items := b.c.NumKVHeads * chunks
-	b.pool.parallelFor(items, 1, func(lo, hi int) {
-		// Each range gets its own scratch: ranges are disjoint and there
-		// are at most threads of them.
-		sc := &b.attn[lo*len(b.attn)/items]
+	b.pool.parallelFor(items, 1, func(worker, lo, hi int) {
+		sc := &b.attn[worker] // a worker's ranges run one at a time
 		for it := lo; it < hi; it++ {
 			b.attendChunk(sc, l, it/chunks, &b.chunks[it%chunks])
 		}

@@ -153,7 +153,7 @@ func (b *Backend) matmul(x *activations, ps ...product) {
 		}
 		total += p.w.Rows
 	}
-	b.pool.parallelFor(total, 16, func(lo, hi int) {
+	b.pool.parallelFor(total, 16, func(_, lo, hi int) {
 		base := 0
 		for _, p := range ps {
 			rlo, rhi := max(lo-base, 0), min(hi-base, p.w.Rows)

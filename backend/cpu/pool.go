@@ -1,6 +1,9 @@
 package cpu
 
-import "sync"
+import (
+	"sync"
+	"sync/atomic"
+)
 
 // pool runs data-parallel loops on a fixed set of goroutines. Decode issues
 // a few hundred parallel regions a token, so workers are started once and
@@ -14,10 +17,16 @@ type pool struct {
 }
 
 type poolJob struct {
-	fn     func(lo, hi int)
-	lo, hi int
+	run    func(worker int)
+	worker int
 	done   *sync.WaitGroup
 }
+
+// chunksPerWorker is how many pieces parallelFor cuts a loop into for each
+// worker: the caller starts at once, a woken worker some microseconds
+// later, and with one fixed range each the first to finish waited for the
+// other.
+const chunksPerWorker = 8
 
 func newPool(workers int) *pool {
 	p := &pool{workers: max(workers, 1), jobs: make(chan poolJob)}
@@ -26,7 +35,7 @@ func newPool(workers int) *pool {
 		go func() {
 			defer p.wg.Done()
 			for j := range p.jobs {
-				j.fn(j.lo, j.hi)
+				j.run(j.worker)
 				j.done.Done()
 			}
 		}()
@@ -34,28 +43,38 @@ func newPool(workers int) *pool {
 	return p
 }
 
-// parallelFor calls fn over [0, n) split into one contiguous range per
-// worker, rounded to multiples of grain. The caller runs the first range.
-func (p *pool) parallelFor(n, grain int, fn func(lo, hi int)) {
+// parallelFor calls fn over [0, n) in contiguous ranges, multiples of grain
+// but the last, which the caller and the workers take in turn until none
+// is left: whoever is free takes the next. worker (0 … workers-1) says
+// who runs the range, for scratch space of its own: no two calls with
+// one worker run at once.
+func (p *pool) parallelFor(n, grain int, fn func(worker, lo, hi int)) {
 	if n <= 0 {
 		return
 	}
-	chunks := p.workers
-	if g := (n + grain - 1) / grain; g < chunks {
-		chunks = g
-	}
-	if chunks <= 1 {
-		fn(0, n)
+	chunks := min(p.workers*chunksPerWorker, (n+grain-1)/grain)
+	if p.workers == 1 || chunks <= 1 {
+		fn(0, 0, n)
 		return
 	}
 	per := (n + chunks - 1) / chunks
 	per = (per + grain - 1) / grain * grain
-	var done sync.WaitGroup
-	for lo := per; lo < n; lo += per {
-		done.Add(1)
-		p.jobs <- poolJob{fn: fn, lo: lo, hi: min(lo+per, n), done: &done}
+	var next atomic.Int64
+	run := func(worker int) {
+		for {
+			lo := int(next.Add(int64(per))) - per
+			if lo >= n {
+				return
+			}
+			fn(worker, lo, min(lo+per, n))
+		}
 	}
-	fn(0, min(per, n))
+	var done sync.WaitGroup
+	for w := 1; w < min(p.workers, chunks); w++ {
+		done.Add(1)
+		p.jobs <- poolJob{run: run, worker: w, done: &done}
+	}
+	run(0)
 	done.Wait()
 }
 
