@@ -2,6 +2,13 @@
 
 #include "textflag.h"
 
+// HPF is how far ahead of the row being read the F16/BF16 row kernels
+// prefetch: decode calls them row after row over contiguous rows, so the
+// prefetch runs into the rows that follow. 8 KiB gave +3-5% on SmolLM's
+// F16 and BF16 decode (2 threads, seven alternating rounds; 32 KiB was
+// no better).
+#define HPF 8192
+
 // func dotF16F32AVX2(w *uint16, x *float32, n int) float32
 //
 // n > 0, a multiple of 32. Four accumulators cover the FMA latency.
@@ -15,6 +22,7 @@ TEXT ·dotF16F32AVX2(SB), NOSPLIT, $0-28
 	VXORPS Y3, Y3, Y3
 
 f16loop:
+	PREFETCHT0 HPF(SI)
 	VCVTPH2PS (SI), Y4
 	VCVTPH2PS 16(SI), Y5
 	VCVTPH2PS 32(SI), Y6
@@ -52,6 +60,7 @@ TEXT ·dotBF16F32AVX2(SB), NOSPLIT, $0-28
 	VXORPS Y3, Y3, Y3
 
 bf16loop:
+	PREFETCHT0 HPF(SI)
 	VPMOVZXWD (SI), Y4
 	VPMOVZXWD 16(SI), Y5
 	VPMOVZXWD 32(SI), Y6
