@@ -6,8 +6,12 @@ import (
 
 	"gotok/backend"
 	"gotok/backend/cuda"
+	"gotok/backend/cuda/cu"
 	"gotok/model"
 )
+
+// cudaAvailable reports whether a CUDA driver and device are here.
+func cudaAvailable() bool { return cu.Available() == nil }
 
 func newCUDA(mm *model.Model, o Options, log *slog.Logger) (backend.Backend, error) {
 	b, err := cuda.New(mm, cuda.Options{ContextLen: o.ContextLen})

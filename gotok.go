@@ -45,6 +45,11 @@ type Options struct {
 	// context). When it runs out, the newest generation waits and is
 	// recomputed.
 	KVTokens int
+	// Mmap keeps the CPU engine's weights mapped from the file, as the GPU
+	// engine's are before their upload, instead of reading them into memory
+	// of their own on huge pages: less memory taken at once, decode up to
+	// a third slower (a TLB miss every 4 KiB page streamed).
+	Mmap bool
 }
 
 // Model is a loaded model with its tokenizer and backend. It is safe for
@@ -95,7 +100,14 @@ func Load(path string, o Options) (*Model, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	mm, err := model.Load(path)
+	// The CPU engine streams every weight each token: its model is read
+	// into memory of its own unless asked otherwise. "auto" decides here
+	// by the driver alone; a model the GPU then refuses runs mapped.
+	load := model.Load
+	if !o.Mmap && (o.Device == "cpu" || (o.Device == "" || o.Device == "auto") && !cudaAvailable()) {
+		load = model.LoadInMemory
+	}
+	mm, err := load(path)
 	if err != nil {
 		return nil, err
 	}

@@ -272,7 +272,20 @@ func TestParseLyingCounts(t *testing.T) {
 	}
 }
 
+// openers are the two ways to open a file: mapped, and read into memory
+// of its own.
+var openers = []struct {
+	name string
+	open func(string) (*gguf.File, error)
+}{{"Open", gguf.Open}, {"OpenInMemory", gguf.OpenInMemory}}
+
 func TestOpen(t *testing.T) {
+	for _, o := range openers {
+		t.Run(o.name, func(t *testing.T) { testOpen(t, o.open) })
+	}
+}
+
+func testOpen(t *testing.T, open func(string) (*gguf.File, error)) {
 	rng := rand.New(rand.NewPCG(5, 5))
 	meta, tensors := sample(t, rng, 64)
 	buf := write(t, meta, tensors)
@@ -281,7 +294,7 @@ func TestOpen(t *testing.T) {
 	if err := os.WriteFile(path, buf, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	f, err := gguf.Open(path)
+	f, err := open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -323,11 +336,17 @@ func TestOpen(t *testing.T) {
 }
 
 func TestOpenErrors(t *testing.T) {
+	for _, o := range openers {
+		t.Run(o.name, func(t *testing.T) { testOpenErrors(t, o.open) })
+	}
+}
+
+func testOpenErrors(t *testing.T, open func(string) (*gguf.File, error)) {
 	dir := t.TempDir()
-	if _, err := gguf.Open(dir); err == nil || !strings.Contains(err.Error(), "not a regular file") {
+	if _, err := open(dir); err == nil || !strings.Contains(err.Error(), "not a regular file") {
 		t.Errorf("Open(directory): %v", err)
 	}
-	if _, err := gguf.Open(filepath.Join(dir, "missing.gguf")); !errors.Is(err, fs.ErrNotExist) {
+	if _, err := open(filepath.Join(dir, "missing.gguf")); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("Open(missing): %v, want ErrNotExist", err)
 	}
 	for name, data := range map[string][]byte{
@@ -339,7 +358,7 @@ func TestOpenErrors(t *testing.T) {
 		if err := os.WriteFile(path, data, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		_, err := gguf.Open(path)
+		_, err := open(path)
 		if !errors.Is(err, gguf.ErrFormat) || !strings.Contains(err.Error(), path) {
 			t.Errorf("Open(%s): %v, want ErrFormat naming the path", name, err)
 		}

@@ -49,9 +49,15 @@ type Model struct {
 	File       *gguf.File
 }
 
-// Load opens a GGUF file and binds it.
-func Load(path string) (*Model, error) {
-	f, err := gguf.Open(path)
+// Load opens a GGUF file and binds it, its tensors mapped from the file.
+func Load(path string) (*Model, error) { return load(path, gguf.Open) }
+
+// LoadInMemory is Load with the file read into memory of its own
+// (gguf.OpenInMemory): what the CPU engine decodes fastest from.
+func LoadInMemory(path string) (*Model, error) { return load(path, gguf.OpenInMemory) }
+
+func load(path string, open func(string) (*gguf.File, error)) (*Model, error) {
+	f, err := open(path)
 	if err != nil {
 		return nil, err
 	}
