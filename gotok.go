@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"sync"
 
 	"gotok/backend"
@@ -101,11 +102,18 @@ func Load(path string, o Options) (*Model, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	// The CPU engine streams every weight each token: its model is read
-	// into memory of its own unless asked otherwise. "auto" decides here
-	// by the driver alone; a model the GPU then refuses runs mapped.
+	// into memory of its own on huge pages where it can be
+	// (inMemoryWeights), unless asked otherwise. "auto" decides here by the
+	// driver alone; a model the GPU then refuses runs mapped.
 	load := model.Load
 	if !o.Mmap && (o.Device == "cpu" || (o.Device == "" || o.Device == "auto") && !cudaAvailable()) {
-		load = model.LoadInMemory
+		if st, err := os.Stat(path); err == nil {
+			if ok, why := inMemoryWeights(st.Size()); ok {
+				load = model.LoadInMemory
+			} else {
+				log.Debug("CPU weights mapped from the file", "reason", why)
+			}
+		}
 	}
 	mm, err := load(path)
 	if err != nil {
