@@ -48,8 +48,9 @@ type Options struct {
 	KVTokens int
 	// Mmap keeps the CPU engine's weights mapped from the file, as the GPU
 	// engine's are before their upload, instead of reading them into memory
-	// of their own on huge pages: less memory taken at once, decode up to
-	// a third slower (a TLB miss every 4 KiB page streamed).
+	// of their own on huge pages (Linux with transparent huge pages on,
+	// files well within the memory available): less memory taken at once,
+	// decode up to a third slower (a TLB miss every 4 KiB page streamed).
 	Mmap bool
 }
 
