@@ -13,8 +13,6 @@ import (
 	"fmt"
 	"runtime"
 	"unsafe"
-
-	"github.com/ebitengine/purego"
 )
 
 // libName is the driver library every CUDA installation puts on the loader path.
@@ -57,7 +55,7 @@ func Load() (*Driver, error) {
 	if runtime.GOOS != "linux" {
 		return nil, fmt.Errorf("cuda: not supported on %s (only linux)", runtime.GOOS)
 	}
-	lib, err := purego.Dlopen(libName, purego.RTLD_NOW|purego.RTLD_GLOBAL)
+	lib, err := dlopen(libName)
 	if err != nil {
 		return nil, fmt.Errorf("cuda: cannot load %s (is the NVIDIA driver installed?): %w", libName, err)
 	}
@@ -121,12 +119,12 @@ func Load() (*Driver, error) {
 		{&f.cuGraphDestroy, "cuGraphDestroy", false},
 		{&f.cuGraphGetNodes, "cuGraphGetNodes", false},
 	} {
-		p, err := purego.Dlsym(lib, s.name)
+		p, err := dlsym(lib, s.name)
 		if err != nil {
 			if s.optional {
 				continue
 			}
-			purego.Dlclose(lib)
+			dlclose(lib)
 			return nil, fmt.Errorf("cuda: %s has no %s (driver too old?): %w", libName, s.name, err)
 		}
 		*s.p = p
@@ -179,6 +177,5 @@ func Available() error {
 //
 //go:uintptrescapes
 func (d *Driver) call(fn uintptr, args ...uintptr) Result {
-	r, _, _ := purego.SyscallN(fn, args...)
-	return Result(int32(r))
+	return Result(int32(syscallN(fn, args...)))
 }
