@@ -19,6 +19,7 @@ import (
 	"gotok/backend"
 	"gotok/backend/cpu"
 	"gotok/constrain"
+	"gotok/gguf"
 	"gotok/model"
 	"gotok/tokenizer"
 )
@@ -106,17 +107,28 @@ func Load(path string, o Options) (*Model, error) {
 	// into memory of its own on huge pages where it can be
 	// (inMemoryWeights), unless asked otherwise. "auto" decides here by the
 	// driver alone; a model the GPU then refuses runs mapped.
-	load := model.Load
+	inMemory := false
 	if !o.Mmap && (o.Device == "cpu" || (o.Device == "" || o.Device == "auto") && !cudaAvailable()) {
 		if st, err := os.Stat(path); err == nil {
-			if ok, why := inMemoryWeights(st.Size()); ok {
-				load = model.LoadInMemory
-			} else {
+			var why string
+			if inMemory, why = inMemoryWeights(st.Size()); !inMemory {
 				log.Debug("CPU weights mapped from the file", "reason", why)
 			}
 		}
 	}
-	mm, err := load(path)
+	var mm *model.Model
+	var err error
+	if inMemory {
+		mm, err = model.LoadInMemory(path)
+		if err != nil && !errors.Is(err, gguf.ErrFormat) {
+			// Memory that was there at the check may not be at the read.
+			log.Debug("CPU weights mapped from the file", "reason", err)
+			inMemory = false
+		}
+	}
+	if !inMemory {
+		mm, err = model.Load(path)
+	}
 	if err != nil {
 		return nil, err
 	}
