@@ -15,11 +15,11 @@ import (
 	"log/slog"
 	"os"
 	"sync"
+	"syscall"
 
 	"gotok/backend"
 	"gotok/backend/cpu"
 	"gotok/constrain"
-	"gotok/gguf"
 	"gotok/model"
 	"gotok/tokenizer"
 )
@@ -120,8 +120,8 @@ func Load(path string, o Options) (*Model, error) {
 	var err error
 	if inMemory {
 		mm, err = model.LoadInMemory(path)
-		if err != nil && !errors.Is(err, gguf.ErrFormat) {
-			// Memory that was there at the check may not be at the read.
+		if errors.Is(err, syscall.ENOMEM) || errors.Is(err, syscall.EFBIG) {
+			// No room for the copy after all: the mapping pages in and out.
 			log.Debug("CPU weights mapped from the file", "reason", err)
 			inMemory = false
 		}

@@ -42,5 +42,9 @@ func readFile(f *os.File, size int64) ([]byte, func() error, error) {
 		syscall.Munmap(data)
 		return nil, nil, err
 	}
+	if err := readOnly(data); err != nil {
+		syscall.Munmap(data)
+		return nil, nil, err
+	}
 	return data, func() error { return syscall.Munmap(data) }, nil
 }

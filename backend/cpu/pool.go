@@ -46,8 +46,10 @@ func newPool(workers int) *pool {
 // parallelFor calls fn over [0, n) in contiguous ranges, multiples of grain
 // but the last, which the caller and the workers take in turn until none
 // is left: whoever is free takes the next. worker (0 … workers-1) says
-// who runs the range, for scratch space of its own: no two calls with
-// one worker run at once.
+// who runs the range, for scratch space of its own: within one
+// parallelFor no two calls with one worker run at once. One loop at a
+// time: a pool is its backend's, which steps one batch at a time (and a
+// loop inside fn would wait on the workers it holds).
 func (p *pool) parallelFor(n, grain int, fn func(worker, lo, hi int)) {
 	if n <= 0 {
 		return

@@ -1,3 +1,5 @@
+//go:build linux && !android
+
 package cu
 
 import "github.com/ebitengine/purego"

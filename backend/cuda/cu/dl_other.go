@@ -1,4 +1,4 @@
-//go:build !linux
+//go:build !linux || android
 
 package cu
 
@@ -7,8 +7,9 @@ import (
 	"runtime"
 )
 
-// Elsewhere there is no driver to load: Load refuses before these, which
-// only keep the package building (the CPU engine runs everywhere).
+// Elsewhere (Android too: purego needs cgo there) there is no driver to
+// load: Load refuses before these, which only keep the package building
+// (the CPU engine runs everywhere).
 
 func dlopen(string) (uintptr, error) {
 	return 0, fmt.Errorf("cuda: not supported on %s", runtime.GOOS)
