@@ -695,10 +695,8 @@ func TestDecodeSpeed(t *testing.T) {
 				kind = stepSampled
 			}
 			graph := g.graphFor(depth+100, kind)
-			w := g.host.Uint32s()
-			w[ioToken], w[ioPos] = 1, uint32(depth+100)
-			encodeParams(w[ioParams:], sp, 0, g.cfg.VocabSize)
-			us := replayMicros(t, g, graph)
+			encodeParams(g.host.Uint32s()[ioParams:], sp, 0, g.cfg.VocabSize)
+			us := replayTime(t, g, graph, depth+100)
 			t.Logf("%s graph replay @ depth %d: %.1f µs/token on the device (%.0f tok/s), %.2f µs per kernel",
 				tc.what, depth+100, us, 1e6/us, us/float64(tc.kernels))
 		}
@@ -996,44 +994,9 @@ func baselineDecode(t *testing.T, m *model.Model, dir string) {
 	}
 	defer g.Close()
 	for _, depth := range []int{100, 2148} {
-		graph := g.graphFor(depth, stepGreedy)
-		w := g.host.Uint32s()
-		w[ioToken], w[ioPos] = 1, uint32(depth)
-		us := replayMicros(t, g, graph)
+		us := replayTime(t, g, g.graphFor(depth, stepGreedy), depth)
 		t.Logf("baseline greedy graph replay @ depth %d: %.1f µs/token on the device (%.0f tok/s)", depth, us, 1e6/us)
 	}
-}
-
-// replayMicros is the device µs of one replay of g's captured step graph:
-// 200 back to back between two events, after one that warms up.
-func replayMicros(t *testing.T, g *Backend, graph *cu.Graph) float64 {
-	t.Helper()
-	start, err := g.c.NewEvent()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer g.c.DestroyEvent(start)
-	end, err := g.c.NewEvent()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer g.c.DestroyEvent(end)
-	const n = 200
-	if err := graph.Launch(g.stream); err != nil {
-		t.Fatal(err)
-	}
-	g.c.Record(start, g.stream)
-	for range n {
-		if err := graph.Launch(g.stream); err != nil {
-			t.Fatal(err)
-		}
-	}
-	g.c.Record(end, g.stream)
-	if err := g.c.SyncEvent(end); err != nil {
-		t.Fatal(err)
-	}
-	ms, _ := g.c.Elapsed(start, end)
-	return 1000 * float64(ms) / n
 }
 
 // graphMicros captures what record enqueues as a graph and returns the
