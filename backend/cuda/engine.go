@@ -105,6 +105,13 @@ type tuning struct {
 	// own (matvec_add) on the heads' outputs; attnHeadsLong only in the
 	// graphs of contexts past attnSingle.
 	attnHeads, attnHeadsLong bool
+	// act8 has the int8 layouts' QKV and split gate/up kernels read
+	// their activations from act_q8, one kernel more each, instead of
+	// staging and quantizing the residual stream in every block.
+	act8 bool
+	// logitsPerSM is the output head's blocks per SM (0:
+	// logitsBlocksPerSM).
+	logitsPerSM int
 }
 
 func defaultTuning() tuning {
@@ -145,6 +152,17 @@ func tuningFor(c *model.Config, ffn gpuType) tuning {
 		// 1,261 / 1,506 / 2,017 (16: 1,217 / 1,459 / 1,955, but 128
 		// registers a thread and spills).
 		t.qkvWarps = 8
+		// The int8 layouts' activations from act_q8, once a layer (H200,
+		// µs a token @100, staged → act_q8): Llama-8B shape (4 layers)
+		// Q4_K_M 802 → 727, Llama-1B Q4_K_M 891 → 813; the QKV kernel
+		// 15.7 → 6.1 µs a layer (8B, Q4_K), the split gate/up 43 → 25.
+		// The fused FFN (Q8_0) stages still: with act_q8 it took 98 → 119
+		// µs a layer (8B).
+		t.act8 = true
+		// Three head blocks an SM (µs a token @100, 2 → 3 blocks): 8B
+		// shape Q4_K_M 727 → 624, Q8_0 942 → 870; 1B Q4_K_M 813 → 755
+		// (4 blocks: 726, but 8B 729), Q8_0 960 → 919.
+		t.logitsPerSM = 3
 		// Half of L1 as shared memory: a quarter (64 KiB) held one QKV or
 		// FFN block of the 8B shape (37 KiB staged) an SM.
 		t.carveout = 50
@@ -245,6 +263,7 @@ type Backend struct {
 	q            cu.DevicePtr
 	ffnH         cu.DevicePtr // the split FFN's hidden units (tuning.ffnSplit)
 	ffnH8        cu.DevicePtr // and as int8 blocks, for the int8 layouts (ffnArgs.h8)
+	x8           cu.DevicePtr // act_q8's int8 activations (tuning.act8)
 	heads        cu.DevicePtr // the attention heads' outputs (tuning.attnHeads)
 	logits       cu.DevicePtr
 	partAcc      cu.DevicePtr
@@ -372,7 +391,8 @@ func New(m *model.Model, o Options) (_ *Backend, err error) {
 // newLauncher is a launcher on b's stream with b's tuned shapes.
 func (b *Backend) newLauncher(pdl bool) *launcher {
 	return &launcher{c: b.c, k: b.k, stream: b.stream, sms: b.c.Info.SMCount, pdl: pdl,
-		ffnShape: b.tune.ffn, ffnMixShape: b.tune.ffnMix, attnWarpsPerHead: b.tune.attnWarps, warpsPerBlock: b.tune.qkvWarps}
+		ffnShape: b.tune.ffn, ffnMixShape: b.tune.ffnMix, attnWarpsPerHead: b.tune.attnWarps, warpsPerBlock: b.tune.qkvWarps,
+		logitsPerSM: b.tune.logitsPerSM}
 }
 
 func (b *Backend) checkConfig() error {
@@ -761,7 +781,7 @@ func (b *Backend) allocState() error {
 		n int // 4-byte words
 	}{
 		{&b.res[0], 2 * c.Dim}, {&b.res[1], 2 * c.Dim}, {&b.q, c.QDim()}, {&b.logits, c.VocabSize}, {&b.ffnH, c.FFNDim}, {&b.heads, c.QDim()},
-		{&b.partAcc, acc}, {&b.partML, ml}, {&b.partV, parts}, {&b.partI, parts},
+		{&b.partAcc, acc}, {&b.partML, ml}, {&b.partV, parts}, {&b.partI, parts}, {&b.x8, act8Words(c.Dim)},
 		{&b.ropeCS, len(rope)}, {&b.localRopeCS, len(localRope)}, {&b.temp, len(temp)},
 		// Zeroed below: counters, the poison word, the penalty history and
 		// the post-norms' branch (each post-norm zeroes it after reading).
@@ -845,6 +865,9 @@ func (b *Backend) recordStep(l *launcher, k stepKind, afterLayer func(i int) err
 		qa := qkvArgs{res: cur, resNext: next, poison: b.poison, normW: ly.attnNorm, eps: c.RMSEps, wq: &ly.wq, wk: &ly.wk, wv: &ly.wv,
 			bias: ly.bias, nHead: c.NumHeads, nKV: c.NumKVHeads, headDim: c.HeadDim, ropeCS: ropeCS, ropeDim: ropeDim,
 			neox: c.Rope.Neox, temp: b.temp, pos: pos, q: b.q, kCache: ly.kCache, vCache: ly.vCache, ctxMax: b.ctxLen}
+		if b.tune.act8 {
+			qa.x8 = b.x8
+		}
 		if ly.qNorm != 0 {
 			qa.ropeDim, qa.temp = 0, 0 // qk_norm rotates and scales after the norms
 		}
@@ -888,6 +911,9 @@ func (b *Backend) recordStep(l *launcher, k stepKind, afterLayer func(i int) err
 		}
 		if b.tune.ffnSplit {
 			fa.h, fa.h8 = b.ffnH, b.ffnH8
+		}
+		if b.tune.act8 {
+			fa.x8 = b.x8
 		}
 		if err := l.ffn(fa); err != nil {
 			return err

@@ -21,6 +21,8 @@ type kernelSet struct {
 	// rowsArgmax: the greedy choice of each row of a batched step's logits;
 	// kvCopy: a sequence's rows between the pool and the single cache.
 	rowsArgmax, kvCopy *cu.Function
+	// actQ8: a wide model's int8 activations, once a layer (act_q8.cu).
+	actQ8 *cu.Function
 
 	embed, qkvRope, logits [numGPUTypes]*cu.Function
 	// The _r2 variants: two rows per warp.
@@ -103,7 +105,7 @@ func loadKernels(c *cu.Context) (_ *kernelSet, err error) {
 		}
 	}()
 	funcs := map[string]*cu.Function{}
-	for _, op := range []string{"embed", "qkv_rope", "qk_norm", "attention", "ffn", "matvec_add", "postnorm", "logits", "sampler"} {
+	for _, op := range []string{"embed", "qkv_rope", "qk_norm", "attention", "ffn", "matvec_add", "postnorm", "logits", "sampler", "act_q8"} {
 		img, err := kernels.Image(op, c.Info.Major, c.Info.Minor, dir)
 		if err != nil {
 			return nil, err
@@ -153,7 +155,7 @@ func loadKernels(c *cu.Context) (_ *kernelSet, err error) {
 		switch op {
 		case "sampler":
 			names = []string{"sample_chain"}
-		case "qk_norm", "postnorm":
+		case "qk_norm", "postnorm", "act_q8":
 			names = []string{op}
 		}
 		for _, n := range names {
@@ -212,8 +214,8 @@ func loadKernels(c *cu.Context) (_ *kernelSet, err error) {
 	}
 	delete(k.int8, nil)
 	k.sampleChain = funcs["sample_chain"]
-	k.qkNorm, k.postnorm = funcs["qk_norm"], funcs["postnorm"]
-	decode = append(decode, k.qkNorm, k.postnorm)
+	k.qkNorm, k.postnorm, k.actQ8 = funcs["qk_norm"], funcs["postnorm"], funcs["act_q8"]
+	decode = append(decode, k.qkNorm, k.postnorm, k.actQ8)
 	for _, f := range decode {
 		if f != nil {
 			k.decode = append(k.decode, f)

@@ -175,6 +175,10 @@ type qkvArgs struct {
 	kCache     cu.DevicePtr
 	vCache     cu.DevicePtr
 	ctxMax     int
+	// x8, when set (act8Words(cols) words), takes the activations as
+	// act_q8's int8 blocks where the kernel multiplies int8 ones: act_q8
+	// runs first, and the kernel stages nothing.
+	x8 cu.DevicePtr
 }
 
 func (l *launcher) qkvRope(a qkvArgs) error {
@@ -186,10 +190,34 @@ func (l *launcher) qkvRope(a qkvArgs) error {
 	f, r := l.qkvKernel(a)
 	pairs := (a.nHead + 2*a.nKV) * a.headDim / 2
 	perWarp := r / 2 // pairs of rows
-	return l.launch(f, cu.Dim(l.warpBlocks((pairs+perWarp-1)/perWarp, 0)), 32*l.warps(), stagedNormBytes(a.wq.Cols), cu.Args{
+	x8, shared, err := l.actQ8(f, a.x8, a.res, a.normW, a.wq.Cols, stagedNormBytes(a.wq.Cols))
+	if err != nil {
+		return err
+	}
+	return l.launch(f, cu.Dim(l.warpBlocks((pairs+perWarp-1)/perWarp, 0)), 32*l.warps(), shared, cu.Args{
 		a.res, a.resNext, a.poison, a.normW, a.eps, i32(a.wq.Cols), a.wq.Q, a.wq.D, a.wk.Q, a.wk.D, a.wv.Q, a.wv.D, a.bias,
 		i32(a.nHead), i32(a.nKV), i32(a.headDim), a.ropeCS, i32(a.ropeDim), b32(a.neox), a.temp, a.pos, a.q,
-		a.kCache, a.vCache, i32(a.ctxMax)})
+		a.kCache, a.vCache, i32(a.ctxMax), x8})
+}
+
+// act8Words is the 4-byte words of act_q8's output for k activations:
+// 12 a 32-element block (xblk8) and its Σ x² (kernels/act_q8.cu).
+func act8Words(k int) int { return 13 * ((k + 31) / 32) }
+
+// actQ8 launches act_q8 on the residual stream res with the norm's
+// weights normW (0: none) into x8 when x8 is set and kernel f multiplies
+// int8 activations, and returns what f then takes: x8 and no shared
+// memory. Otherwise f stages its input itself: 0 and staged bytes.
+func (l *launcher) actQ8(f *cu.Function, x8, res, normW cu.DevicePtr, k, staged int) (cu.DevicePtr, int, error) {
+	if x8 == 0 || !l.k.int8[f] {
+		return 0, staged, nil
+	}
+	if k%32 != 0 {
+		return 0, 0, fmt.Errorf("cuda: int8 activations of %d elements, not whole 32-element blocks", k)
+	}
+	const warps = 8 // a warp a block of 32 (__launch_bounds__(256))
+	err := l.launch(l.k.actQ8, cu.Dim((k/32+warps-1)/warps), 32*warps, 0, cu.Args{res, normW, i32(k), x8})
+	return x8, 0, err
 }
 
 // qkvKernel is the qkv_rope kernel for a's matrices (one kernel family)
@@ -527,7 +555,11 @@ type ffnArgs struct {
 	// (h8Words(gate.Rows), zeroed once) where the gate/up kernel
 	// multiplies int8 activations and down has an int8 matvec_add
 	// (ffnInt8Down), which then reads them instead of h.
-	h8             cu.DevicePtr
+	h8 cu.DevicePtr
+	// x8 as in qkvArgs: act_q8's int8 activations for the gate/up kernel,
+	// when split (h set). The fused kernel stages its input still: with
+	// act_q8 it was slower (Llama-8B shape, Q8_0: 98 → 119 µs a layer).
+	x8             cu.DevicePtr
 	normW          cu.DevicePtr // 0: no pre-norm
 	eps            float32
 	gate, up, down *deviceMatrix
@@ -552,9 +584,17 @@ func (l *launcher) ffn(a ffnArgs) error {
 	if down8 != nil {
 		h8 = a.h8
 	}
-	err = l.launch(f, cu.Dim((g.Rows+s.units-1)/s.units), 32*s.units/s.perWarp, stagedNormBytes(g.Cols), cu.Args{
+	x8 := a.x8
+	if a.h == 0 {
+		x8 = 0 // the fused kernel stages (ffnArgs.x8)
+	}
+	x8, shared, err := l.actQ8(f, x8, a.res, a.normW, g.Cols, stagedNormBytes(g.Cols))
+	if err != nil {
+		return err
+	}
+	err = l.launch(f, cu.Dim((g.Rows+s.units-1)/s.units), 32*s.units/s.perWarp, shared, cu.Args{
 		a.res, a.out, a.poison, a.normW, a.eps, i32(g.Cols), g.Q, g.D, u.Q, u.D, i32(g.Rows), d.Q, d.D, i32(int(a.act)), a.rs,
-		b32(!a.noCarry), a.h, h8})
+		b32(!a.noCarry), a.h, h8, x8})
 	if err != nil || a.h == 0 {
 		return err
 	}

@@ -349,6 +349,18 @@ func TestFFNKernel(t *testing.T) {
 						t.Errorf("%s: a second run on the same inputs gave other bits", name)
 					}
 				}
+				if g.l.k.int8[f] {
+					// With act_q8's activations (ffnArgs.x8): the same bits.
+					out := g.int64s(before)
+					a := ffnArgs{res: res, out: out, poison: poison, normW: dnw, eps: 1e-5, gate: gate, up: up, down: down, h: h,
+						h8: h8, act: v.act, rs: v.rs, noCarry: v.noCarry, x8: g.floats(nil, act8Words(sh.k))}
+					if err := g.l.ffn(a); err != nil {
+						t.Fatal(err)
+					}
+					if !slices.Equal(g.readInt64s(out, sh.k), first) {
+						t.Errorf("%s: with act_q8's activations the FFN gave other bits", name)
+					}
+				}
 				if p := math.Float32bits(g.read(poison, 1)[0]); p != 0 {
 					t.Errorf("%s: poison word %d after finite inputs", name, p)
 				}
@@ -721,6 +733,18 @@ func TestAttentionStep(t *testing.T) {
 			if err := g.l.qkvRope(qa); err != nil {
 				t.Fatal(err)
 			}
+			if f, _ := g.l.qkvKernel(qa); g.l.k.int8[f] {
+				// With act_q8's activations (qkvArgs.x8): the same bits.
+				q0, k0, v0 := g.read(dq, qd), g.read(dkc, kvd*tc.ctx), g.read(dvc, kvd*tc.ctx)
+				qa8 := qa
+				qa8.x8 = g.floats(nil, act8Words(tc.dim))
+				if err := g.l.qkvRope(qa8); err != nil {
+					t.Fatal(err)
+				}
+				if !sameBits(g.read(dq, qd), q0) || !sameBits(g.read(dkc, kvd*tc.ctx), k0) || !sameBits(g.read(dvc, kvd*tc.ctx), v0) {
+					t.Errorf("%s: with act_q8's activations the QKV kernel gave other bits", name)
+				}
+			}
 			if qkMode != model.QKNormNone {
 				err := g.l.qkNorm(qkNormArgs{q: dq, kCache: dkc, pos: dpos, ctxMax: tc.ctx, nHead: tc.nHead, nKV: tc.nKV,
 					headDim: tc.headDim, full: qkMode == model.QKNormFull, qw: g.floats(qw, 0), kw: g.floats(kw, 0), eps: eps,
@@ -900,4 +924,9 @@ func TestAttnLanes(t *testing.T) {
 			t.Errorf("head dimension %d: %d lanes × %d (%v), want %d × %d", tc.d, lanes, nq, ok, tc.lanes, tc.nq)
 		}
 	}
+}
+
+// sameBits reports whether a and b hold the same float32 bit patterns.
+func sameBits(a, b []float32) bool {
+	return slices.EqualFunc(a, b, func(x, y float32) bool { return math.Float32bits(x) == math.Float32bits(y) })
 }

@@ -143,8 +143,8 @@ template <> __device__ __forceinline__ float wdot<WT_MIX_Q5K>(const wblk<WT_MIX_
 // elements to int8 codes with a float scale amax/127 (rounded half away
 // from zero, as the CPU engine's Q8_0 activations), and multiply the
 // weight codes by them four at a time (dp4a) in integer arithmetic.
-// Against the float path a lane holds 10 registers of activations
-// instead of 34, reads 48 bytes of shared memory a block instead of 256,
+// Against the float path a lane holds 12 registers of activations
+// instead of 34, reads 52 bytes a block instead of 256,
 // and spends a quarter of the instructions: these kernels were bound by
 // those, not by their weights' bytes. Q4_0 keeps float activations: its
 // float path was already at its weights' bandwidth, and int8 was 4%
@@ -244,40 +244,63 @@ __device__ __forceinline__ const float *res_stage(const long long *res, int k, f
 }
 __device__ __forceinline__ const float *res_stage(const float *in, int, float *) { return in; }
 
+// q8_quant quantizes a warp's 32 values v, one a lane, to int8 codes with
+// the scale d = amax/127 of each group of G lanes (32, or 16: both halves
+// of a block get their own), rounded half away from zero as the CPU
+// engine's Q8_0 activations; a NaN anywhere in the warp makes d NaN, so
+// that it reaches the products (the poison rule). It returns the lane's
+// code packed with the three after it (element 4i in word i's low byte:
+// lanes 4i hold word i) and sets s to Σ codes over the lane's half.
+template <int G> __device__ __forceinline__ unsigned q8_quant(float v, float &d, int &s) {
+	float a = fabsf(v);
+#pragma unroll
+	for (int o = G / 2; o > 0; o >>= 1) a = fmaxf(a, __shfl_xor_sync(0xffffffffu, a, o));
+	d = __any_sync(0xffffffffu, v != v) ? __int_as_float(0x7fc00000) : a / 127.f;
+	const int q = (int)roundf(v * (d != 0.f ? 1.f / d : 0.f));
+	s = q;
+#pragma unroll
+	for (int o = 8; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+	int u = (q & 0xff) << (8 * (threadIdx.x & 3));
+	u |= __shfl_xor_sync(0xffffffffu, u, 1);
+	u |= __shfl_xor_sync(0xffffffffu, u, 2);
+	return (unsigned)u;
+}
+
+// q8_block writes a warp's block of 32 values v (one a lane, one scale)
+// to o as xblk8's 12 words.
+__device__ __forceinline__ void q8_block(float v, unsigned *o) {
+	const int lane = threadIdx.x & 31;
+	float d;
+	int s;
+	const unsigned u = q8_quant<32>(v, d, s);
+	if ((lane & 3) == 0) o[lane >> 2] = u;
+	if (lane == 0) {
+		o[8] = o[9] = __float_as_uint(d);
+		o[10] = (unsigned)s;
+	}
+	if (lane == 16) o[11] = (unsigned)s;
+}
+
 // q8_stage quantizes the staged residual times the norm's weights gs
 // (both padded as XS_AT; res_stage's barrier behind them; GP false: gs
 // unpadded, in global memory, or null) to int8, in place: block b's 36
 // floats become its 12 words of xblk8 (the scale twice) and, in its
 // padding (word 32), Σ x² of the unweighted elements (RMSNorm's
-// statistic). The norm's scale comes after the
-// products, so the codes are those of the normed activations but for
-// rounding. A warp takes a block, a lane an element; each warp reads only
-// the blocks it writes, and its shuffles order every lane's read before
-// any write. A NaN makes the scale NaN, so that it reaches the products
-// (the poison rule).
+// statistic). The norm's scale comes after the products, so the codes
+// are those of the normed activations but for rounding. k is whole
+// 32-element blocks (the int8 layouts' rows are). A warp takes a block,
+// a lane an element; each warp reads only the blocks it writes, and its
+// shuffles order every lane's read before any write.
 template <bool GP = true> __device__ __forceinline__ void q8_stage(float *xs, const float *gs, int k) {
-	const int lane = threadIdx.x & 31, nb = (k + 31) >> 5;
+	const int lane = threadIdx.x & 31, nb = k >> 5;
 	for (int b = threadIdx.x >> 5; b < nb; b += blockDim.x >> 5) {
 		const int e = 32 * b + lane;
-		const float x = e < k ? xs[XS_AT(e)] : 0.f;
-		const float v = e < k ? (GP ? x * gs[XS_AT(e)] : gs ? x * gs[e] : x) : 0.f;
-		const float amax = warp_max(fabsf(v)), ss = warp_sum(x * x);
-		const float d = __any_sync(0xffffffffu, v != v) ? __int_as_float(0x7fc00000) : amax / 127.f;
-		const int q = (int)roundf(v * (d != 0.f ? 1.f / d : 0.f));
-		int s = q;
-#pragma unroll
-		for (int o = 8; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
-		int u = (q & 0xff) << (8 * (lane & 3));
-		u |= __shfl_xor_sync(0xffffffffu, u, 1);
-		u |= __shfl_xor_sync(0xffffffffu, u, 2);
+		const float x = xs[XS_AT(e)];
+		const float v = GP ? x * gs[XS_AT(e)] : gs ? x * gs[e] : x;
+		const float ss = warp_sum(x * x);
 		unsigned *o = (unsigned *)(xs + 36 * b);
-		if ((lane & 3) == 0) o[lane >> 2] = (unsigned)u;
-		if (lane == 0) {
-			o[8] = o[9] = __float_as_uint(d);
-			o[10] = (unsigned)s;
-			o[32] = __float_as_uint(ss);
-		}
-		if (lane == 16) o[11] = (unsigned)s;
+		q8_block(v, o);
+		if (lane == 0) o[32] = __float_as_uint(ss);
 	}
 	__syncthreads();
 }
@@ -296,6 +319,19 @@ __device__ __forceinline__ float x8load(xblk8 &x, const float *xs, int b) {
 	x8ld(x, (const unsigned *)(xs + 36 * b));
 	return xs[36 * b + 32];
 }
+
+// x8 is a row of act_q8's output (act_q8.cu) in global memory: nb blocks
+// of xblk8's 12 words, then each block's Σ x².
+struct x8row {
+	const unsigned *p;
+	int nb;
+	__device__ __forceinline__ float load(xblk8 &x, int b) const {
+		x8ld(x, p + 12 * b);
+		return __uint_as_float(p[12 * nb + b]);
+	}
+};
+
+__device__ __forceinline__ float x8load(xblk8 &x, const x8row &xr, int b) { return xr.load(x, b); }
 
 // xstride is the distance in floats between 32-element blocks of an input
 // x of type X: padded (36) once staged from the fixed-point residual
@@ -456,9 +492,10 @@ template <int T, int R, int PRE = 1> struct mv {
 		ss = ssl;
 	}
 
-	// dot8 is dot on q8_stage's int8 activations xs (the norm's weights
-	// already in them; ss is Σ x² all the same).
-	__device__ __forceinline__ void dot8(int nb, const float *xs, float acc[R], float &ss) {
+	// dot8 is dot on int8 activations xs (x8load: q8_stage's or
+	// act_q8's; the norm's weights already in them; ss is Σ x² all the
+	// same).
+	template <typename X8> __device__ __forceinline__ void dot8(int nb, const X8 &xs, float acc[R], float &ss) {
 		int lane = threadIdx.x & 31;
 		xblk8 x[PRE];
 		float ssl = 0.f;

@@ -29,6 +29,9 @@
 // block's atomics over the whole width, W_down's columns a few bytes from
 // each of thousands of rows) run the down projection as its own
 // row-parallel matrix-vector product (matvec_add.cu).
+//
+// With x8 set (the int8 layouts on wide models), the normed activations
+// come as act_q8's int8 blocks (act_q8.cu), and nothing is staged.
 #include "decode.cuh"
 
 // dseg is U consecutive elements of a weight row, starting at a multiple of
@@ -189,22 +192,13 @@ template <int U> struct dseg<WT_F32, U> {
 // unit; a NaN makes the scales NaN (the poison rule).
 template <int U> __device__ __forceinline__ void h8_store(const float *hs, int u0, unsigned *h8) {
 	const int lane = threadIdx.x & 31;
-	const float v = lane < U ? hs[lane] : 0.f;
-	float a = fabsf(v);
-#pragma unroll
-	for (int o = 8; o > 0; o >>= 1) a = fmaxf(a, __shfl_xor_sync(0xffffffffu, a, o));
-	const float d = __any_sync(0xffffffffu, v != v) ? __int_as_float(0x7fc00000) : a / 127.f;
-	const int q = (int)roundf(v * (d != 0.f ? 1.f / d : 0.f));
-	int s = q;
-#pragma unroll
-	for (int o = 8; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
-	int u = (q & 0xff) << (8 * (lane & 3));
-	u |= __shfl_xor_sync(0xffffffffu, u, 1);
-	u |= __shfl_xor_sync(0xffffffffu, u, 2);
+	float d;
+	int s;
+	const unsigned u = q8_quant<16>(lane < U ? hs[lane] : 0.f, d, s);
 	const int e = u0 + lane, hf = (e >> 4) & 1;
 	unsigned *o = h8 + 12 * (e >> 5);
 	if (lane < U) {
-		if ((lane & 3) == 0) o[4 * hf + ((lane & 15) >> 2)] = (unsigned)u;
+		if ((lane & 3) == 0) o[4 * hf + ((lane & 15) >> 2)] = u;
 		if ((lane & 15) == 0) {
 			o[8 + hf] = __float_as_uint(d);
 			o[10 + hf] = (unsigned)s;
@@ -218,7 +212,7 @@ template <int T, int U, int UW>
 __device__ __forceinline__ void ffn(const long long *res, long long *out, unsigned *poison, const float *norm_w,
                                     float eps, int k, const u8 *gq, const f16 *gd, const u8 *uq, const f16 *ud,
                                     int hidden, const u8 *dq, const f16 *dd, int act, float rs, int carry_res,
-                                    float *h_out, unsigned *h8) {
+                                    float *h_out, unsigned *h8, const unsigned *x8) {
 	constexpr int R = 2 * UW;
 	// W_down rows a thread holds from before the wait: all of a 576-wide
 	// model's at 256 threads.
@@ -240,7 +234,10 @@ __device__ __forceinline__ void ffn(const long long *res, long long *out, unsign
 	m.preload(nb);
 	extern __shared__ float4 xs4[]; // the staged residual, then the norm weights (norm_offset)
 	float *gs = (float *)xs4 + norm_offset(k);
-	if (norm_w)
+	const bool g8 = xq8<T>::on && x8; // act_q8's int8 activations: nothing staged
+	if (g8)
+		;
+	else if (norm_w)
 		norm_stage(norm_w, k, gs);
 	else
 		norm_ones(k, gs);
@@ -254,14 +251,19 @@ __device__ __forceinline__ void ffn(const long long *res, long long *out, unsign
 	}
 	pdl_wait_and_release();
 
-	norm_ready();
-	const float *x = res_stage(res, k, (float *)xs4);
 	float acc[R], ss;
 	if constexpr (xq8<T>::on) {
-		q8_stage((float *)xs4, gs, k);
-		m.dot8(nb, x, acc, ss);
+		if (g8) {
+			m.dot8(nb, x8row{x8, nb}, acc, ss);
+		} else {
+			norm_ready();
+			res_stage(res, k, (float *)xs4);
+			q8_stage((float *)xs4, gs, k);
+			m.dot8(nb, (const float *)xs4, acc, ss);
+		}
 	} else {
-		m.template dot<36, true>(nb, k, x, gs, acc, ss);
+		norm_ready();
+		m.template dot<36, true>(nb, k, res_stage(res, k, (float *)xs4), gs, acc, ss);
 	}
 	float scale = norm_w ? rms_factor(ss, k, eps) : 1.f;
 	if (*poison) scale = __int_as_float(0x7fc00000);
@@ -305,9 +307,9 @@ __device__ __forceinline__ void ffn(const long long *res, long long *out, unsign
 	    ffn_##name##_u##U##w##UW(const long long *res, long long *out, unsigned *poison, const float *norm_w,      \
 	                             float eps, int k, const u8 *gq, const f16 *gd, const u8 *uq, const f16 *ud,       \
 	                             int hidden, const u8 *dq, const f16 *dd, int act, float rs, int carry_res,        \
-	                             float *h_out, unsigned *h8) {                                                     \
+	                             float *h_out, unsigned *h8, const unsigned *x8) {                                 \
 		ffn<T, U, UW>(res, out, poison, norm_w, eps, k, gq, gd, uq, ud, hidden, dq, dd, act, rs, carry_res, h_out,  \
-		              h8);                                                                                         \
+		              h8, x8);                                                                                     \
 	}
 // ffn_<type>_u<U>w<UW>: U hidden units a block, UW a warp (U/UW warps a
 // block). The float layouts have one shape: their rows take four and eight

@@ -8,6 +8,9 @@
 // which it reads. It also zeroes res_next, the buffer the layer's FFN sums its
 // output into: nothing reads it between the previous layer's FFN and that.
 //
+// With x8 set (the int8 layouts on wide models), the normed activations
+// come as act_q8's int8 blocks instead (act_q8.cu), and nothing is staged.
+//
 // The rotation's cos and sin come from a table computed on the host in
 // float64 (rope_cs[pos][i] = cos, sin of pos·θ_i), exactly as the CPU engine
 // rounds them.
@@ -63,7 +66,7 @@ __device__ __forceinline__ void qkv_rope(const long long *res, long long *res_ne
                                          const float *bias, int n_head, int n_kv_head, int head_dim,
                                          const float *rope_cs, int rope_dim, int neox, const float *temp,
                                          const int *pos_ptr, float *q_out, float *k_cache, float *v_cache,
-                                         int ctx_max) {
+                                         int ctx_max, const unsigned *x8) {
 	int nb = (k + 31) >> 5, lane = threadIdx.x & 31;
 	int half = head_dim >> 1, rhalf = rope_dim >> 1;
 	int pairs = (n_head + 2 * n_kv_head) * half;
@@ -73,7 +76,12 @@ __device__ __forceinline__ void qkv_rope(const long long *res, long long *res_ne
 	m.preload(nb);
 	extern __shared__ float4 xs4[]; // the staged residual, then the norm weights (norm_offset)
 	float *gs = (float *)xs4 + norm_offset(k);
-	if (!EXT || norm_w)
+	// g8: the activations come as int8 blocks from act_q8 (x8), with
+	// the norm's weights in them; nothing is staged.
+	const bool g8 = xq8<T>::on && x8;
+	if (g8)
+		;
+	else if (!EXT || norm_w)
 		norm_stage(norm_w, k, gs);
 	else
 		norm_ones(k, gs);
@@ -82,9 +90,12 @@ __device__ __forceinline__ void qkv_rope(const long long *res, long long *res_ne
 	const float tq = EXT && temp ? temp[pos] : 1.f;
 	for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < k; i += gridDim.x * blockDim.x) res_next[i] = 0;
 	const bool bad = *poison;
-	norm_ready();
-	const float *x = res_stage(res, k, (float *)xs4);
-	if constexpr (xq8<T>::on) q8_stage((float *)xs4, gs, k);
+	const float *x = nullptr;
+	if (!g8) {
+		norm_ready();
+		x = res_stage(res, k, (float *)xs4);
+		if constexpr (xq8<T>::on) q8_stage((float *)xs4, gs, k);
+	}
 	for (bool first = true; grp * (R / 2) < pairs; grp += grid_warps(), first = false) {
 		if (!first) {
 			qkv_rows<T, R>(m, w, grp, pairs, half, head_dim, rhalf, rope_dim, neox);
@@ -110,9 +121,12 @@ __device__ __forceinline__ void qkv_rope(const long long *res, long long *res_ne
 			}
 		}
 		float acc[R], ss;
-		if constexpr (xq8<T>::on)
-			m.dot8(nb, x, acc, ss);
-		else
+		if constexpr (xq8<T>::on) {
+			if (g8)
+				m.dot8(nb, x8row{x8, nb}, acc, ss);
+			else
+				m.dot8(nb, x, acc, ss);
+		} else
 			m.template dot<36, true>(nb, k, x, gs, acc, ss);
 		float scale = bad ? __int_as_float(0x7fc00000) : !EXT || norm_w ? rms_factor(ss, k, eps) : 1.f;
 		float v0 = 0.f, v1 = 0.f;
@@ -148,10 +162,11 @@ __device__ __forceinline__ void qkv_rope(const long long *res, long long *res_ne
 	                    float eps, int k, const u8 *wq, const f16 *wd, const u8 *wkq, const f16 *wkd,             \
 	                    const u8 *wvq, const f16 *wvd, const float *bias, int n_head, int n_kv_head, int head_dim, \
 	                    const float *rope_cs, int rope_dim, int neox, const float *temp,                          \
-	                    const int *pos_ptr, float *q_out, float *k_cache, float *v_cache, int ctx_max) {           \
+	                    const int *pos_ptr, float *q_out, float *k_cache, float *v_cache, int ctx_max,             \
+	                    const unsigned *x8) {                                                                      \
 		const qkv_w w = {wq, wkq, wvq, wd, wkd, wvd, n_head, n_kv_head};                                           \
 		qkv_rope<T, R, EXT>(res, res_next, poison, norm_w, eps, k, w, bias, n_head, n_kv_head, head_dim, rope_cs,        \
-		               rope_dim, neox, temp, pos_ptr, q_out, k_cache, v_cache, ctx_max);                           \
+		               rope_dim, neox, temp, pos_ptr, q_out, k_cache, v_cache, ctx_max, x8);                       \
 	}
 // qkv_rope_<type> with decode.cuh's rows per warp, qkv_rope_<type>_r2 with
 // two; qkv_rope_ext_<type>(_r2) with the block's variations.
