@@ -142,7 +142,10 @@ func tuningFor(c *model.Config, ffn gpuType) tuning {
 	if c.Dim >= largeModelDim {
 		t.attnOBlocks = 8
 		t.attnWarpsLong = 4
-		t.ffnSplit = ffn == wtMix
+		// The FFN split in two kernels for the mixed family, and for Q8_0
+		// from the 8B shape's width (µs a token @100, 4 layers: fused 736,
+		// split 711).
+		t.ffnSplit = ffn == wtMix || ffn == wtQ8_0 && c.Dim >= 4096
 		// Long contexts merge their splits in one block a head group,
 		// which then projected all of W_o's rows alone: 162 µs a layer at
 		// 2148 positions on the Llama-8B shape (Q8_0, H200).
@@ -375,7 +378,11 @@ func New(m *model.Model, o Options) (_ *Backend, err error) {
 		}
 		for i := range b.layers {
 			ly, dl := &b.layers[i], &b.debug.layers[i]
-			fq, _ := eager.qkvKernel(qkvArgs{wq: &ly.wq, wk: &ly.wk, wv: &ly.wv, normW: ly.attnNorm})
+			qa := qkvArgs{wq: &ly.wq, wk: &ly.wk, wv: &ly.wv, normW: ly.attnNorm}
+			if b.tune.act8 {
+				qa.x8 = b.x8 // as recordStep asks: the kernel may differ
+			}
+			fq, _ := eager.qkvKernel(qa)
 			fa := ffnArgs{gate: &ly.gate, up: &ly.up, down: &ly.down}
 			if b.tune.ffnSplit {
 				fa.h, fa.h8 = b.ffnH, b.ffnH8

@@ -212,13 +212,15 @@ func TestEngineMatchesCPU(t *testing.T) {
 	}
 	// Wide models' shapes (tuningFor) on the small one: the FFN split in
 	// two kernels, 32 units a block, QKV blocks of 8 warps, the heads'
-	// outputs projected by matvec_add.
+	// outputs projected by matvec_add, the int8 activations from act_q8
+	// (Q4_K_M's layers with V in Q6_K: qkv_rope's _v6k kernels), three
+	// head blocks an SM.
 	wide := func(tu *tuning) {
 		tu.ffnSplit, tu.ffn, tu.attnOBlocks, tu.attnWarpsLong = true, ffnShape{32, 2}, 8, 4
-		tu.qkvWarps, tu.attnHeads = 8, true
+		tu.qkvWarps, tu.attnHeads, tu.act8, tu.logitsPerSM = 8, true, true, 3
 	}
 	for _, o := range []synth.Options{q4KMLike(t256, 5), {Shape: t256, Type: quant.Q4_0, EmbedType: quant.Q8_0, Seed: 5},
-		{Shape: t256, Type: quant.F16, EmbedType: quant.F16, Seed: 5}} {
+		{Shape: t256, Type: quant.F16, EmbedType: quant.F16, Seed: 5}, {Shape: t256, Type: quant.Q8_0, EmbedType: quant.Q8_0, Seed: 5}} {
 		worst := compareWithCPU(t, genModelWith(t, o), 40, 5e-2, 9, wide)
 		t.Logf("%s, wide shapes: worst logits relative error over 40 steps %.3g", o.Type, worst)
 	}
@@ -930,21 +932,27 @@ func sweepShapes(t *testing.T, g *Backend, only []string) {
 }
 
 // sweepTol is how far the logits of another launch shape may be from the
-// default's: 1e-5 (sums in another order), or 2e-2 where the step rounds
-// activations to int8 (kernelSet.int8): there a difference in the last
-// bit of a layer's input can move a value across a rounding boundary, and
-// the step carries it on (Llama-8B shape, 4 layers, Q4_K_M: up to 0.0098).
+// default's: 1e-5 (sums in another order), or 5e-2, the bound beside the
+// CPU engine, where the step rounds activations to int8 (kernelSet.int8):
+// there a difference in the last bit of a layer's input can move a value
+// across a rounding boundary, and the step carries it on (Llama-8B shape,
+// 4 layers, Q4_K_M: up to 0.0098), and the shapes that take other
+// kernels round in other places (the fused FFN, staged activations: 0.023).
 func sweepTol(g *Backend) float64 {
 	l := g.newLauncher(false)
 	for i := range g.layers {
 		ly := &g.layers[i]
-		fq, _ := l.qkvKernel(qkvArgs{wq: &ly.wq, wk: &ly.wk, wv: &ly.wv, normW: ly.attnNorm})
+		qa := qkvArgs{wq: &ly.wq, wk: &ly.wk, wv: &ly.wv, normW: ly.attnNorm}
+		if g.tune.act8 {
+			qa.x8 = g.x8
+		}
+		fq, _ := l.qkvKernel(qa)
 		fa := ffnArgs{gate: &ly.gate, up: &ly.up, down: &ly.down}
 		if g.tune.ffnSplit {
 			fa.h = g.ffnH
 		}
 		if _, ff, err := l.ffnPick(fa); g.k.int8[fq] || err == nil && g.k.int8[ff] {
-			return 2e-2
+			return 5e-2
 		}
 	}
 	return 1e-5

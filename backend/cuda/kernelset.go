@@ -71,6 +71,9 @@ type kernelSet struct {
 // matrix a launch reads has that type (launcher.typed).
 type typedKernels struct {
 	qkvRope2, qkvRopeExt2, ffn, matvecAdd, logits *cu.Function
+	// qkvRopeV6 and qkvRopeExtV6: the QKV kernels for V in Q6_K (Q4_K_M
+	// and Q5_K_M layers), on act_q8's activations only (qkvArgs.x8).
+	qkvRopeV6, qkvRopeExtV6 *cu.Function
 	// matvecAdd8: the split FFN's down projection on int8 hidden units.
 	matvecAdd8 *cu.Function
 	// gemm: the prefill's (and batched steps') gemm by epilogue, whose
@@ -144,6 +147,9 @@ func loadKernels(c *cu.Context) (_ *kernelSet, err error) {
 			switch op {
 			case "qkv_rope":
 				names = append(names, "qkv_rope_"+s+"_r2", "qkv_rope_ext_"+s+"_r2")
+				if s != "mixq6k" {
+					names = append(names, "qkv_rope_"+s+"_v6k_r2", "qkv_rope_ext_"+s+"_v6k_r2")
+				}
 			case "logits":
 				names = append(names, "logits_"+s)
 			case "matvec_add":
@@ -196,9 +202,9 @@ func loadKernels(c *cu.Context) (_ *kernelSet, err error) {
 	for q, s := range typedQuants {
 		tk := &typedKernels{qkvRope2: funcs["qkv_rope_"+s+"_r2"], qkvRopeExt2: funcs["qkv_rope_ext_"+s+"_r2"],
 			ffn: funcs["ffn_"+s+"_u16w1"], matvecAdd: funcs["matvec_add_"+s], matvecAdd8: funcs["matvec_add8_"+s],
-			logits: funcs["logits_"+s]}
+			logits: funcs["logits_"+s], qkvRopeV6: funcs["qkv_rope_"+s+"_v6k_r2"], qkvRopeExtV6: funcs["qkv_rope_ext_"+s+"_v6k_r2"]}
 		k.typed[q] = tk
-		decode = append(decode, tk.qkvRope2, tk.qkvRopeExt2, tk.ffn, tk.matvecAdd, tk.matvecAdd8, tk.logits)
+		decode = append(decode, tk.qkvRope2, tk.qkvRopeExt2, tk.ffn, tk.matvecAdd, tk.matvecAdd8, tk.logits, tk.qkvRopeV6, tk.qkvRopeExtV6)
 	}
 	// The kernels that multiply int8 activations (kernels/decode.cuh, xq8).
 	k.int8 = map[*cu.Function]bool{}
@@ -211,6 +217,7 @@ func loadKernels(c *cu.Context) (_ *kernelSet, err error) {
 	}
 	for _, tk := range k.typed {
 		k.int8[tk.qkvRope2], k.int8[tk.qkvRopeExt2], k.int8[tk.ffn], k.int8[tk.logits] = true, true, true, true
+		k.int8[tk.qkvRopeV6], k.int8[tk.qkvRopeExtV6] = true, true
 	}
 	delete(k.int8, nil)
 	k.sampleChain = funcs["sample_chain"]

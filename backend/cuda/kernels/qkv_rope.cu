@@ -156,6 +156,28 @@ __device__ __forceinline__ void qkv_rope(const long long *res, long long *res_ne
 	}
 }
 
+// qkv_rope2 is qkv_rope for Q and K of layout T and V of layout TV
+// (llama.cpp's Q4_K_M and Q5_K_M give a layer's V Q6_K in a third to a
+// half of the layers), on act_q8's activations only: a warp takes one
+// pair of rows of one matrix (the launcher's grid has a warp for every
+// pair), and picks its layout's code before anything else; nothing block-
+// wide is staged that the two would share. Against the mixed family's
+// runtime switch: 29 → 6 µs a layer (Llama-8B shape, H200).
+template <int T, int TV, bool EXT>
+__device__ __forceinline__ void qkv_rope2(const long long *res, long long *res_next, const unsigned *poison,
+                                          const float *norm_w, float eps, int k, const qkv_w &w, const float *bias,
+                                          int n_head, int n_kv_head, int head_dim, const float *rope_cs, int rope_dim,
+                                          int neox, const float *temp, const int *pos_ptr, float *q_out,
+                                          float *k_cache, float *v_cache, int ctx_max, const unsigned *x8) {
+	const int p = grid_warp();
+	if (p < (n_head + 2 * n_kv_head) * (head_dim >> 1) && p / (head_dim >> 1) >= n_head + n_kv_head)
+		qkv_rope<TV, 2, EXT>(res, res_next, poison, norm_w, eps, k, w, bias, n_head, n_kv_head, head_dim, rope_cs,
+		                     rope_dim, neox, temp, pos_ptr, q_out, k_cache, v_cache, ctx_max, x8);
+	else
+		qkv_rope<T, 2, EXT>(res, res_next, poison, norm_w, eps, k, w, bias, n_head, n_kv_head, head_dim, rope_cs,
+		                    rope_dim, neox, temp, pos_ptr, q_out, k_cache, v_cache, ctx_max, x8);
+}
+
 #define QKV_ROPE_R(name, T, R, EXT)                                                                                \
 	extern "C" __global__ void __launch_bounds__(256)                                                              \
 	    qkv_rope_##name(const long long *res, long long *res_next, const unsigned *poison, const float *norm_w,     \
@@ -178,3 +200,18 @@ FOR_EACH_WEIGHT_TYPE(QKV_ROPE)
 QKV_ROPE_R(mixq4k_r2, WT_MIX_Q4K, 2, false) QKV_ROPE_R(ext_mixq4k_r2, WT_MIX_Q4K, 2, true)
 QKV_ROPE_R(mixq6k_r2, WT_MIX_Q6K, 2, false) QKV_ROPE_R(ext_mixq6k_r2, WT_MIX_Q6K, 2, true)
 QKV_ROPE_R(mixq5k_r2, WT_MIX_Q5K, 2, false) QKV_ROPE_R(ext_mixq5k_r2, WT_MIX_Q5K, 2, true)
+// qkv_rope(_ext)_<family>_v6k_r2: V in Q6_K (qkv_rope2).
+#define QKV_ROPE_V(name, T, TV, EXT)                                                                               \
+	extern "C" __global__ void __launch_bounds__(256)                                                              \
+	    qkv_rope_##name(const long long *res, long long *res_next, const unsigned *poison, const float *norm_w,     \
+	                    float eps, int k, const u8 *wq, const f16 *wd, const u8 *wkq, const f16 *wkd,             \
+	                    const u8 *wvq, const f16 *wvd, const float *bias, int n_head, int n_kv_head, int head_dim, \
+	                    const float *rope_cs, int rope_dim, int neox, const float *temp,                          \
+	                    const int *pos_ptr, float *q_out, float *k_cache, float *v_cache, int ctx_max,             \
+	                    const unsigned *x8) {                                                                      \
+		const qkv_w w = {wq, wkq, wvq, wd, wkd, wvd, n_head, n_kv_head};                                           \
+		qkv_rope2<T, TV, EXT>(res, res_next, poison, norm_w, eps, k, w, bias, n_head, n_kv_head, head_dim, rope_cs, \
+		                      rope_dim, neox, temp, pos_ptr, q_out, k_cache, v_cache, ctx_max, x8);                \
+	}
+QKV_ROPE_V(mixq4k_v6k_r2, WT_MIX_Q4K, WT_MIX_Q6K, false) QKV_ROPE_V(ext_mixq4k_v6k_r2, WT_MIX_Q4K, WT_MIX_Q6K, true)
+QKV_ROPE_V(mixq5k_v6k_r2, WT_MIX_Q5K, WT_MIX_Q6K, false) QKV_ROPE_V(ext_mixq5k_v6k_r2, WT_MIX_Q5K, WT_MIX_Q6K, true)
