@@ -110,8 +110,10 @@ type tuning struct {
 	// staging and quantizing the residual stream in every block.
 	act8 bool
 	// logitsPerSM is the output head's blocks per SM (0:
-	// logitsBlocksPerSM).
+	// logitsBlocksPerSM); logitsWide takes its wide kernels
+	// (launcher.logitsWide).
 	logitsPerSM int
+	logitsWide  bool
 }
 
 func defaultTuning() tuning {
@@ -166,6 +168,10 @@ func tuningFor(c *model.Config, ffn gpuType) tuning {
 		// shape Q4_K_M 727 → 624, Q8_0 942 → 870; 1B Q4_K_M 813 → 755
 		// (4 blocks: 726, but 8B 729), Q8_0 960 → 919.
 		t.logitsPerSM = 3
+		// The wide head kernels (Q8_0 and Q4_K; µs a token @100, one
+		// group ahead → wide): 8B shape (4 layers) Q8_0 610 → 593, 1B
+		// Q4_K_M 660 → 648, 1B Q8_0 780 → 775.
+		t.logitsWide = true
 		// Half of L1 as shared memory: a quarter (64 KiB) held one QKV or
 		// FFN block of the 8B shape (37 KiB staged) an SM.
 		t.carveout = 50
@@ -399,7 +405,7 @@ func New(m *model.Model, o Options) (_ *Backend, err error) {
 func (b *Backend) newLauncher(pdl bool) *launcher {
 	return &launcher{c: b.c, k: b.k, stream: b.stream, sms: b.c.Info.SMCount, pdl: pdl,
 		ffnShape: b.tune.ffn, ffnMixShape: b.tune.ffnMix, attnWarpsPerHead: b.tune.attnWarps, warpsPerBlock: b.tune.qkvWarps,
-		logitsPerSM: b.tune.logitsPerSM}
+		logitsPerSM: b.tune.logitsPerSM, logitsWide: b.tune.logitsWide}
 }
 
 func (b *Backend) checkConfig() error {

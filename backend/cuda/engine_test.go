@@ -217,7 +217,7 @@ func TestEngineMatchesCPU(t *testing.T) {
 	// head blocks an SM.
 	wide := func(tu *tuning) {
 		tu.ffnSplit, tu.ffn, tu.attnOBlocks, tu.attnWarpsLong = true, ffnShape{32, 2}, 8, 4
-		tu.qkvWarps, tu.attnHeads, tu.act8, tu.logitsPerSM = 8, true, true, 3
+		tu.qkvWarps, tu.attnHeads, tu.act8, tu.logitsPerSM, tu.logitsWide = 8, true, true, 3, true
 	}
 	for _, o := range []synth.Options{q4KMLike(t256, 5), {Shape: t256, Type: quant.Q4_0, EmbedType: quant.Q8_0, Seed: 5},
 		{Shape: t256, Type: quant.F16, EmbedType: quant.F16, Seed: 5}, {Shape: t256, Type: quant.Q8_0, EmbedType: quant.Q8_0, Seed: 5}} {
@@ -870,6 +870,8 @@ func sweepShapes(t *testing.T, g *Backend, only []string) {
 		{name: "no PDL", tune: def, noPDL: true},
 		{name: "mixed kernels untyped", tune: def, untyped: true},
 		{name: "activations staged", tune: with(func(t *tuning) { t.act8 = false })},
+		{name: "head one group ahead", tune: with(func(t *tuning) { t.logitsWide = false })},
+		{name: "head wide", tune: with(func(t *tuning) { t.logitsWide = true })},
 		{name: "activations from act_q8", tune: with(func(t *tuning) { t.act8 = true })},
 	}
 	if only != nil {
@@ -902,7 +904,7 @@ func sweepShapes(t *testing.T, g *Backend, only []string) {
 		}
 		l := &launcher{c: g.c, k: g.k, stream: g.stream, sms: g.c.Info.SMCount, pdl: g.c.Info.Major >= 9 && !v.noPDL,
 			warpsPerBlock: v.warps, logitsPerSM: v.logitsPerSM, rows: v.rows, logitsRows: v.logitsRows, ffnShape: ffn,
-			ffnMixShape: ffnMix, attnWarpsPerHead: v.attnWarps, untyped: v.untyped}
+			ffnMixShape: ffnMix, attnWarpsPerHead: v.attnWarps, untyped: v.untyped, logitsWide: v.tune.logitsWide}
 		if err := g.k.setCarveout(g.c, cmp.Or(v.tune.carveout, decodeCarveout)); err != nil {
 			t.Fatal(err)
 		}

@@ -33,6 +33,9 @@ type kernelSet struct {
 	// logitsFloat reads a float32 row (the prefill's) instead of the
 	// fixed-point residual stream.
 	logitsFloat [numGPUTypes]*cu.Function
+	// logitsWide: the decode step's head on rows wider than 1,024 for
+	// Q8_0 (the typed families': typedKernels.logitsWide).
+	logitsWide [numGPUTypes]*cu.Function
 	// attention by W_o's layout and float4s per lane; ffn by layout and
 	// ffnShapes (nil: not compiled).
 	attention [numGPUTypes][attMaxNQ + 1]*cu.Function
@@ -41,9 +44,12 @@ type kernelSet struct {
 	// attentionCluster: attention_cl, for contexts run whole (sm_90+).
 	attentionCluster [numGPUTypes][attMaxNQ + 1]*cu.Function
 	ffn              [numGPUTypes][len(ffnShapes)]*cu.Function
-	// matvecAdd: the down projection of the split FFN (wide models).
-	matvecAdd   [numGPUTypes]*cu.Function
-	sampleChain *cu.Function
+	// matvecAdd: the down projection of the split FFN (wide models);
+	// matvecAdd8Q8 Q8_0's on int8 hidden units (the typed families':
+	// typedKernels.matvecAdd8).
+	matvecAdd    [numGPUTypes]*cu.Function
+	matvecAdd8Q8 *cu.Function
+	sampleChain  *cu.Function
 	// qkNorm and postnorm: the block features of other families than
 	// llama's (Q/K norms, post-norms).
 	qkNorm, postnorm *cu.Function
@@ -74,6 +80,9 @@ type typedKernels struct {
 	// qkvRopeV6 and qkvRopeExtV6: the QKV kernels for V in Q6_K (Q4_K_M
 	// and Q5_K_M layers), on act_q8's activations only (qkvArgs.x8).
 	qkvRopeV6, qkvRopeExtV6 *cu.Function
+	// logitsWide: the head for rows wider than 1,024 (launcher.logitsWide;
+	// Q4_K's only).
+	logitsWide *cu.Function
 	// matvecAdd8: the split FFN's down projection on int8 hidden units.
 	matvecAdd8 *cu.Function
 	// gemm: the prefill's (and batched steps') gemm by epilogue, whose
@@ -152,6 +161,9 @@ func loadKernels(c *cu.Context) (_ *kernelSet, err error) {
 				}
 			case "logits":
 				names = append(names, "logits_"+s)
+				if s == "mixq4k" {
+					names = append(names, "logits_wide_"+s)
+				}
 			case "matvec_add":
 				names = append(names, "matvec_add_"+s, "matvec_add8_"+s)
 			case "ffn":
@@ -159,6 +171,10 @@ func loadKernels(c *cu.Context) (_ *kernelSet, err error) {
 			}
 		}
 		switch op {
+		case "logits":
+			names = append(names, "logits_wide_q8_0")
+		case "matvec_add":
+			names = append(names, "matvec_add8_q8_0")
 		case "sampler":
 			names = []string{"sample_chain"}
 		case "qk_norm", "postnorm", "act_q8":
@@ -202,14 +218,18 @@ func loadKernels(c *cu.Context) (_ *kernelSet, err error) {
 	for q, s := range typedQuants {
 		tk := &typedKernels{qkvRope2: funcs["qkv_rope_"+s+"_r2"], qkvRopeExt2: funcs["qkv_rope_ext_"+s+"_r2"],
 			ffn: funcs["ffn_"+s+"_u16w1"], matvecAdd: funcs["matvec_add_"+s], matvecAdd8: funcs["matvec_add8_"+s],
-			logits: funcs["logits_"+s], qkvRopeV6: funcs["qkv_rope_"+s+"_v6k_r2"], qkvRopeExtV6: funcs["qkv_rope_ext_"+s+"_v6k_r2"]}
+			logits: funcs["logits_"+s], qkvRopeV6: funcs["qkv_rope_"+s+"_v6k_r2"], qkvRopeExtV6: funcs["qkv_rope_ext_"+s+"_v6k_r2"],
+			logitsWide: funcs["logits_wide_"+s]}
 		k.typed[q] = tk
-		decode = append(decode, tk.qkvRope2, tk.qkvRopeExt2, tk.ffn, tk.matvecAdd, tk.matvecAdd8, tk.logits, tk.qkvRopeV6, tk.qkvRopeExtV6)
+		decode = append(decode, tk.qkvRope2, tk.qkvRopeExt2, tk.ffn, tk.matvecAdd, tk.matvecAdd8, tk.logits, tk.qkvRopeV6, tk.qkvRopeExtV6,
+			tk.logitsWide)
 	}
 	// The kernels that multiply int8 activations (kernels/decode.cuh, xq8).
 	k.int8 = map[*cu.Function]bool{}
+	k.logitsWide[wtQ8_0], k.matvecAdd8Q8 = funcs["logits_wide_q8_0"], funcs["matvec_add8_q8_0"]
+	decode = append(decode, k.logitsWide[wtQ8_0], k.matvecAdd8Q8)
 	for _, f := range []*cu.Function{k.qkvRope[wtQ8_0], k.qkvRope2[wtQ8_0], k.qkvRopeExt[wtQ8_0], k.qkvRopeExt2[wtQ8_0],
-		k.logits[wtQ8_0], k.logits2[wtQ8_0]} {
+		k.logits[wtQ8_0], k.logits2[wtQ8_0], k.logitsWide[wtQ8_0]} {
 		k.int8[f] = true
 	}
 	for _, f := range k.ffn[wtQ8_0] {
@@ -217,7 +237,7 @@ func loadKernels(c *cu.Context) (_ *kernelSet, err error) {
 	}
 	for _, tk := range k.typed {
 		k.int8[tk.qkvRope2], k.int8[tk.qkvRopeExt2], k.int8[tk.ffn], k.int8[tk.logits] = true, true, true, true
-		k.int8[tk.qkvRopeV6], k.int8[tk.qkvRopeExtV6] = true, true
+		k.int8[tk.qkvRopeV6], k.int8[tk.qkvRopeExtV6], k.int8[tk.logitsWide] = true, true, true
 	}
 	delete(k.int8, nil)
 	k.sampleChain = funcs["sample_chain"]

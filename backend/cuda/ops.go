@@ -35,6 +35,10 @@ type launcher struct {
 	// contexts run whole (attention_cl; 0: the split kernel), set by
 	// Backend.capture for the graph of short contexts.
 	attnCluster int
+	// logitsWide takes the head's wide kernels (logits_wide_*: each
+	// lane's blocks of two rows loaded at once) for rows past 1,024
+	// elements where its layout has one.
+	logitsWide bool
 	// headWindow, when set, keeps the output head's weights in L2 across
 	// steps (an access policy window on its launches).
 	headWindow *cu.L2Window
@@ -638,6 +642,9 @@ func (l *launcher) ffnInt8Down(a ffnArgs, f *cu.Function) *cu.Function {
 	if a.h == 0 || a.h8 == 0 || !l.k.int8[f] {
 		return nil
 	}
+	if a.down.Type == wtQ8_0 {
+		return l.k.matvecAdd8Q8
+	}
 	return l.typed(nil, func(k *typedKernels) *cu.Function { return k.matvecAdd8 }, a.down)
 }
 
@@ -692,19 +699,21 @@ func (l *launcher) logitsKernel(w *deviceMatrix) (int, *cu.Function) {
 	if l.logitsRows == 2 {
 		return 2, l.k.logits2[w.Type]
 	}
-	return rowsPerWarp(w.Type), l.k.logits[w.Type]
+	if l.logitsWide && w.Cols > 32*32 {
+		if f := l.typed(l.k.logitsWide[w.Type], func(k *typedKernels) *cu.Function { return k.logitsWide }, w); f != nil {
+			return 2, f
+		}
+	}
+	return rowsPerWarp(w.Type), l.typed(l.k.logits[w.Type], func(k *typedKernels) *cu.Function { return k.logits }, w)
 }
 
-// logitsPick is the head kernel for a: the typed family's where it has
-// one, the float row's for a prefill (res unset).
+// logitsPick is the head kernel for a: logitsKernel's, the float row's
+// for a prefill (res unset).
 func (l *launcher) logitsPick(a logitsArgs) *cu.Function {
 	if a.res == 0 {
 		return l.k.logitsFloat[a.w.Type]
 	}
 	_, f := l.logitsKernel(a.w)
-	if l.logitsRows != 2 {
-		f = l.typed(f, func(k *typedKernels) *cu.Function { return k.logits }, a.w)
-	}
 	return f
 }
 

@@ -462,7 +462,7 @@ func TestLogitsKernel(t *testing.T) {
 	}
 	defer g.c.FreeHost(host)
 	for _, typ := range testTypes {
-		for _, sh := range []struct{ rows, cols int }{{512, 64}, {49152, 576}, {7, 96}, {300, 2080}, {1000, 512}} {
+		for _, sh := range []struct{ rows, cols int }{{512, 64}, {49152, 576}, {7, 96}, {300, 2080}, {1000, 512}, {600, 4096}, {301, 2304}} {
 			if !fits(typ, sh.cols) || (sh.rows == 49152 && typ.BlockSize() > 32) {
 				continue
 			}
@@ -477,7 +477,9 @@ func TestLogitsKernel(t *testing.T) {
 				w[j] = w[i]
 			}
 			dm := g.matrix(hm)
-			g.l.logitsRows = []int{0, 2}[sh.rows%2]
+			// Odd rows: two rows a warp; even: the wide kernels where
+			// the rows are wide (logits_wide_*).
+			g.l.logitsRows, g.l.logitsWide = []int{0, 2}[sh.rows%2], sh.rows%2 == 0
 			blocks := g.l.logitsBlocks(dm)
 			ticket := g.floats([]float32{0}, 0)
 			x, nw := randFloats(r, sh.cols, 1), randFloats(r, sh.cols, 1)
