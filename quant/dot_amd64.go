@@ -47,3 +47,16 @@ func dotQ5_0Q8_0AVX2(w, x *byte, nblocks int) float32
 
 //go:noescape
 func dotQ5_1Q8_0AVX2(w, x *byte, nblocks int) float32
+
+// matVecQ4_1Q8_0AVX2, matVecQ5_0Q8_0AVX2 and matVecQ5_1Q8_0AVX2 write the
+// dot products of rows consecutive rows of nblocks blocks at w with the
+// nblocks Q8_0 blocks at x to out[0:rows] (rows ≥ 1, nblocks ≥ 1).
+//
+//go:noescape
+func matVecQ4_1Q8_0AVX2(w, x *byte, nblocks int, out *float32, rows int)
+
+//go:noescape
+func matVecQ5_0Q8_0AVX2(w, x *byte, nblocks int, out *float32, rows int)
+
+//go:noescape
+func matVecQ5_1Q8_0AVX2(w, x *byte, nblocks int, out *float32, rows int)

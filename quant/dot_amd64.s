@@ -398,6 +398,54 @@ TEXT ·dotQ5_1Q8_0AVX2(SB), NOSPLIT, $0-28
 	MOVSS X0, ret+24(FP)
 	RET
 
+// MATVEC_Q45 is the TEXT body of matVecQ4_1Q8_0AVX2, matVecQ5_0Q8_0AVX2
+// and matVecQ5_1Q8_0AVX2: the row kernel above for rows consecutive rows
+// of w (one after the other in memory) against one row of activations,
+// the loop in assembly, where a Go call a row cost a sixth of a decode.
+// The arguments come in SI (w), R8 (x), R9 (nblocks), R10 (out) and R11
+// (rows), loaded by each TEXT itself (go vet checks the frame references
+// line by line).
+#define MATVEC_Q45(BLOCK, wstride, rowloop, label2, labeltail, labeldone) \
+	SETUP_Q5_CONSTS; \
+rowloop: \
+	MOVQ R8, DI; \
+	MOVQ R9, CX; \
+	ROW_LOOP(BLOCK, wstride, label2, labeltail, labeldone); \
+	HSUM(Y0, X0, X1); \
+	MOVSS X0, (R10); \
+	ADDQ $4, R10; \
+	DECQ R11; \
+	JNZ rowloop; \
+	VZEROUPPER; \
+	RET
+
+// func matVecQ4_1Q8_0AVX2(w, x *byte, nblocks int, out *float32, rows int)
+TEXT ·matVecQ4_1Q8_0AVX2(SB), NOSPLIT, $0-40
+	MOVQ w+0(FP), SI
+	MOVQ x+8(FP), R8
+	MOVQ nblocks+16(FP), R9
+	MOVQ out+24(FP), R10
+	MOVQ rows+32(FP), R11
+	MATVEC_Q45(Q4_1_BLOCK, 20, mv41rows, mv41loop2, mv41tail, mv41done)
+
+// func matVecQ5_0Q8_0AVX2(w, x *byte, nblocks int, out *float32, rows int)
+TEXT ·matVecQ5_0Q8_0AVX2(SB), NOSPLIT, $0-40
+	MOVQ w+0(FP), SI
+	MOVQ x+8(FP), R8
+	MOVQ nblocks+16(FP), R9
+	MOVQ out+24(FP), R10
+	MOVQ rows+32(FP), R11
+	MATVEC_Q45(Q5_0_BLOCK, 22, mv50rows, mv50loop2, mv50tail, mv50done)
+
+// func matVecQ5_1Q8_0AVX2(w, x *byte, nblocks int, out *float32, rows int)
+TEXT ·matVecQ5_1Q8_0AVX2(SB), NOSPLIT, $0-40
+	MOVQ w+0(FP), SI
+	MOVQ x+8(FP), R8
+	MOVQ nblocks+16(FP), R9
+	MOVQ out+24(FP), R10
+	MOVQ rows+32(FP), R11
+	MATVEC_Q45(Q5_1_BLOCK, 24, mv51rows, mv51loop2, mv51tail, mv51done)
+
 // func matVecQ4_0Q8_0AVX2(w, x *byte, nblocks int, out *float32, rows int)
 TEXT ·matVecQ4_0Q8_0AVX2(SB), NOSPLIT, $0-40
 	MOVQ w+0(FP), SI

@@ -1,6 +1,9 @@
 package quant
 
-import "encoding/binary"
+import (
+	"encoding/binary"
+	"fmt"
+)
 
 // Q4_1, Q5_0 and Q5_1 weights multiply Q8_0 activations, as llama.cpp's
 // CPU backend multiplies them (its Q8_1 for Q4_1/Q5_1 carries Σy, which
@@ -79,4 +82,39 @@ func dotQ45Q8_0Generic(t Type, w, x []byte, nblocks int) float32 {
 		sum += float32(qy-off*sy)*(f16At(wb[0:])*dx) + m*dx*float32(sy)
 	}
 	return sum
+}
+
+// MatVecQ45Q8_0 writes the dot products of len(out) consecutive rows of
+// nblocks t blocks (Q4_1, Q5_0 or Q5_1) at w with the nblocks Q8_0 blocks
+// of x to out: the decode step's matrix-vector product, the same
+// arithmetic as DotQ4_1Q8_0 and the others a row, without a call a row.
+func MatVecQ45Q8_0(t Type, w, x []byte, nblocks int, out []float32) {
+	var bb int
+	var kernel func(w, x *byte, nblocks int, out *float32, rows int)
+	switch t {
+	case Q4_1:
+		bb, kernel = q4_1Bytes, matVecQ4_1Q8_0AVX2
+	case Q5_0:
+		bb, kernel = q5_0Bytes, matVecQ5_0Q8_0AVX2
+	case Q5_1:
+		bb, kernel = q5_1Bytes, matVecQ5_1Q8_0AVX2
+	default:
+		panic(fmt.Sprintf("quant: MatVecQ45Q8_0 of %s", t))
+	}
+	checkMatVec("MatVecQ45Q8_0", len(w), bb, len(x), nblocks, len(out))
+	if nblocks == 0 {
+		clear(out)
+		return
+	}
+	if len(out) == 0 {
+		return
+	}
+	if useAVX2 {
+		kernel(&w[0], &x[0], nblocks, &out[0], len(out))
+		return
+	}
+	rb := nblocks * bb
+	for r := range out {
+		out[r] = dotQ45Q8_0Generic(t, w[r*rb:(r+1)*rb], x, nblocks)
+	}
 }

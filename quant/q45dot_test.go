@@ -49,3 +49,41 @@ func TestDotQ45Q8_0(t *testing.T) {
 		}
 	}
 }
+
+// TestMatVecQ45Q8_0 checks the matrix-vector products of Q4_1, Q5_0 and
+// Q5_1 rows against the row kernels, bit for bit: the same arithmetic, a
+// row at a time.
+func TestMatVecQ45Q8_0(t *testing.T) {
+	r := rand.New(rand.NewPCG(46, 46))
+	for _, tc := range []struct {
+		typ Type
+		dot func(w, x []byte, n int) float32
+	}{{Q4_1, DotQ4_1Q8_0}, {Q5_0, DotQ5_0Q8_0}, {Q5_1, DotQ5_1Q8_0}} {
+		for _, sh := range []struct{ rows, nb int }{{1, 1}, {3, 2}, {17, 7}, {64, 18}, {5, 48}} {
+			n := 32 * sh.nb
+			wf, xf := make([]float32, sh.rows*n), make([]float32, n)
+			for i := range wf {
+				wf[i] = float32(r.NormFloat64()) + 0.3
+			}
+			for i := range xf {
+				xf[i] = float32(r.NormFloat64())
+			}
+			w := make([]byte, sh.rows*sh.nb*tc.typ.BlockBytes())
+			x := make([]byte, sh.nb*q8_0Bytes)
+			if err := Quantize(tc.typ, wf, w); err != nil {
+				t.Fatal(err)
+			}
+			if err := Quantize(Q8_0, xf, x); err != nil {
+				t.Fatal(err)
+			}
+			out := make([]float32, sh.rows)
+			MatVecQ45Q8_0(tc.typ, w, x, sh.nb, out)
+			rb := sh.nb * tc.typ.BlockBytes()
+			for i := range out {
+				if want := tc.dot(w[i*rb:(i+1)*rb], x, sh.nb); math.Float32bits(out[i]) != math.Float32bits(want) {
+					t.Errorf("%s %d×%d blocks, row %d: %v, want the row kernel's %v", tc.typ, sh.rows, sh.nb, i, out[i], want)
+				}
+			}
+		}
+	}
+}

@@ -186,8 +186,12 @@ func matRows(x *activations, p product, lo, hi int) {
 		}
 		fallthrough
 	case quant.IQ4_NL, quant.Q4_1, quant.Q5_1:
-		dot := q8Dot(w.Type)
 		nb := w.Cols / 32
+		if x.t == 1 && w.Type != quant.IQ4_NL { // decode: the row loop in the kernel
+			quant.MatVecQ45Q8_0(w.Type, w.Data[lo*rb:hi*rb], x.q8row(0), nb, p.out[p.outOff+lo:p.outOff+hi])
+			return
+		}
+		dot := q8Dot(w.Type)
 		for r := lo; r < hi; r++ {
 			row := w.Data[r*rb : (r+1)*rb]
 			for t := 0; t < x.t; t++ {
