@@ -44,3 +44,16 @@ func dotQ6KRowAVX2(w, x *byte, nblocks int) float32
 //
 //go:noescape
 func quantizeQ8_KAVX2(x *float32, dst *byte, nblocks int)
+
+// matVecQ4KAVX2, matVecQ5KAVX2 and matVecQ6KAVX2 write the row kernels'
+// products of rows consecutive rows at w with the Q8_K row x to
+// out[0:rows] (nblocks ≥ 1, rows ≥ 1), the row loop in assembly.
+//
+//go:noescape
+func matVecQ4KAVX2(w, x *byte, nblocks int, out *float32, rows int)
+
+//go:noescape
+func matVecQ5KAVX2(w, x *byte, nblocks int, out *float32, rows int)
+
+//go:noescape
+func matVecQ6KAVX2(w, x *byte, nblocks int, out *float32, rows int)

@@ -240,6 +240,86 @@ GLOBL shufK4<>(SB), RODATA|NOPTR, $256
 	VHADDPS X10, X10, X10; \
 	VZEROUPPER
 
+// Q4K_ROW_BLOCK, Q5K_ROW_BLOCK and Q6K_ROW_BLOCK add the product of the
+// super-block at SI and the Q8_K block at DI (Q6_K: DI+4) to the row's
+// float sum (Y10; Q6_K: Y12) and advance both: the bodies of the row
+// kernels and of the matVec kernels, which loop over rows.
+#define Q4K_ROW_BLOCK \
+	Q4K_UNPACK; \
+	VPXOR Y0, Y0, Y0; \
+	Q4K_CODES(16); \
+	Q4K_ROW_PAIR(0); \
+	Q4K_CODES(48); \
+	Q4K_ROW_PAIR(1); \
+	Q4K_CODES(80); \
+	Q4K_ROW_PAIR(2); \
+	Q4K_CODES(112); \
+	Q4K_ROW_PAIR(3); \
+	Q4K_FINISH; \
+	ADDQ $144, SI; \
+	ADDQ $292, DI
+
+#define Q5K_ROW_BLOCK \
+	Q4K_UNPACK; \
+	VPXOR Y0, Y0, Y0; \
+	VMOVDQU 16(SI), Y6; \
+	Q4K_CODES(48); \
+	Q5K_HIGH(0); \
+	Q4K_ROW_PAIR(0); \
+	Q4K_CODES(80); \
+	Q5K_HIGH(1); \
+	Q4K_ROW_PAIR(1); \
+	Q4K_CODES(112); \
+	Q5K_HIGH(2); \
+	Q4K_ROW_PAIR(2); \
+	Q4K_CODES(144); \
+	Q5K_HIGH(3); \
+	Q4K_ROW_PAIR(3); \
+	Q4K_FINISH; \
+	ADDQ $176, SI; \
+	ADDQ $292, DI
+
+#define Q6K_ROW_BLOCK \
+	VPXOR Y0, Y0, Y0; \
+	Q6K_HALF(0); \
+	Q6K_HALF(1); \
+	VPMOVSXBW 192(SI), Y1; \
+	VPMADDWD (DI), Y1, Y1; \
+	VPSLLD $5, Y1, Y1; \
+	VPSUBD Y1, Y0, Y0; \
+	VCVTDQ2PS Y0, Y0; \
+	VBROADCASTSS -260(DI), Y8; \
+	VPBROADCASTW 208(SI), X7; \
+	VCVTPH2PS X7, Y7; \
+	VMULPS Y8, Y7, Y7; \
+	VFMADD231PS Y7, Y0, Y12; \
+	ADDQ $210, SI; \
+	ADDQ $36, DI
+
+// Q6K_ROW_CONSTS sets the Q6_K row kernel's constants: masks in Y13-Y15,
+// VPERMD indices in Y9-Y11 and Y4. Clobbers AX.
+#define Q6K_ROW_CONSTS \
+	MOVL $0x0f0f0f0f, AX; \
+	VMOVD AX, X15; \
+	VPBROADCASTD X15, Y15; \
+	MOVL $0x03030303, AX; \
+	VMOVD AX, X14; \
+	VPBROADCASTD X14, Y14; \
+	MOVL $0x30303030, AX; \
+	VMOVD AX, X13; \
+	VPBROADCASTD X13, Y13; \
+	VMOVDQU q6KScaleIdx<>+0(SB), Y9; \
+	VMOVDQU q6KScaleIdx<>+32(SB), Y10; \
+	VMOVDQU q6KScaleIdx<>+64(SB), Y11; \
+	VMOVDQU q6KScaleIdx<>+96(SB), Y4
+
+// HSUM8 leaves the sum of y's 8 lanes (x its low half) in x. Clobbers X1.
+#define HSUM8(y, x) \
+	VEXTRACTF128 $1, y, X1; \
+	VADDPS X1, x, x; \
+	VHADDPS x, x, x; \
+	VHADDPS x, x, x
+
 // func dotQ4KRowAVX2(w, x *byte, nblocks int) float32
 TEXT ·dotQ4KRowAVX2(SB), NOSPLIT, $0-28
 	MOVQ w+0(FP), SI
@@ -249,19 +329,7 @@ TEXT ·dotQ4KRowAVX2(SB), NOSPLIT, $0-28
 	TESTQ CX, CX
 	JLE q4rdone
 q4rloop:
-	Q4K_UNPACK
-	VPXOR Y0, Y0, Y0
-	Q4K_CODES(16)
-	Q4K_ROW_PAIR(0)
-	Q4K_CODES(48)
-	Q4K_ROW_PAIR(1)
-	Q4K_CODES(80)
-	Q4K_ROW_PAIR(2)
-	Q4K_CODES(112)
-	Q4K_ROW_PAIR(3)
-	Q4K_FINISH
-	ADDQ $144, SI
-	ADDQ $292, DI
+	Q4K_ROW_BLOCK
 	DECQ CX
 	JNZ q4rloop
 q4rdone:
@@ -278,24 +346,7 @@ TEXT ·dotQ5KRowAVX2(SB), NOSPLIT, $0-28
 	TESTQ CX, CX
 	JLE q5rdone
 q5rloop:
-	Q4K_UNPACK
-	VPXOR Y0, Y0, Y0
-	VMOVDQU 16(SI), Y6
-	Q4K_CODES(48)
-	Q5K_HIGH(0)
-	Q4K_ROW_PAIR(0)
-	Q4K_CODES(80)
-	Q5K_HIGH(1)
-	Q4K_ROW_PAIR(1)
-	Q4K_CODES(112)
-	Q5K_HIGH(2)
-	Q4K_ROW_PAIR(2)
-	Q4K_CODES(144)
-	Q5K_HIGH(3)
-	Q4K_ROW_PAIR(3)
-	Q4K_FINISH
-	ADDQ $176, SI
-	ADDQ $292, DI
+	Q5K_ROW_BLOCK
 	DECQ CX
 	JNZ q5rloop
 q5rdone:
@@ -318,39 +369,13 @@ TEXT ·dotQ6KRowAVX2(SB), NOSPLIT, $0-28
 	MOVQ w+0(FP), SI
 	MOVQ x+8(FP), DI
 	MOVQ nblocks+16(FP), CX
-	MOVL $0x0f0f0f0f, AX
-	VMOVD AX, X15
-	VPBROADCASTD X15, Y15
-	MOVL $0x03030303, AX
-	VMOVD AX, X14
-	VPBROADCASTD X14, Y14
-	MOVL $0x30303030, AX
-	VMOVD AX, X13
-	VPBROADCASTD X13, Y13
+	Q6K_ROW_CONSTS
 	VXORPS Y12, Y12, Y12
-	VMOVDQU q6KScaleIdx<>+0(SB), Y9
-	VMOVDQU q6KScaleIdx<>+32(SB), Y10
-	VMOVDQU q6KScaleIdx<>+64(SB), Y11
-	VMOVDQU q6KScaleIdx<>+96(SB), Y4
 	ADDQ $4, DI
 	TESTQ CX, CX
 	JLE q6rdone
 q6rloop:
-	VPXOR Y0, Y0, Y0
-	Q6K_HALF(0)
-	Q6K_HALF(1)
-	VPMOVSXBW 192(SI), Y1
-	VPMADDWD (DI), Y1, Y1
-	VPSLLD $5, Y1, Y1
-	VPSUBD Y1, Y0, Y0
-	VCVTDQ2PS Y0, Y0
-	VBROADCASTSS -260(DI), Y8
-	VPBROADCASTW 208(SI), X7
-	VCVTPH2PS X7, Y7
-	VMULPS Y8, Y7, Y7
-	VFMADD231PS Y7, Y0, Y12
-	ADDQ $210, SI
-	ADDQ $36, DI
+	Q6K_ROW_BLOCK
 	DECQ CX
 	JNZ q6rloop
 q6rdone:
@@ -812,5 +837,81 @@ q6r4loop:
 	DECQ CX
 	JNZ q6r4loop
 q6r4done:
+	VZEROUPPER
+	RET
+
+// func matVecQ4KAVX2(w, x *byte, nblocks int, out *float32, rows int)
+//
+// dotQ4KRowAVX2 for rows consecutive rows of w against one Q8_K row x,
+// into out[0:rows] (nblocks ≥ 1, rows ≥ 1): the decode step's product,
+// the row loop here, where a Go call a row set up the constants and
+// reduced the sum each time. Q4K_UNPACK takes AX, BX, DX and R8-R12; the
+// loop keeps x in R15, out in R13 and the rows left in R14.
+TEXT ·matVecQ4KAVX2(SB), NOSPLIT, $0-40
+	MOVQ w+0(FP), SI
+	MOVQ x+8(FP), R15
+	MOVQ out+24(FP), R13
+	MOVQ rows+32(FP), R14
+	ROW_CONSTS
+q4mvrow:
+	MOVQ R15, DI
+	MOVQ nblocks+16(FP), CX
+	VXORPS Y10, Y10, Y10
+q4mvloop:
+	Q4K_ROW_BLOCK
+	DECQ CX
+	JNZ q4mvloop
+	HSUM8(Y10, X10)
+	MOVSS X10, (R13)
+	ADDQ $4, R13
+	DECQ R14
+	JNZ q4mvrow
+	VZEROUPPER
+	RET
+
+// func matVecQ5KAVX2(w, x *byte, nblocks int, out *float32, rows int)
+TEXT ·matVecQ5KAVX2(SB), NOSPLIT, $0-40
+	MOVQ w+0(FP), SI
+	MOVQ x+8(FP), R15
+	MOVQ out+24(FP), R13
+	MOVQ rows+32(FP), R14
+	ROW_CONSTS
+q5mvrow:
+	MOVQ R15, DI
+	MOVQ nblocks+16(FP), CX
+	VXORPS Y10, Y10, Y10
+q5mvloop:
+	Q5K_ROW_BLOCK
+	DECQ CX
+	JNZ q5mvloop
+	HSUM8(Y10, X10)
+	MOVSS X10, (R13)
+	ADDQ $4, R13
+	DECQ R14
+	JNZ q5mvrow
+	VZEROUPPER
+	RET
+
+// func matVecQ6KAVX2(w, x *byte, nblocks int, out *float32, rows int)
+TEXT ·matVecQ6KAVX2(SB), NOSPLIT, $0-40
+	MOVQ w+0(FP), SI
+	MOVQ x+8(FP), R15
+	MOVQ out+24(FP), R13
+	MOVQ rows+32(FP), R14
+	Q6K_ROW_CONSTS
+	ADDQ $4, R15
+q6mvrow:
+	MOVQ R15, DI
+	MOVQ nblocks+16(FP), CX
+	VXORPS Y12, Y12, Y12
+q6mvloop:
+	Q6K_ROW_BLOCK
+	DECQ CX
+	JNZ q6mvloop
+	HSUM8(Y12, X12)
+	MOVSS X12, (R13)
+	ADDQ $4, R13
+	DECQ R14
+	JNZ q6mvrow
 	VZEROUPPER
 	RET

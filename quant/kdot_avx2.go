@@ -11,12 +11,16 @@ func matMulKAVX2(typ Type, w []byte, nblocks, rows int, x []byte, tokens int, ou
 		return
 	}
 	rb, xb := nblocks*typ.BlockBytes(), nblocks*q8_KBytes
-	kernel := dotQ4KRowAVX2
+	kernel, matVec := dotQ4KRowAVX2, matVecQ4KAVX2
 	switch typ {
 	case Q5_K:
-		kernel = dotQ5KRowAVX2
+		kernel, matVec = dotQ5KRowAVX2, matVecQ5KAVX2
 	case Q6_K:
-		kernel = dotQ6KRowAVX2
+		kernel, matVec = dotQ6KRowAVX2, matVecQ6KAVX2
+	}
+	if tokens == 1 { // decode: the row loop in assembly
+		matVec(&w[0], &x[0], nblocks, &out[0], rows)
+		return
 	}
 	for r := 0; r < rows; r++ {
 		row := &w[r*rb]

@@ -196,7 +196,7 @@ func mustPanic(t *testing.T, name string, f func()) {
 func TestMatMulKQ8_K(t *testing.T) {
 	rng := rand.New(rand.NewPCG(31, 32))
 	for _, typ := range kTypes {
-		for _, c := range []struct{ nb, rows, tokens int }{{1, 7, 1}, {3, 5, 4}, {20, 3, 2}, {2, 1, 9}} {
+		for _, c := range []struct{ nb, rows, tokens int }{{1, 7, 1}, {9, 33, 1}, {3, 5, 4}, {20, 3, 2}, {2, 1, 9}} {
 			w := randK(rng, typ, c.nb*c.rows, 0)
 			x, _ := randQ8K(t, rng, c.nb*c.tokens, 1)
 			stride := c.rows + 3
