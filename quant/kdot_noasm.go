@@ -14,6 +14,6 @@ func dotQ4KRow4AVX2(w, x *byte, xstride, nblocks int, acc *[32]float32) { panic(
 func dotQ5KRow4AVX2(w, x *byte, xstride, nblocks int, acc *[32]float32) { panic("unreachable") }
 
 func dotQ6KRow4AVX2(w, x *byte, xstride, nblocks int, acc *[32]float32) { panic("unreachable") }
-func matVecQ4KAVX2(w, x *byte, nblocks int, out *float32, rows int) { panic("unreachable") }
-func matVecQ5KAVX2(w, x *byte, nblocks int, out *float32, rows int) { panic("unreachable") }
-func matVecQ6KAVX2(w, x *byte, nblocks int, out *float32, rows int) { panic("unreachable") }
+func matVecQ4KAVX2(w, x *byte, nblocks int, out *float32, rows int)     { panic("unreachable") }
+func matVecQ5KAVX2(w, x *byte, nblocks int, out *float32, rows int)     { panic("unreachable") }
+func matVecQ6KAVX2(w, x *byte, nblocks int, out *float32, rows int)     { panic("unreachable") }
