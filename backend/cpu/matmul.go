@@ -153,25 +153,29 @@ func (b *Backend) matmul(x *activations, ps ...product) {
 		}
 		total += p.w.Rows
 	}
-	b.pool.parallelFor(total, 16, func(_, lo, hi int) {
+	if len(b.tiles) < b.pool.workers {
+		b.tiles = make([][]float32, b.pool.workers)
+	}
+	b.pool.parallelFor(total, 16, func(worker, lo, hi int) {
 		base := 0
 		for _, p := range ps {
 			rlo, rhi := max(lo-base, 0), min(hi-base, p.w.Rows)
 			if rlo < rhi {
-				matRows(x, p, rlo, rhi)
+				matRows(x, p, rlo, rhi, &b.tiles[worker]) // a worker's ranges run one at a time
 			}
 			base += p.w.Rows
 		}
 	})
 }
 
-// matRows computes rows [lo, hi) of one product for every token.
-func matRows(x *activations, p product, lo, hi int) {
+// matRows computes rows [lo, hi) of one product for every token; tiles
+// is the calling worker's scratch (floatRowsTiled).
+func matRows(x *activations, p product, lo, hi int, tiles *[]float32) {
 	w := p.w
 	rb := w.RowBytes()
 	out := func(t, r int) *float32 { return &p.out[t*p.outStride+p.outOff+r] }
 	if floatTiled(w, x.t) {
-		floatRowsTiled(x, p, lo, hi)
+		floatRowsTiled(x, p, lo, hi, tiles)
 		return
 	}
 	switch w.Type {
@@ -235,12 +239,17 @@ const floatTileRows = 16
 // where the row-by-token dot products would widen each row once per token.
 // The tile's results go out a token at a time, the rows of one token side
 // by side: written a row at a time, every result was a store to another
-// line of the output (a fifth of an F16 prefill's time).
-func floatRowsTiled(x *activations, p product, lo, hi int) {
+// line of the output (a fifth of an F16 prefill's time). scratch holds
+// the widened rows and the results, grown as needed and kept for the next
+// call: allocated each call (eight calls a worker a product), they were
+// ~200 MB of garbage a SmolLM prefill batch.
+func floatRowsTiled(x *activations, p product, lo, hi int, scratch *[]float32) {
 	w := p.w
 	n, rb, tp := w.Cols, w.RowBytes(), x.tPad()
-	a := make([]float32, floatTileRows*n)
-	c := make([]float32, floatTileRows*tileTokens)
+	if need := floatTileRows * (n + tileTokens); len(*scratch) < need {
+		*scratch = make([]float32, need)
+	}
+	a, c := (*scratch)[:floatTileRows*n], (*scratch)[floatTileRows*n:floatTileRows*(n+tileTokens)]
 	for r0 := lo; r0 < hi; r0 += floatTileRows {
 		m := min(floatTileRows, hi-r0)
 		a := a
