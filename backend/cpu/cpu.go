@@ -77,7 +77,7 @@ type Backend struct {
 	gateUp []float32 // T × 2·FFN
 	hidden activations
 	attn   []attnScratch // per worker
-	tiles  [][]float32   // per worker: floatRowsTiled's widened rows and results
+	tiles  []tileScratch // per worker
 	logits []float32     // MaxBatch × VocabSize
 	outAct activations
 }

@@ -154,7 +154,7 @@ func (b *Backend) matmul(x *activations, ps ...product) {
 		total += p.w.Rows
 	}
 	if len(b.tiles) < b.pool.workers {
-		b.tiles = make([][]float32, b.pool.workers)
+		b.tiles = make([]tileScratch, b.pool.workers)
 	}
 	b.pool.parallelFor(total, 16, func(worker, lo, hi int) {
 		base := 0
@@ -168,14 +168,40 @@ func (b *Backend) matmul(x *activations, ps ...product) {
 	})
 }
 
-// matRows computes rows [lo, hi) of one product for every token; tiles
-// is the calling worker's scratch (floatRowsTiled).
-func matRows(x *activations, p product, lo, hi int, tiles *[]float32) {
+// tileScratch is a worker's scratch for the tiled products: the widened
+// rows and results of floatRowsTiled, the re-encoded rows of q8ViaRows.
+// It is grown as needed and kept: allocated each call (eight calls a
+// worker a product) they were ~200 MB of garbage a SmolLM prefill batch,
+// and a bench's first repetitions ran at half speed.
+type tileScratch struct {
+	f []float32
+	b []byte
+}
+
+// floats returns n floats of sc.
+func (sc *tileScratch) floats(n int) []float32 {
+	if len(sc.f) < n {
+		sc.f = make([]float32, n)
+	}
+	return sc.f[:n]
+}
+
+// bytes returns n bytes of sc.
+func (sc *tileScratch) bytes(n int) []byte {
+	if len(sc.b) < n {
+		sc.b = make([]byte, n)
+	}
+	return sc.b[:n]
+}
+
+// matRows computes rows [lo, hi) of one product for every token; sc is
+// the calling worker's scratch.
+func matRows(x *activations, p product, lo, hi int, sc *tileScratch) {
 	w := p.w
 	rb := w.RowBytes()
 	out := func(t, r int) *float32 { return &p.out[t*p.outStride+p.outOff+r] }
 	if floatTiled(w, x.t) {
-		floatRowsTiled(x, p, lo, hi, tiles)
+		floatRowsTiled(x, p, lo, hi, sc)
 		return
 	}
 	switch w.Type {
@@ -185,7 +211,7 @@ func matRows(x *activations, p product, lo, hi int, tiles *[]float32) {
 		q8Rows(x, p, lo, hi, quant.MatVecQ8_0Q8_0, quant.MatMulQ8_0Q8_0)
 	case quant.Q5_0:
 		if x.t > 1 {
-			q8ViaRows(x, p, lo, hi)
+			q8ViaRows(x, p, lo, hi, sc)
 			return
 		}
 		fallthrough
@@ -239,17 +265,12 @@ const floatTileRows = 16
 // where the row-by-token dot products would widen each row once per token.
 // The tile's results go out a token at a time, the rows of one token side
 // by side: written a row at a time, every result was a store to another
-// line of the output (a fifth of an F16 prefill's time). scratch holds
-// the widened rows and the results, grown as needed and kept for the next
-// call: allocated each call (eight calls a worker a product), they were
-// ~200 MB of garbage a SmolLM prefill batch.
-func floatRowsTiled(x *activations, p product, lo, hi int, scratch *[]float32) {
+// line of the output (a fifth of an F16 prefill's time).
+func floatRowsTiled(x *activations, p product, lo, hi int, sc *tileScratch) {
 	w := p.w
 	n, rb, tp := w.Cols, w.RowBytes(), x.tPad()
-	if need := floatTileRows * (n + tileTokens); len(*scratch) < need {
-		*scratch = make([]float32, need)
-	}
-	a, c := (*scratch)[:floatTileRows*n], (*scratch)[floatTileRows*n:floatTileRows*(n+tileTokens)]
+	buf := sc.floats(floatTileRows * (n + tileTokens))
+	a, c := buf[:floatTileRows*n], buf[floatTileRows*n:]
 	for r0 := lo; r0 < hi; r0 += floatTileRows {
 		m := min(floatTileRows, hi-r0)
 		a := a
@@ -301,10 +322,10 @@ const viaChunkRows = 64
 // rounding tie in the next layer of TestKQuantModelLogits's model, 0.75%
 // from token-by-token decoding where that test allows 1e-4, so IQ4_NL
 // keeps its own kernel for now.)
-func q8ViaRows(x *activations, p product, lo, hi int) {
+func q8ViaRows(x *activations, p product, lo, hi int, sc *tileScratch) {
 	w := p.w
 	rb, nb := w.RowBytes(), w.Cols/32
-	buf := make([]byte, min(viaChunkRows, hi-lo)*nb*quant.Q8_0.BlockBytes())
+	buf := sc.bytes(min(viaChunkRows, hi-lo) * nb * quant.Q8_0.BlockBytes())
 	for r0 := lo; r0 < hi; r0 += viaChunkRows {
 		n := min(viaChunkRows, hi-r0)
 		q8 := buf[:n*nb*quant.Q8_0.BlockBytes()]
