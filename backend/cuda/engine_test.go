@@ -729,7 +729,7 @@ func TestDecodeSpeed(t *testing.T) {
 	profileStep(t, g, 100)
 	profileStep(t, g, 2148)
 	if only := os.Getenv("GOTOK_BENCH_SWEEP"); only != "" {
-		sweepShapes(t, g, strings.Split(only, ","))
+		sweepShapes(t, g, strings.Split(only, ";"))
 	}
 	if quick {
 		return
@@ -801,7 +801,7 @@ func replayTime(t *testing.T, g *Backend, graph *cu.Graph, pos int) float64 {
 // a time, checks that each computes the default's logits and times it at
 // two depths (the cache holds 2048+ positions by now); with only set, the
 // default and the variants named there (GOTOK_BENCH_SWEEP: names joined by
-// commas, for a quick A/B).
+// semicolons, since some hold commas; for a quick A/B).
 func sweepShapes(t *testing.T, g *Backend, only []string) {
 	type variant struct {
 		name               string
