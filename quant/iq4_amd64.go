@@ -9,3 +9,13 @@ func dotIQ4_NLQ8_0AVX2(w, x *byte, nblocks int) float32
 
 //go:noescape
 func dotIQ4_XSQ8_KAVX2(w, x *byte, nblocks int) float32
+
+// matVecIQ4_NLQ8_0AVX2 and matVecIQ4_XSQ8_KAVX2 write the row kernels'
+// products of rows consecutive rows at w with one activation row x to
+// out[0:rows] (nblocks ≥ 1, rows ≥ 1), the row loop in assembly.
+//
+//go:noescape
+func matVecIQ4_NLQ8_0AVX2(w, x *byte, nblocks int, out *float32, rows int)
+
+//go:noescape
+func matVecIQ4_XSQ8_KAVX2(w, x *byte, nblocks int, out *float32, rows int)

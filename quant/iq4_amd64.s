@@ -52,6 +52,64 @@ GLOBL iq4one<>(SB), RODATA|NOPTR, $32
 	VPERMILPS $0xb1, X0, X1; \
 	VADDSS X1, X0, X0
 
+// IQ4_NL_BLOCK adds the product of the IQ4_NL block at SI and the Q8_0
+// block at DI to Y0 and advances both. Clobbers AX, BX, Y1-Y5.
+#define IQ4_NL_BLOCK \
+	IQ4_DOT32(2(SI), 2(DI), Y2); \
+	VCVTDQ2PS Y2, Y2; \
+	MOVWLZX (SI), AX; \
+	MOVWLZX (DI), BX; \
+	VMOVD AX, X4; \
+	VPINSRW $1, BX, X4, X4; \
+	VCVTPH2PS X4, X4; \
+	VMOVSHDUP X4, X5; \
+	VMULSS X5, X4, X4; \
+	VBROADCASTSS X4, Y4; \
+	VFMADD231PS Y4, Y2, Y0; \
+	ADDQ $18, SI; \
+	ADDQ $34, DI
+
+// IQ4_XS_BLOCK adds the product of the IQ4_XS super-block at SI and the
+// Q8_K block at DI to Y0 and advances both. Sub-block ib's scale: the low
+// nibbles come in order from the 32-bit scales_l shifted by 4 each time,
+// the high bit pairs from scales_h shifted by 2. Clobbers AX, BX, DX,
+// R8-R11, Y1-Y6.
+#define IQ4_XS_BLOCK(label) \
+	MOVWLZX 2(SI), R8; \
+	MOVL 4(SI), R9; \
+	LEAQ 8(SI), R10; \
+	LEAQ 4(DI), R11; \
+	MOVQ $8, DX; \
+	VPXOR Y5, Y5, Y5; \
+label: \
+	IQ4_DOT32((R10), (R11), Y2); \
+	MOVL R9, AX; \
+	ANDL $15, AX; \
+	MOVL R8, BX; \
+	ANDL $3, BX; \
+	SHLL $4, BX; \
+	ORL BX, AX; \
+	SUBL $32, AX; \
+	VMOVD AX, X6; \
+	VPBROADCASTD X6, Y6; \
+	VPMULLD Y6, Y2, Y2; \
+	VPADDD Y2, Y5, Y5; \
+	SHRL $4, R9; \
+	SHRL $2, R8; \
+	ADDQ $16, R10; \
+	ADDQ $32, R11; \
+	DECQ DX; \
+	JNZ label; \
+	VCVTDQ2PS Y5, Y5; \
+	MOVWLZX (SI), AX; \
+	VMOVD AX, X4; \
+	VCVTPH2PS X4, X4; \
+	VMULSS (DI), X4, X4; \
+	VBROADCASTSS X4, Y4; \
+	VFMADD231PS Y4, Y5, Y0; \
+	ADDQ $136, SI; \
+	ADDQ $292, DI
+
 // func dotIQ4_NLQ8_0AVX2(w, x *byte, nblocks int) float32
 TEXT ·dotIQ4_NLQ8_0AVX2(SB), NOSPLIT, $0-28
 	MOVQ w+0(FP), SI
@@ -63,19 +121,7 @@ TEXT ·dotIQ4_NLQ8_0AVX2(SB), NOSPLIT, $0-28
 	JZ nldone
 
 nlloop:
-	IQ4_DOT32(2(SI), 2(DI), Y2)
-	VCVTDQ2PS Y2, Y2
-	MOVWLZX (SI), AX
-	MOVWLZX (DI), BX
-	VMOVD AX, X4
-	VPINSRW $1, BX, X4, X4
-	VCVTPH2PS X4, X4
-	VMOVSHDUP X4, X5
-	VMULSS X5, X4, X4
-	VBROADCASTSS X4, Y4
-	VFMADD231PS Y4, Y2, Y0
-	ADDQ $18, SI
-	ADDQ $34, DI
+	IQ4_NL_BLOCK
 	DECQ CX
 	JNZ nlloop
 
@@ -96,45 +142,7 @@ TEXT ·dotIQ4_XSQ8_KAVX2(SB), NOSPLIT, $0-28
 	JZ xsdone
 
 xsblock:
-	// Sub-block ib's scale: the low nibbles come in order from the 32-bit
-	// scales_l shifted by 4 each time, the high bit pairs from scales_h
-	// shifted by 2.
-	MOVWLZX 2(SI), R8
-	MOVL 4(SI), R9
-	LEAQ 8(SI), R10
-	LEAQ 4(DI), R11
-	MOVQ $8, DX
-	VPXOR Y5, Y5, Y5
-
-xssub:
-	IQ4_DOT32((R10), (R11), Y2)
-	MOVL R9, AX
-	ANDL $15, AX
-	MOVL R8, BX
-	ANDL $3, BX
-	SHLL $4, BX
-	ORL BX, AX
-	SUBL $32, AX
-	VMOVD AX, X6
-	VPBROADCASTD X6, Y6
-	VPMULLD Y6, Y2, Y2
-	VPADDD Y2, Y5, Y5
-	SHRL $4, R9
-	SHRL $2, R8
-	ADDQ $16, R10
-	ADDQ $32, R11
-	DECQ DX
-	JNZ xssub
-
-	VCVTDQ2PS Y5, Y5
-	MOVWLZX (SI), AX
-	VMOVD AX, X4
-	VCVTPH2PS X4, X4
-	VMULSS (DI), X4, X4
-	VBROADCASTSS X4, Y4
-	VFMADD231PS Y4, Y5, Y0
-	ADDQ $136, SI
-	ADDQ $292, DI
+	IQ4_XS_BLOCK(xssub)
 	DECQ CX
 	JNZ xsblock
 
@@ -142,4 +150,56 @@ xsdone:
 	IQ4_HSUM
 	VZEROUPPER
 	MOVSS X0, ret+24(FP)
+	RET
+
+// func matVecIQ4_NLQ8_0AVX2(w, x *byte, nblocks int, out *float32, rows int)
+//
+// dotIQ4_NLQ8_0AVX2 for rows consecutive rows of w against one Q8_0 row
+// x, into out[0:rows] (nblocks ≥ 1, rows ≥ 1): the row loop here, not a
+// Go call a row. x in R15, out in R13, the rows left in R14.
+TEXT ·matVecIQ4_NLQ8_0AVX2(SB), NOSPLIT, $0-40
+	MOVQ w+0(FP), SI
+	MOVQ x+8(FP), R15
+	MOVQ out+24(FP), R13
+	MOVQ rows+32(FP), R14
+	IQ4_CONSTS
+nlmvrow:
+	MOVQ R15, DI
+	MOVQ nblocks+16(FP), CX
+	VXORPS Y0, Y0, Y0
+nlmvloop:
+	IQ4_NL_BLOCK
+	DECQ CX
+	JNZ nlmvloop
+	IQ4_HSUM
+	MOVSS X0, (R13)
+	ADDQ $4, R13
+	DECQ R14
+	JNZ nlmvrow
+	VZEROUPPER
+	RET
+
+// func matVecIQ4_XSQ8_KAVX2(w, x *byte, nblocks int, out *float32, rows int)
+//
+// dotIQ4_XSQ8_KAVX2 the same way, for one Q8_K row x.
+TEXT ·matVecIQ4_XSQ8_KAVX2(SB), NOSPLIT, $0-40
+	MOVQ w+0(FP), SI
+	MOVQ x+8(FP), R15
+	MOVQ out+24(FP), R13
+	MOVQ rows+32(FP), R14
+	IQ4_CONSTS
+xsmvrow:
+	MOVQ R15, DI
+	MOVQ nblocks+16(FP), CX
+	VXORPS Y0, Y0, Y0
+xsmvloop:
+	IQ4_XS_BLOCK(xsmvsub)
+	DECQ CX
+	JNZ xsmvloop
+	IQ4_HSUM
+	MOVSS X0, (R13)
+	ADDQ $4, R13
+	DECQ R14
+	JNZ xsmvrow
+	VZEROUPPER
 	RET

@@ -182,6 +182,30 @@ func TestDotIQ4(t *testing.T) {
 	}
 }
 
+// MatMulKQ8_K's one-token product of IQ4_XS rows (the decode step's,
+// the row loop in assembly on AVX2) equals DotIQ4_XSQ8_K row by row, bit
+// for bit.
+func TestMatVecIQ4_XS(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	for _, sh := range []struct{ rows, nb int }{{1, 1}, {7, 2}, {33, 8}} {
+		xf := make([]float32, sh.nb*QK_K)
+		for i := range xf {
+			xf[i] = float32(rng.NormFloat64())
+		}
+		xk := make([]byte, sh.nb*q8_KBytes)
+		QuantizeQ8_K(xf, xk)
+		w := randIQ4(rng, IQ4_XS, sh.rows*sh.nb, 0.001)
+		out := make([]float32, sh.rows)
+		MatMulKQ8_K(IQ4_XS, w, sh.nb, sh.rows, xk, 1, out, sh.rows)
+		rb := sh.nb * iq4_XSBytes
+		for r := range out {
+			if want := DotIQ4_XSQ8_K(w[r*rb:(r+1)*rb], xk, sh.nb); math.Float32bits(out[r]) != math.Float32bits(want) {
+				t.Errorf("%d×%d blocks, row %d: %v, want the row kernel's %v", sh.rows, sh.nb, r, out[r], want)
+			}
+		}
+	}
+}
+
 // The encoders (not ggml's) map each value to a nearby table value: the
 // round trip's error stays within half the widest table gap (24 steps of
 // d) per element, and small overall.

@@ -84,24 +84,27 @@ func dotQ45Q8_0Generic(t Type, w, x []byte, nblocks int) float32 {
 	return sum
 }
 
-// MatVecQ45Q8_0 writes the dot products of len(out) consecutive rows of
-// nblocks t blocks (Q4_1, Q5_0 or Q5_1) at w with the nblocks Q8_0 blocks
-// of x to out: the decode step's matrix-vector product, the same
+// MatVecRowsQ8_0 writes the dot products of len(out) consecutive rows of
+// nblocks t blocks (Q4_1, Q5_0, Q5_1 or IQ4_NL) at w with the nblocks Q8_0
+// blocks of x to out: the decode step's matrix-vector product, the same
 // arithmetic as DotQ4_1Q8_0 and the others a row, without a call a row.
-func MatVecQ45Q8_0(t Type, w, x []byte, nblocks int, out []float32) {
+func MatVecRowsQ8_0(t Type, w, x []byte, nblocks int, out []float32) {
 	var bb int
 	var kernel func(w, x *byte, nblocks int, out *float32, rows int)
+	var dot func(w, x []byte, nblocks int) float32
 	switch t {
 	case Q4_1:
-		bb, kernel = q4_1Bytes, matVecQ4_1Q8_0AVX2
+		bb, kernel, dot = q4_1Bytes, matVecQ4_1Q8_0AVX2, DotQ4_1Q8_0
 	case Q5_0:
-		bb, kernel = q5_0Bytes, matVecQ5_0Q8_0AVX2
+		bb, kernel, dot = q5_0Bytes, matVecQ5_0Q8_0AVX2, DotQ5_0Q8_0
 	case Q5_1:
-		bb, kernel = q5_1Bytes, matVecQ5_1Q8_0AVX2
+		bb, kernel, dot = q5_1Bytes, matVecQ5_1Q8_0AVX2, DotQ5_1Q8_0
+	case IQ4_NL:
+		bb, kernel, dot = iq4_NLBytes, matVecIQ4_NLQ8_0AVX2, DotIQ4_NLQ8_0
 	default:
-		panic(fmt.Sprintf("quant: MatVecQ45Q8_0 of %s", t))
+		panic(fmt.Sprintf("quant: MatVecRowsQ8_0 of %s", t))
 	}
-	checkMatVec("MatVecQ45Q8_0", len(w), bb, len(x), nblocks, len(out))
+	checkMatVec("MatVecRowsQ8_0", len(w), bb, len(x), nblocks, len(out))
 	if nblocks == 0 {
 		clear(out)
 		return
@@ -115,6 +118,6 @@ func MatVecQ45Q8_0(t Type, w, x []byte, nblocks int, out []float32) {
 	}
 	rb := nblocks * bb
 	for r := range out {
-		out[r] = dotQ45Q8_0Generic(t, w[r*rb:(r+1)*rb], x, nblocks)
+		out[r] = dot(w[r*rb:(r+1)*rb], x, nblocks)
 	}
 }

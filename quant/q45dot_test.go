@@ -50,15 +50,15 @@ func TestDotQ45Q8_0(t *testing.T) {
 	}
 }
 
-// TestMatVecQ45Q8_0 checks the matrix-vector products of Q4_1, Q5_0 and
-// Q5_1 rows against the row kernels, bit for bit: the same arithmetic, a
+// TestMatVecRowsQ8_0 checks the matrix-vector products of Q4_1, Q5_0,
+// Q5_1 and IQ4_NL rows against the row kernels, bit for bit: the same arithmetic, a
 // row at a time.
-func TestMatVecQ45Q8_0(t *testing.T) {
+func TestMatVecRowsQ8_0(t *testing.T) {
 	r := rand.New(rand.NewPCG(46, 46))
 	for _, tc := range []struct {
 		typ Type
 		dot func(w, x []byte, n int) float32
-	}{{Q4_1, DotQ4_1Q8_0}, {Q5_0, DotQ5_0Q8_0}, {Q5_1, DotQ5_1Q8_0}} {
+	}{{Q4_1, DotQ4_1Q8_0}, {Q5_0, DotQ5_0Q8_0}, {Q5_1, DotQ5_1Q8_0}, {IQ4_NL, DotIQ4_NLQ8_0}} {
 		for _, sh := range []struct{ rows, nb int }{{1, 1}, {3, 2}, {17, 7}, {64, 18}, {5, 48}} {
 			n := 32 * sh.nb
 			wf, xf := make([]float32, sh.rows*n), make([]float32, n)
@@ -77,7 +77,7 @@ func TestMatVecQ45Q8_0(t *testing.T) {
 				t.Fatal(err)
 			}
 			out := make([]float32, sh.rows)
-			MatVecQ45Q8_0(tc.typ, w, x, sh.nb, out)
+			MatVecRowsQ8_0(tc.typ, w, x, sh.nb, out)
 			rb := sh.nb * tc.typ.BlockBytes()
 			for i := range out {
 				if want := tc.dot(w[i*rb:(i+1)*rb], x, sh.nb); math.Float32bits(out[i]) != math.Float32bits(want) {

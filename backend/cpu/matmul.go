@@ -217,8 +217,8 @@ func matRows(x *activations, p product, lo, hi int, sc *tileScratch) {
 		fallthrough
 	case quant.IQ4_NL, quant.Q4_1, quant.Q5_1:
 		nb := w.Cols / 32
-		if x.t == 1 && w.Type != quant.IQ4_NL { // decode: the row loop in the kernel
-			quant.MatVecQ45Q8_0(w.Type, w.Data[lo*rb:hi*rb], x.q8row(0), nb, p.out[p.outOff+lo:p.outOff+hi])
+		if x.t == 1 { // decode: the row loop in the kernel
+			quant.MatVecRowsQ8_0(w.Type, w.Data[lo*rb:hi*rb], x.q8row(0), nb, p.out[p.outOff+lo:p.outOff+hi])
 			return
 		}
 		dot := q8Dot(w.Type)
