@@ -383,22 +383,33 @@ func New(m *model.Model, o Options) (_ *Backend, err error) {
 			return nil, err
 		}
 		for i := range b.layers {
-			ly, dl := &b.layers[i], &b.debug.layers[i]
-			qa := qkvArgs{wq: &ly.wq, wk: &ly.wk, wv: &ly.wv, normW: ly.attnNorm}
-			if b.tune.act8 {
-				qa.x8 = b.x8 // as recordStep asks: the kernel may differ
-			}
-			fq, _ := eager.qkvKernel(qa)
-			fa := ffnArgs{gate: &ly.gate, up: &ly.up, down: &ly.down}
-			if b.tune.ffnSplit {
-				fa.h, fa.h8 = b.ffnH, b.ffnH8
-			}
-			_, ff, _ := eager.ffnPick(fa)
-			dl.int8Attn, dl.int8FFN = eager.k.int8[fq], eager.k.int8[ff]
-			dl.int8Down = eager.ffnInt8Down(fa, ff) != nil
+			dl := &b.debug.layers[i]
+			dl.int8Attn, dl.int8FFN, dl.int8Down = b.layerInt8(&eager, i)
 		}
 	}
 	return b, nil
+}
+
+// layerInt8 reports which of layer i's kernels round their input to int8
+// when l launches the step as recordStep does (kernelSet.int8): the QKV
+// kernel, the FFN's gate/up kernel, and the split FFN's down projection
+// (on int8 hidden units).
+func (b *Backend) layerInt8(l *launcher, i int) (attn, ffn, down bool) {
+	ly := &b.layers[i]
+	qa := qkvArgs{wq: &ly.wq, wk: &ly.wk, wv: &ly.wv, normW: ly.attnNorm}
+	if b.tune.act8 {
+		qa.x8 = b.x8 // the kernel may differ with it (qkvV6)
+	}
+	fq, _ := l.qkvKernel(qa)
+	fa := ffnArgs{gate: &ly.gate, up: &ly.up, down: &ly.down}
+	if b.tune.ffnSplit {
+		fa.h, fa.h8 = b.ffnH, b.ffnH8
+	}
+	_, ff, err := l.ffnPick(fa)
+	if err != nil {
+		return l.k.int8[fq], false, false
+	}
+	return l.k.int8[fq], l.k.int8[ff], l.ffnInt8Down(fa, ff) != nil
 }
 
 // newLauncher is a launcher on b's stream with b's tuned shapes.

@@ -45,10 +45,9 @@ type kernelSet struct {
 	attentionCluster [numGPUTypes][attMaxNQ + 1]*cu.Function
 	ffn              [numGPUTypes][len(ffnShapes)]*cu.Function
 	// matvecAdd: the down projection of the split FFN (wide models);
-	// matvecAdd8Q8 Q8_0's on int8 hidden units (the typed families':
+	// matvecAdd8 on int8 hidden units, Q8_0's only (the typed families':
 	// typedKernels.matvecAdd8).
-	matvecAdd    [numGPUTypes]*cu.Function
-	matvecAdd8Q8 *cu.Function
+	matvecAdd, matvecAdd8 [numGPUTypes]*cu.Function
 	sampleChain  *cu.Function
 	// qkNorm and postnorm: the block features of other families than
 	// llama's (Q/K norms, post-norms).
@@ -224,10 +223,12 @@ func loadKernels(c *cu.Context) (_ *kernelSet, err error) {
 		decode = append(decode, tk.qkvRope2, tk.qkvRopeExt2, tk.ffn, tk.matvecAdd, tk.matvecAdd8, tk.logits, tk.qkvRopeV6, tk.qkvRopeExtV6,
 			tk.logitsWide)
 	}
-	// The kernels that multiply int8 activations (kernels/decode.cuh, xq8).
+	k.logitsWide[wtQ8_0], k.matvecAdd8[wtQ8_0] = funcs["logits_wide_q8_0"], funcs["matvec_add8_q8_0"]
+	decode = append(decode, k.logitsWide[wtQ8_0], k.matvecAdd8[wtQ8_0])
+	// The kernels that round their normed input to int8 (kernels/decode.cuh,
+	// xq8). matvec_add8 is not one: its input comes as int8 already
+	// (ffnInt8Down says when it runs).
 	k.int8 = map[*cu.Function]bool{}
-	k.logitsWide[wtQ8_0], k.matvecAdd8Q8 = funcs["logits_wide_q8_0"], funcs["matvec_add8_q8_0"]
-	decode = append(decode, k.logitsWide[wtQ8_0], k.matvecAdd8Q8)
 	for _, f := range []*cu.Function{k.qkvRope[wtQ8_0], k.qkvRope2[wtQ8_0], k.qkvRopeExt[wtQ8_0], k.qkvRopeExt2[wtQ8_0],
 		k.logits[wtQ8_0], k.logits2[wtQ8_0], k.logitsWide[wtQ8_0]} {
 		k.int8[f] = true

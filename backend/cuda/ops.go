@@ -642,10 +642,7 @@ func (l *launcher) ffnInt8Down(a ffnArgs, f *cu.Function) *cu.Function {
 	if a.h == 0 || a.h8 == 0 || !l.k.int8[f] {
 		return nil
 	}
-	if a.down.Type == wtQ8_0 {
-		return l.k.matvecAdd8Q8
-	}
-	return l.typed(nil, func(k *typedKernels) *cu.Function { return k.matvecAdd8 }, a.down)
+	return l.typed(l.k.matvecAdd8[a.down.Type], func(k *typedKernels) *cu.Function { return k.matvecAdd8 }, a.down)
 }
 
 // h8Words is the 4-byte words of n values as int8 blocks (12 a block of
@@ -685,10 +682,11 @@ func (l *launcher) matvecAddWith(f *cu.Function, x cu.DevicePtr, w *deviceMatrix
 }
 
 // The output head's grid: logitsWarps per block, at most logitsBlocksPerSM
-// blocks per SM: enough warps to keep many weight loads in flight, few
-// enough that every block is resident at once, and each block converts
-// the fixed-point residual stream once (H200: 2 a SM 548 µs a token, 3 a
-// SM 559).
+// blocks per SM (the default, measured on SmolLM-135M: H200, 2 a SM 548
+// µs a token, 3 a SM 559; wide models take 3, tuning.logitsPerSM): enough
+// warps to keep many weight loads in flight, few enough that every block
+// is resident at once, and each block converts the fixed-point residual
+// stream once.
 const (
 	logitsWarps       = 4
 	logitsBlocksPerSM = 2
@@ -717,9 +715,15 @@ func (l *launcher) logitsPick(a logitsArgs) *cu.Function {
 	return f
 }
 
-// logitsBlocks is the logits kernel's grid.
+// logitsBlocks is the decode step's head kernel's grid (logitsKernel), the
+// most blocks any head launch on w takes.
 func (l *launcher) logitsBlocks(w *deviceMatrix) int {
 	r, _ := l.logitsKernel(w)
+	return l.logitsGrid(w, r)
+}
+
+// logitsGrid is the head's grid for a kernel of r rows a warp.
+func (l *launcher) logitsGrid(w *deviceMatrix, r int) int {
 	perSM := l.logitsPerSM
 	if perSM <= 0 {
 		perSM = logitsBlocksPerSM
@@ -757,10 +761,12 @@ type logitsArgs struct {
 func (l *launcher) logits(a logitsArgs) error {
 	w := a.w
 	f, in := l.logitsPick(a), a.res
+	grid := l.logitsBlocks(w)
 	if in == 0 {
 		in = a.x
+		grid = l.logitsGrid(w, rowsPerWarp(w.Type)) // logits_float_*: mv_shape's rows
 	}
-	return l.launchWith(f, cu.Launch{Grid: cu.Dim(l.logitsBlocks(w)), Block: cu.Dim(32 * logitsWarps),
+	return l.launchWith(f, cu.Launch{Grid: cu.Dim(grid), Block: cu.Dim(32 * logitsWarps),
 		Shared: stagedBytes(w.Cols), L2Window: l.headWindow}, cu.Args{
 		in, a.poison, a.normW, a.eps, i32(w.Cols), w.Q, w.D, i32(w.Rows), a.scale, a.softcap, a.logits, a.counts, a.params,
 		a.partV, a.partI,
