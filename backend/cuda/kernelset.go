@@ -48,7 +48,7 @@ type kernelSet struct {
 	// matvecAdd8 on int8 hidden units, Q8_0's only (the typed families':
 	// typedKernels.matvecAdd8).
 	matvecAdd, matvecAdd8 [numGPUTypes]*cu.Function
-	sampleChain  *cu.Function
+	sampleChain           *cu.Function
 	// qkNorm and postnorm: the block features of other families than
 	// llama's (Q/K norms, post-norms).
 	qkNorm, postnorm *cu.Function
