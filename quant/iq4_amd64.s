@@ -1,6 +1,7 @@
 //go:build amd64 && !purego
 
 #include "textflag.h"
+#include "matvec_amd64.h"
 
 // AVX2 IQ4 dot products. VPSHUFB looks each 4-bit index up in ggml's
 // 16-entry table (kept in both lanes), giving the weights as int8; the
@@ -163,21 +164,7 @@ TEXT ·matVecIQ4_NLQ8_0AVX2(SB), NOSPLIT, $0-40
 	MOVQ out+24(FP), R13
 	MOVQ rows+32(FP), R14
 	IQ4_CONSTS
-nlmvrow:
-	MOVQ R15, DI
-	MOVQ nblocks+16(FP), CX
-	VXORPS Y0, Y0, Y0
-nlmvloop:
-	IQ4_NL_BLOCK
-	DECQ CX
-	JNZ nlmvloop
-	IQ4_HSUM
-	MOVSS X0, (R13)
-	ADDQ $4, R13
-	DECQ R14
-	JNZ nlmvrow
-	VZEROUPPER
-	RET
+	MATVEC_ROWS(IQ4_NL_BLOCK, IQ4_HSUM, Y0, X0, nblocks+16(FP), nlmvrow, nlmvloop)
 
 // func matVecIQ4_XSQ8_KAVX2(w, x *byte, nblocks int, out *float32, rows int)
 //
@@ -188,18 +175,4 @@ TEXT ·matVecIQ4_XSQ8_KAVX2(SB), NOSPLIT, $0-40
 	MOVQ out+24(FP), R13
 	MOVQ rows+32(FP), R14
 	IQ4_CONSTS
-xsmvrow:
-	MOVQ R15, DI
-	MOVQ nblocks+16(FP), CX
-	VXORPS Y0, Y0, Y0
-xsmvloop:
-	IQ4_XS_BLOCK(xsmvsub)
-	DECQ CX
-	JNZ xsmvloop
-	IQ4_HSUM
-	MOVSS X0, (R13)
-	ADDQ $4, R13
-	DECQ R14
-	JNZ xsmvrow
-	VZEROUPPER
-	RET
+	MATVEC_ROWS(IQ4_XS_BLOCK(xsmvsub), IQ4_HSUM, Y0, X0, nblocks+16(FP), xsmvrow, xsmvloop)

@@ -1,6 +1,7 @@
 //go:build amd64 && !purego
 
 #include "textflag.h"
+#include "matvec_amd64.h"
 
 // AVX2 kernels of the K-quant × Q8_K dot products. Weight codes are
 // unsigned, so VPMADDUBSW multiplies them with the signed activation codes
@@ -853,21 +854,7 @@ TEXT ·matVecQ4KAVX2(SB), NOSPLIT, $0-40
 	MOVQ out+24(FP), R13
 	MOVQ rows+32(FP), R14
 	ROW_CONSTS
-q4mvrow:
-	MOVQ R15, DI
-	MOVQ nblocks+16(FP), CX
-	VXORPS Y10, Y10, Y10
-q4mvloop:
-	Q4K_ROW_BLOCK
-	DECQ CX
-	JNZ q4mvloop
-	HSUM8(Y10, X10)
-	MOVSS X10, (R13)
-	ADDQ $4, R13
-	DECQ R14
-	JNZ q4mvrow
-	VZEROUPPER
-	RET
+	MATVEC_ROWS(Q4K_ROW_BLOCK, HSUM8(Y10, X10), Y10, X10, nblocks+16(FP), q4mvrow, q4mvloop)
 
 // func matVecQ5KAVX2(w, x *byte, nblocks int, out *float32, rows int)
 TEXT ·matVecQ5KAVX2(SB), NOSPLIT, $0-40
@@ -876,21 +863,7 @@ TEXT ·matVecQ5KAVX2(SB), NOSPLIT, $0-40
 	MOVQ out+24(FP), R13
 	MOVQ rows+32(FP), R14
 	ROW_CONSTS
-q5mvrow:
-	MOVQ R15, DI
-	MOVQ nblocks+16(FP), CX
-	VXORPS Y10, Y10, Y10
-q5mvloop:
-	Q5K_ROW_BLOCK
-	DECQ CX
-	JNZ q5mvloop
-	HSUM8(Y10, X10)
-	MOVSS X10, (R13)
-	ADDQ $4, R13
-	DECQ R14
-	JNZ q5mvrow
-	VZEROUPPER
-	RET
+	MATVEC_ROWS(Q5K_ROW_BLOCK, HSUM8(Y10, X10), Y10, X10, nblocks+16(FP), q5mvrow, q5mvloop)
 
 // func matVecQ6KAVX2(w, x *byte, nblocks int, out *float32, rows int)
 TEXT ·matVecQ6KAVX2(SB), NOSPLIT, $0-40
@@ -900,18 +873,4 @@ TEXT ·matVecQ6KAVX2(SB), NOSPLIT, $0-40
 	MOVQ rows+32(FP), R14
 	Q6K_ROW_CONSTS
 	ADDQ $4, R15
-q6mvrow:
-	MOVQ R15, DI
-	MOVQ nblocks+16(FP), CX
-	VXORPS Y12, Y12, Y12
-q6mvloop:
-	Q6K_ROW_BLOCK
-	DECQ CX
-	JNZ q6mvloop
-	HSUM8(Y12, X12)
-	MOVSS X12, (R13)
-	ADDQ $4, R13
-	DECQ R14
-	JNZ q6mvrow
-	VZEROUPPER
-	RET
+	MATVEC_ROWS(Q6K_ROW_BLOCK, HSUM8(Y12, X12), Y12, X12, nblocks+16(FP), q6mvrow, q6mvloop)

@@ -748,6 +748,7 @@ func sweepSingle(t *testing.T, g *Backend) {
 	positions := []int{64, 200, 400, 600, 800, 1600}
 	t.Logf("contexts on clusters (µs per token on the device at positions %v):", positions)
 	var ref []float32
+	tol := sweepTol(g)
 	for _, v := range []struct{ single, cluster, mid, midCluster int }{
 		{128, 4, 512, 8}, {128, 4, 0, 0}, {128, 4, 256, 8}, {128, 4, 1024, 8}, {128, 4, 512, 4}, {256, 8, 512, 8},
 	} {
@@ -765,7 +766,7 @@ func sweepSingle(t *testing.T, g *Backend) {
 		}
 		if ref == nil {
 			ref = got
-		} else if e := relErr(got, f64s(ref)); !(e < sweepTol(g)) {
+		} else if e := relErr(got, f64s(ref)); !(e < tol) {
 			t.Errorf("%s: logits at 900 differ from the default's by %.3g", line, e)
 		}
 	}
