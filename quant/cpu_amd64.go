@@ -33,9 +33,10 @@ func hasAVX2FMA() bool {
 	return ebx7&(1<<5) != 0 // AVX2
 }
 
-// hasAVX512VNNI reports whether the CPU has AVX512-VNNI and AVX512VL (for
-// VPDPBUSD on YMM registers) and the OS saves the AVX-512 state, which EVEX
-// encodings need even at 256 bits.
+// hasAVX512VNNI reports whether the CPU has AVX512-VNNI, AVX512VL (for
+// VPDPBUSD on YMM registers) and AVX512BW (byte shuffles and masks on ZMM
+// registers, in the MatMul pack functions) and the OS saves the AVX-512
+// state, which EVEX encodings need even at 256 bits.
 func hasAVX512VNNI() bool {
 	maxLeaf, _, _, _ := cpuid(0, 0)
 	if maxLeaf < 7 {
@@ -47,8 +48,9 @@ func hasAVX512VNNI() bool {
 	_, ebx7, ecx7, _ := cpuid(7, 0)
 	const (
 		avx512f  = 1 << 16 // EBX
+		avx512bw = 1 << 30 // EBX
 		avx512vl = 1 << 31 // EBX
 		vnni     = 1 << 11 // ECX
 	)
-	return ebx7&(avx512f|avx512vl) == avx512f|avx512vl && ecx7&vnni != 0
+	return ebx7&(avx512f|avx512bw|avx512vl) == avx512f|avx512bw|avx512vl && ecx7&vnni != 0
 }

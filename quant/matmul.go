@@ -23,10 +23,13 @@ import (
 //     block and row group instead of per block and row.
 //
 // The weight codes enter the integer product unsigned (Q4_0's nibble q, or
-// Q8_0's code + 128 with VNNI), so the product is off by a multiple of the
-// activation block's code sum: Σ(q−8)·y = Σq·y − 8·Σy. A per-call table
-// holds each activation block's correction −m·Σy and fp16 scale as float32,
-// laid out so that a tile of tokens finds its entries side by side.
+// Q8_0's code + 128 and IQ4_NL's table value + 128 with VNNI), so the
+// product is off by a multiple of the activation block's code sum:
+// Σ(q−8)·y = Σq·y − 8·Σy. A per-call table holds each activation block's
+// correction −m·Σy and fp16 scale as float32, laid out so that a tile of
+// tokens finds its entries side by side. For the types with a min (Q4_1,
+// Q5_1: d·q + m) the unsigned codes q are the product as they are, and the
+// table holds d(x)·Σy instead, which the kernel multiplies by each row's m.
 //
 // The transposed weights are reused by every token of the batch and the
 // table by every row group, so both cost a few percent of the products.
@@ -40,7 +43,7 @@ const (
 	matMulChunkBlocks = 64
 	matMulPackBytes   = matMulChunkBlocks * packBlockBytesMax
 	matMulSumEntries  = 4096 // 8 bytes each: scale, correction
-	packBlockBytesMax = 9 * 64
+	packBlockBytesMax = 10 * 64
 )
 
 // matMulPath selects a MatMul implementation; tests force each in turn.
@@ -82,6 +85,18 @@ func MatMulQ8_0Q8_0(w []byte, nblocks, rows int, x []byte, tokens int, out []flo
 	matMul(Q8_0, bestMatMulPath(), w, nblocks, rows, x, tokens, out, outStride)
 }
 
+// MatMulRowsQ8_0 is MatMulQ4_0Q8_0 for weights of type t: Q4_1, Q5_1 or
+// IQ4_NL (the batched form of MatVecRowsQ8_0), or Q4_0 or Q8_0.
+func MatMulRowsQ8_0(t Type, w []byte, nblocks, rows int, x []byte, tokens int, out []float32, outStride int) {
+	switch t {
+	case Q4_0, Q8_0, Q4_1, Q5_1, IQ4_NL:
+	default:
+		panic(fmt.Sprintf("quant: MatMulRowsQ8_0 of %s", t))
+	}
+	checkMatMul("MatMulRowsQ8_0", len(w), t.BlockBytes(), nblocks, rows, len(x), tokens, len(out), outStride)
+	matMul(t, bestMatMulPath(), w, nblocks, rows, x, tokens, out, outStride)
+}
+
 func checkMatMul(fn string, wlen, wblock, nblocks, rows, xlen, tokens, outlen, outStride int) {
 	if nblocks < 0 || rows < 0 || tokens < 0 {
 		panic(fmt.Sprintf("quant: %s: negative size (%d blocks, %d rows, %d tokens)", fn, nblocks, rows, tokens))
@@ -116,18 +131,38 @@ func matMul(typ Type, path matMulPath, w []byte, nblocks, rows int, x []byte, to
 	}
 	// The kernels address the rows of a group with 32-bit offsets.
 	if path == matMulGenericPath || int64(nblocks)*q8_0Bytes*16 > math.MaxInt32 {
-		matMulGeneric(typ, w, nblocks, rows, x, tokens, out, outStride)
+		matMulRows(typ, matMulGenericDot(typ), w, nblocks, rows, x, tokens, out, outStride)
+		return
+	}
+	if path == matMulAVX2Path && (typ == Q4_1 || typ == Q5_1) {
+		// No AVX2 tiled kernel for the types with a min: their assembly
+		// row kernels, a row and a token at a time.
+		dot := DotQ4_1Q8_0
+		if typ == Q5_1 {
+			dot = DotQ5_1Q8_0
+		}
+		matMulRows(typ, dot, w, nblocks, rows, x, tokens, out, outStride)
 		return
 	}
 	matMulAsm(typ, path == matMulVNNIPath, w, nblocks, rows, x, tokens, out, outStride)
 }
 
-func matMulGeneric(typ Type, w []byte, nblocks, rows int, x []byte, tokens int, out []float32, outStride int) {
-	dot, wb := dotQ4_0Q8_0Generic, q4_0Bytes
-	if typ == Q8_0 {
-		dot, wb = dotQ8_0Q8_0Generic, q8_0Bytes
+// matMulGenericDot returns the Go row kernel of typ.
+func matMulGenericDot(typ Type) func(w, x []byte, nblocks int) float32 {
+	switch typ {
+	case Q4_0:
+		return dotQ4_0Q8_0Generic
+	case Q8_0:
+		return dotQ8_0Q8_0Generic
+	case IQ4_NL:
+		return dotIQ4_NLQ8_0Generic
 	}
-	wrb, xrb := nblocks*wb, nblocks*q8_0Bytes
+	return func(w, x []byte, nblocks int) float32 { return dotQ45Q8_0Generic(typ, w, x, nblocks) }
+}
+
+// matMulRows computes the product a row and a token at a time with dot.
+func matMulRows(typ Type, dot func(w, x []byte, nblocks int) float32, w []byte, nblocks, rows int, x []byte, tokens int, out []float32, outStride int) {
+	wrb, xrb := nblocks*typ.BlockBytes(), nblocks*q8_0Bytes
 	for t := 0; t < tokens; t++ {
 		xt := x[t*xrb : (t+1)*xrb]
 		o := out[t*outStride : t*outStride+rows]
@@ -146,17 +181,18 @@ func matMulAsm(typ Type, vnni bool, w []byte, nblocks, rows int, x []byte, token
 		pack [matMulPackBytes]byte
 		sums [matMulSumEntries * 8]byte
 	)
-	wb, groupRows, groupShift, mult := q4_0Bytes, 8, 2, 8
-	if typ == Q8_0 {
-		// The AVX2 Q8_0 kernel multiplies signed codes exactly and needs
-		// no correction.
-		wb, mult = q8_0Bytes, 0
+	wb, groupRows, groupShift, mult := typ.BlockBytes(), 8, 2, 0
+	switch {
+	case typ == Q4_0:
+		mult = 8
+	case vnni && (typ == Q8_0 || typ == IQ4_NL):
+		mult = 128
 	}
+	// The AVX2 Q8_0 kernel multiplies signed codes exactly and needs no
+	// correction; IQ4_NL packs its table values as such codes.
+	minTerms := typ == Q4_1 || typ == Q5_1
 	if vnni {
 		groupRows, groupShift = 16, 3
-		if typ == Q8_0 {
-			mult = 128
-		}
 	}
 	wrb, xrb := nblocks*wb, nblocks*q8_0Bytes
 	for k0 := 0; k0 < nblocks; k0 += matMulChunkBlocks {
@@ -169,7 +205,11 @@ func matMulAsm(typ Type, vnni bool, w []byte, nblocks, rows int, x []byte, token
 		for t0 := 0; t0 < tokens; t0 += maxTokens {
 			tn := min(maxTokens, tokens-t0)
 			xt := &x[t0*xrb+k0*q8_0Bytes]
-			q8SumsAVX2(xt, xrb, tn, kb, mult, groupShift, &sums[0])
+			if minTerms {
+				q8ScaledSumsAVX2(xt, xrb, tn, kb, mult, groupShift, &sums[0])
+			} else {
+				q8SumsAVX2(xt, xrb, tn, kb, mult, groupShift, &sums[0])
+			}
 			for r0 := 0; r0 < rows; r0 += groupRows {
 				n := min(groupRows, rows-r0)
 				wr, o := &w[r0*wrb+k0*wb], &out[t0*outStride+r0]
@@ -183,14 +223,26 @@ func matMulAsm(typ Type, vnni bool, w []byte, nblocks, rows int, x []byte, token
 				case vnni && typ == Q4_0:
 					packQ4_0VNNI(wr, wrb, n, kb, &pack[0])
 					mulPackedVNNI(&pack[0], kb, xt, xrb, tn, &sums[0], o, outStride, n, accumulate, next, nextLen)
-				case vnni:
+				case vnni && typ == Q8_0:
 					packQ8_0VNNI(wr, wrb, n, kb, &pack[0])
 					mulPackedVNNI(&pack[0], kb, xt, xrb, tn, &sums[0], o, outStride, n, accumulate, next, nextLen)
+				case vnni && typ == IQ4_NL:
+					packIQ4_NLVNNI(wr, wrb, n, kb, &pack[0])
+					mulPackedVNNI(&pack[0], kb, xt, xrb, tn, &sums[0], o, outStride, n, accumulate, next, nextLen)
+				case vnni && typ == Q4_1:
+					packQ4_1VNNI(wr, wrb, n, kb, &pack[0])
+					mulPackedMinVNNI(&pack[0], kb, xt, xrb, tn, &sums[0], o, outStride, n, accumulate, next, nextLen)
+				case vnni:
+					packQ5_1VNNI(wr, wrb, n, kb, &pack[0])
+					mulPackedMinVNNI(&pack[0], kb, xt, xrb, tn, &sums[0], o, outStride, n, accumulate, next, nextLen)
 				case typ == Q4_0:
 					packQ4_0AVX2(wr, wrb, n, kb, &pack[0])
 					mulPackedQ4_0AVX2(&pack[0], kb, xt, xrb, tn, &sums[0], o, outStride, n, accumulate, next, nextLen)
-				default:
+				case typ == Q8_0:
 					packQ8_0AVX2(wr, wrb, n, kb, &pack[0])
+					mulPackedQ8_0AVX2(&pack[0], kb, xt, xrb, tn, &sums[0], o, outStride, n, accumulate, next, nextLen)
+				default:
+					packIQ4_NLAVX2(wr, wrb, n, kb, &pack[0])
 					mulPackedQ8_0AVX2(&pack[0], kb, xt, xrb, tn, &sums[0], o, outStride, n, accumulate, next, nextLen)
 				}
 			}

@@ -12,6 +12,13 @@ package quant
 //go:noescape
 func q8SumsAVX2(x *byte, xstride, tokens, nblocks, mult, groupShift int, sums *byte)
 
+// q8ScaledSumsAVX2 is q8SumsAVX2 for the weights with a min: the second
+// word of an entry holds the block's d(x)·Σy as float32. mult is unused;
+// the signature is q8SumsAVX2's, whose body it shares.
+//
+//go:noescape
+func q8ScaledSumsAVX2(x *byte, xstride, tokens, nblocks, mult, groupShift int, sums *byte)
+
 // The pack functions transpose nblocks blocks of nrows (at most 16 or 8)
 // rows, rowBytes apart, into dst; rows past nrows repeat the last one.
 //
@@ -22,10 +29,22 @@ func packQ4_0VNNI(w *byte, rowBytes, nrows, nblocks int, dst *byte)
 func packQ8_0VNNI(w *byte, rowBytes, nrows, nblocks int, dst *byte)
 
 //go:noescape
+func packIQ4_NLVNNI(w *byte, rowBytes, nrows, nblocks int, dst *byte)
+
+//go:noescape
+func packQ4_1VNNI(w *byte, rowBytes, nrows, nblocks int, dst *byte)
+
+//go:noescape
+func packQ5_1VNNI(w *byte, rowBytes, nrows, nblocks int, dst *byte)
+
+//go:noescape
 func packQ4_0AVX2(w *byte, rowBytes, nrows, nblocks int, dst *byte)
 
 //go:noescape
 func packQ8_0AVX2(w *byte, rowBytes, nrows, nblocks int, dst *byte)
+
+//go:noescape
+func packIQ4_NLAVX2(w *byte, rowBytes, nrows, nblocks int, dst *byte)
 
 // The mulPacked functions multiply a packed row group by tokens rows of
 // x and its table, storing (or, with accumulate 1, adding) row r of token
@@ -34,6 +53,12 @@ func packQ8_0AVX2(w *byte, rowBytes, nrows, nblocks int, dst *byte)
 //
 //go:noescape
 func mulPackedVNNI(pack *byte, nblocks int, x *byte, xstride, tokens int, sums *byte, out *float32, outStride, nrows, accumulate int, prefetch *byte, prefetchLen int)
+
+// mulPackedMinVNNI is mulPackedVNNI for Q4_1 and Q5_1 blocks, with
+// q8ScaledSumsAVX2's table.
+//
+//go:noescape
+func mulPackedMinVNNI(pack *byte, nblocks int, x *byte, xstride, tokens int, sums *byte, out *float32, outStride, nrows, accumulate int, prefetch *byte, prefetchLen int)
 
 //go:noescape
 func mulPackedQ4_0AVX2(pack *byte, nblocks int, x *byte, xstride, tokens int, sums *byte, out *float32, outStride, nrows, accumulate int, prefetch *byte, prefetchLen int)

@@ -45,6 +45,16 @@ DATA lowWords<>+0x10(SB)/8, $0x0d0c090805040100
 DATA lowWords<>+0x18(SB)/8, $0x8080808080808080
 GLOBL lowWords<>(SB), RODATA|NOPTR, $32
 
+// ggml's IQ4_NL table plus 128, for the VNNI kernels' unsigned codes.
+DATA iq4Biased<>+0x00(SB)/8, $0x766a5d4f3f2d1801
+DATA iq4Biased<>+0x08(SB)/8, $0xf1d9c5b5a6998d81
+GLOBL iq4Biased<>(SB), RODATA|NOPTR, $16
+
+// ggml's IQ4_NL table, for the AVX2 kernels' signed codes.
+DATA iq4Signed<>+0x00(SB)/8, $0xf6eaddcfbfad9881
+DATA iq4Signed<>+0x08(SB)/8, $0x7159453526190d01
+GLOBL iq4Signed<>(SB), RODATA|NOPTR, $16
+
 // MUL_PACKED_Y is the body of the AVX2 products (see below): TOKEN the
 // block macro, bytes the packed block size. R10 is nonzero when STORE_Y
 // must mask (a partial group, or adding to out). The macro stands before
@@ -144,69 +154,211 @@ done: \
 	VZEROUPPER; \
 	RET
 
+// MUL_PACKED_Z is the body of the VNNI products (see below): bytes is the
+// packed block size, START8 and START1 start the integer sums of 8 tokens
+// (Z16-Z23) or one (Z16), and MIN8 and MIN1 add the min terms of a type
+// with one after the scaling. K1 masks the rows to store, K2 those to add
+// to. Fewer than 8 tokens are left at tail, with DX at their tile's table
+// entries.
+#define MUL_PACKED_Z(bytes, START8, MIN8, START1, MIN1) \
+	MOVQ x+16(FP), SI; \
+	MOVQ xstride+24(FP), R8; \
+	LEAQ (R8)(R8*2), R9; \
+	MOVQ tokens+32(FP), R14; \
+	MOVQ sums+40(FP), DX; \
+	MOVQ out+48(FP), R12; \
+	MOVQ outStride+56(FP), R13; \
+	SHLQ $2, R13; \
+	MOVQ nrows+64(FP), CX; \
+	MOVL $1, AX; \
+	SHLL CX, AX; \
+	DECL AX; \
+	KMOVW AX, K1; \
+	MOVQ accumulate+72(FP), BX; \
+	NEGQ BX; \
+	ANDL BX, AX; \
+	KMOVW AX, K2; \
+	MOVQ prefetch+80(FP), R10; \
+	MOVQ prefetchLen+88(FP), R11; \
+	ADDQ R10, R11; \
+tile8: \
+	CMPQ R14, $8; \
+	JL tail; \
+	MOVQ pack+0(FP), DI; \
+	MOVQ nblocks+8(FP), CX; \
+	MOVQ SI, AX; \
+	LEAQ (SI)(R8*4), BX; \
+	VPXORD Z24, Z24, Z24; \
+	VPXORD Z25, Z25, Z25; \
+	VPXORD Z26, Z26, Z26; \
+	VPXORD Z27, Z27, Z27; \
+	VPXORD Z28, Z28, Z28; \
+	VPXORD Z29, Z29, Z29; \
+	VPXORD Z30, Z30, Z30; \
+	VPXORD Z31, Z31, Z31; \
+blocks8: \
+	CMPQ R10, R11; \
+	JAE loaded8; \
+	PREFETCHT0 (R10); \
+	ADDQ $64, R10; \
+loaded8: \
+	LOAD_PACK_Z; \
+	START8; \
+	DOT8(2, Z0); \
+	DOT8(6, Z1); \
+	DOT8(10, Z2); \
+	DOT8(14, Z3); \
+	DOT8(18, Z4); \
+	DOT8(22, Z5); \
+	DOT8(26, Z6); \
+	DOT8(30, Z7); \
+	SCALE_Z(0, Z16, Z9, Z24); \
+	SCALE_Z(8, Z17, Z10, Z25); \
+	SCALE_Z(16, Z18, Z11, Z26); \
+	SCALE_Z(24, Z19, Z12, Z27); \
+	SCALE_Z(32, Z20, Z13, Z28); \
+	SCALE_Z(40, Z21, Z14, Z29); \
+	SCALE_Z(48, Z22, Z15, Z30); \
+	SCALE_Z(56, Z23, Z9, Z31); \
+	MIN8; \
+	ADDQ $bytes, DI; \
+	ADDQ $34, AX; \
+	ADDQ $34, BX; \
+	ADDQ $64, DX; \
+	DECQ CX; \
+	JNZ blocks8; \
+	MOVQ R12, AX; \
+	STORE_Z(Z24); \
+	STORE_Z(Z25); \
+	STORE_Z(Z26); \
+	STORE_Z(Z27); \
+	STORE_Z(Z28); \
+	STORE_Z(Z29); \
+	STORE_Z(Z30); \
+	STORE_Z(Z31); \
+	LEAQ (SI)(R8*8), SI; \
+	LEAQ (R12)(R13*8), R12; \
+	SUBQ $8, R14; \
+	JMP tile8; \
+tail: \
+	MOVQ DX, R11; \
+tail1: \
+	TESTQ R14, R14; \
+	JZ done; \
+	MOVQ pack+0(FP), DI; \
+	MOVQ nblocks+8(FP), CX; \
+	MOVQ SI, AX; \
+	MOVQ R11, DX; \
+	VPXORD Z24, Z24, Z24; \
+blocks1: \
+	LOAD_PACK_Z; \
+	START1; \
+	VPDPBUSD.BCST 2(AX), Z0, Z16; \
+	VPDPBUSD.BCST 6(AX), Z1, Z16; \
+	VPDPBUSD.BCST 10(AX), Z2, Z16; \
+	VPDPBUSD.BCST 14(AX), Z3, Z16; \
+	VPDPBUSD.BCST 18(AX), Z4, Z16; \
+	VPDPBUSD.BCST 22(AX), Z5, Z16; \
+	VPDPBUSD.BCST 26(AX), Z6, Z16; \
+	VPDPBUSD.BCST 30(AX), Z7, Z16; \
+	SCALE_Z(0, Z16, Z9, Z24); \
+	MIN1; \
+	ADDQ $bytes, DI; \
+	ADDQ $34, AX; \
+	ADDQ $64, DX; \
+	DECQ CX; \
+	JNZ blocks1; \
+	MOVQ R12, AX; \
+	STORE_Z(Z24); \
+	ADDQ R8, SI; \
+	ADDQ R13, R12; \
+	ADDQ $8, R11; \
+	DECQ R14; \
+	JMP tail1; \
+done: \
+	VZEROUPPER; \
+	RET
+
+// Q8_SUMS is the body of the table functions: STORE_SUM stores the
+// entry's second word from the block's code sum in X0 and scale in X2, at
+// (AX). The table's layout is q8SumsAVX2's (matmul_amd64.go).
+#define Q8_SUMS(STORE_SUM) \
+	MOVQ x+0(FP), SI; \
+	MOVQ xstride+8(FP), R8; \
+	MOVQ nblocks+24(FP), R10; \
+	MOVQ mult+32(FP), R11; \
+	MOVQ groupShift+40(FP), CX; \
+	MOVQ sums+48(FP), DI; \
+	MOVL $1, BX; \
+	SHLQ CX, BX; \
+	LEAQ -1(BX), R12; \
+	SHLQ $3, BX; \
+	MOVQ R10, R13; \
+	IMULQ BX, R13; \
+	MOVL $0x01010101, AX; \
+	VMOVD AX, X15; \
+	VPBROADCASTD X15, Y15; \
+	VMOVDQU wordOnes<>(SB), Y14; \
+	XORQ R14, R14; \
+token: \
+	CMPQ R14, tokens+16(FP); \
+	JGE done; \
+	MOVQ groupShift+40(FP), CX; \
+	MOVQ R14, AX; \
+	SHRQ CX, AX; \
+	IMULQ R13, AX; \
+	MOVQ R14, DX; \
+	ANDQ R12, DX; \
+	LEAQ (AX)(DX*8), AX; \
+	ADDQ DI, AX; \
+	MOVQ SI, DX; \
+	MOVQ R10, R9; \
+block: \
+	VMOVDQU 2(DX), Y0; \
+	VPMADDUBSW Y0, Y15, Y0; \
+	VPMADDWD Y14, Y0, Y0; \
+	VEXTRACTI128 $1, Y0, X1; \
+	VPADDD X1, X0, X0; \
+	VPSHUFD $0x4e, X0, X1; \
+	VPADDD X1, X0, X0; \
+	VPSHUFD $0xb1, X0, X1; \
+	VPADDD X1, X0, X0; \
+	MOVWLZX (DX), CX; \
+	VMOVD CX, X2; \
+	VCVTPH2PS X2, X2; \
+	VMOVSS X2, (AX); \
+	STORE_SUM; \
+	ADDQ $34, DX; \
+	ADDQ BX, AX; \
+	DECQ R9; \
+	JNZ block; \
+	ADDQ R8, SI; \
+	INCQ R14; \
+	JMP token; \
+done: \
+	VZEROUPPER; \
+	RET
+
+// STORE_CORRECTION stores −mult·Σy (R11 holds mult).
+#define STORE_CORRECTION \
+	VMOVD X0, CX; \
+	IMULL R11, CX; \
+	NEGL CX; \
+	MOVL CX, 4(AX)
+
+// STORE_SCALED_SUM stores d(x)·Σy as float32.
+#define STORE_SCALED_SUM \
+	VCVTDQ2PS X0, X0; \
+	VMULSS X2, X0, X0; \
+	VMOVSS X0, 4(AX)
+
 // func q8SumsAVX2(x *byte, xstride, tokens, nblocks, mult, groupShift int, sums *byte)
 TEXT ·q8SumsAVX2(SB), NOSPLIT, $0-56
-	MOVQ x+0(FP), SI
-	MOVQ xstride+8(FP), R8
-	MOVQ nblocks+24(FP), R10
-	MOVQ mult+32(FP), R11
-	MOVQ groupShift+40(FP), CX
-	MOVQ sums+48(FP), DI
-	MOVL $1, BX
-	SHLQ CX, BX
-	LEAQ -1(BX), R12 // token mask within a tile
-	SHLQ $3, BX      // entry stride from block to block
-	MOVQ R10, R13
-	IMULQ BX, R13    // entry stride from tile to tile
-	MOVL $0x01010101, AX
-	VMOVD AX, X15
-	VPBROADCASTD X15, Y15
-	VMOVDQU wordOnes<>(SB), Y14
-	XORQ R14, R14 // token
+	Q8_SUMS(STORE_CORRECTION)
 
-token:
-	CMPQ R14, tokens+16(FP)
-	JGE done
-	MOVQ groupShift+40(FP), CX
-	MOVQ R14, AX
-	SHRQ CX, AX
-	IMULQ R13, AX
-	MOVQ R14, DX
-	ANDQ R12, DX
-	LEAQ (AX)(DX*8), AX
-	ADDQ DI, AX // entry of block 0
-	MOVQ SI, DX // block 0
-	MOVQ R10, R9
-
-block:
-	VMOVDQU 2(DX), Y0
-	VPMADDUBSW Y0, Y15, Y0
-	VPMADDWD Y14, Y0, Y0
-	VEXTRACTI128 $1, Y0, X1
-	VPADDD X1, X0, X0
-	VPSHUFD $0x4e, X0, X1
-	VPADDD X1, X0, X0
-	VPSHUFD $0xb1, X0, X1
-	VPADDD X1, X0, X0
-	VMOVD X0, CX
-	IMULL R11, CX
-	NEGL CX
-	MOVL CX, 4(AX)
-	MOVWLZX (DX), CX
-	VMOVD CX, X2
-	VCVTPH2PS X2, X2
-	VMOVSS X2, (AX)
-	ADDQ $34, DX
-	ADDQ BX, AX
-	DECQ R9
-	JNZ block
-	ADDQ R8, SI
-	INCQ R14
-	JMP token
-
-done:
-	VZEROUPPER
-	RET
+// func q8ScaledSumsAVX2(x *byte, xstride, tokens, nblocks, mult, groupShift int, sums *byte)
+TEXT ·q8ScaledSumsAVX2(SB), NOSPLIT, $0-56
+	Q8_SUMS(STORE_SCALED_SUM)
 
 // ROW_OFFSETS_Z sets Z10 to the byte offsets of 16 rows rowBytes apart,
 // rows past nrows repeating the last. Clobbers nrows and Z11.
@@ -309,6 +461,22 @@ done:
 	ADDQ $bytes, R11; \
 	ADDQ $bytes, R12
 
+// NIBBLES_Z splits the packed nibbles of dwords 0-3 in Z0-Z3 into the
+// codes of dwords 0-7 in Z0-Z7. Z13 holds bytes 0x0f.
+#define NIBBLES_Z \
+	VPSRLD $4, Z0, Z4; \
+	VPSRLD $4, Z1, Z5; \
+	VPSRLD $4, Z2, Z6; \
+	VPSRLD $4, Z3, Z7; \
+	VPANDD Z13, Z0, Z0; \
+	VPANDD Z13, Z1, Z1; \
+	VPANDD Z13, Z2, Z2; \
+	VPANDD Z13, Z3, Z3; \
+	VPANDD Z13, Z4, Z4; \
+	VPANDD Z13, Z5, Z5; \
+	VPANDD Z13, Z6, Z6; \
+	VPANDD Z13, Z7, Z7
+
 // func packQ4_0VNNI(w *byte, rowBytes, nrows, nblocks int, dst *byte)
 TEXT ·packQ4_0VNNI(SB), NOSPLIT, $0-40
 	MOVQ w+0(FP), SI
@@ -326,18 +494,7 @@ full:
 	LOAD16_Z(2, Z0, Z1, Z2, Z3, X0, X1, X2, X3)
 	TRANSPOSE4(Z0, Z1, Z2, Z3, Z4, Z5, Z6, Z7)
 	SCALES16_Z
-	VPSRLD $4, Z0, Z4
-	VPSRLD $4, Z1, Z5
-	VPSRLD $4, Z2, Z6
-	VPSRLD $4, Z3, Z7
-	VPANDD Z13, Z0, Z0
-	VPANDD Z13, Z1, Z1
-	VPANDD Z13, Z2, Z2
-	VPANDD Z13, Z3, Z3
-	VPANDD Z13, Z4, Z4
-	VPANDD Z13, Z5, Z5
-	VPANDD Z13, Z6, Z6
-	VPANDD Z13, Z7, Z7
+	NIBBLES_Z
 	STORE_PACK_Z
 	NEXT_BLOCK_Z(18)
 	DECQ CX
@@ -355,18 +512,7 @@ gather:
 	GATHER_Z(10, Z2)
 	GATHER_Z(14, Z3)
 	GATHER_Z(0, Z8)
-	VPSRLD $4, Z0, Z4
-	VPSRLD $4, Z1, Z5
-	VPSRLD $4, Z2, Z6
-	VPSRLD $4, Z3, Z7
-	VPANDD Z13, Z0, Z0
-	VPANDD Z13, Z1, Z1
-	VPANDD Z13, Z2, Z2
-	VPANDD Z13, Z3, Z3
-	VPANDD Z13, Z4, Z4
-	VPANDD Z13, Z5, Z5
-	VPANDD Z13, Z6, Z6
-	VPANDD Z13, Z7, Z7
+	NIBBLES_Z
 	SCALES_Z
 	STORE_PACK_Z
 	ADDQ $18, SI
@@ -439,6 +585,228 @@ gather:
 	VZEROUPPER
 	RET
 
+// IQ4_NL_Z replaces the codes in Z0-Z7 by the table values they index
+// plus 128 (unsigned, as VPDPBUSD wants them; the table's correction
+// −128·Σy takes the 128 off again), looked up in Z14.
+#define IQ4_NL_Z \
+	VPSHUFB Z0, Z14, Z0; \
+	VPSHUFB Z1, Z14, Z1; \
+	VPSHUFB Z2, Z14, Z2; \
+	VPSHUFB Z3, Z14, Z3; \
+	VPSHUFB Z4, Z14, Z4; \
+	VPSHUFB Z5, Z14, Z5; \
+	VPSHUFB Z6, Z14, Z6; \
+	VPSHUFB Z7, Z14, Z7
+
+// func packIQ4_NLVNNI(w *byte, rowBytes, nrows, nblocks int, dst *byte)
+TEXT ·packIQ4_NLVNNI(SB), NOSPLIT, $0-40
+	MOVQ w+0(FP), SI
+	MOVQ rowBytes+8(FP), AX
+	MOVQ nrows+16(FP), BX
+	MOVQ nblocks+24(FP), CX
+	MOVQ dst+32(FP), DI
+	MOVL $0x0f0f0f0f, DX
+	VPBROADCASTD DX, Z13
+	VBROADCASTI32X4 iq4Biased<>(SB), Z14
+	CMPQ BX, $16
+	JNE partial
+	ROW_BASES
+
+full:
+	LOAD16_Z(2, Z0, Z1, Z2, Z3, X0, X1, X2, X3)
+	TRANSPOSE4(Z0, Z1, Z2, Z3, Z4, Z5, Z6, Z7)
+	SCALES16_Z
+	NIBBLES_Z
+	IQ4_NL_Z
+	STORE_PACK_Z
+	NEXT_BLOCK_Z(18)
+	DECQ CX
+	JNZ full
+	VZEROUPPER
+	RET
+
+partial:
+	ROW_OFFSETS_Z(AX, BX)
+	MOVL $0xffff, DX
+
+gather:
+	GATHER_Z(2, Z0)
+	GATHER_Z(6, Z1)
+	GATHER_Z(10, Z2)
+	GATHER_Z(14, Z3)
+	GATHER_Z(0, Z8)
+	NIBBLES_Z
+	IQ4_NL_Z
+	SCALES_Z
+	STORE_PACK_Z
+	ADDQ $18, SI
+	DECQ CX
+	JNZ gather
+	VZEROUPPER
+	RET
+
+// The types with a min (Q4_1, Q5_1) pack 640 bytes a block: after the
+// codes and scales, the rows' mins as float32 at 576. The full groups take
+// the blocks' first dwords, d and m, from a transposed 16-byte load.
+
+// SCALES_MINS_Z turns the dwords in Z9 (fp16 d, fp16 m) into 16 float32
+// scales in Z8 and mins in Z9.
+#define SCALES_MINS_Z \
+	VPMOVDW Z9, Y8; \
+	VCVTPH2PS Y8, Z8; \
+	VPSRLD $16, Z9, Z9; \
+	VPMOVDW Z9, Y9; \
+	VCVTPH2PS Y9, Z9
+
+// STORE_PACK_MIN_Z stores the codes, scales and mins (Z9) at DI and
+// advances DI.
+#define STORE_PACK_MIN_Z \
+	VMOVUPS Z9, 576(DI); \
+	STORE_PACK_Z; \
+	ADDQ $64, DI
+
+// func packQ4_1VNNI(w *byte, rowBytes, nrows, nblocks int, dst *byte)
+TEXT ·packQ4_1VNNI(SB), NOSPLIT, $0-40
+	MOVQ w+0(FP), SI
+	MOVQ rowBytes+8(FP), AX
+	MOVQ nrows+16(FP), BX
+	MOVQ nblocks+24(FP), CX
+	MOVQ dst+32(FP), DI
+	MOVL $0x0f0f0f0f, DX
+	VPBROADCASTD DX, Z13
+	CMPQ BX, $16
+	JNE partial
+	ROW_BASES
+
+full:
+	LOAD16_Z(4, Z0, Z1, Z2, Z3, X0, X1, X2, X3)
+	TRANSPOSE4(Z0, Z1, Z2, Z3, Z4, Z5, Z6, Z7)
+	LOAD16_Z(0, Z9, Z10, Z11, Z12, X9, X10, X11, X12)
+	TRANSPOSE4(Z9, Z10, Z11, Z12, Z16, Z17, Z18, Z19)
+	SCALES_MINS_Z
+	NIBBLES_Z
+	STORE_PACK_MIN_Z
+	NEXT_BLOCK_Z(20)
+	DECQ CX
+	JNZ full
+	VZEROUPPER
+	RET
+
+partial:
+	ROW_OFFSETS_Z(AX, BX)
+	MOVL $0xffff, DX
+
+gather:
+	GATHER_Z(4, Z0)
+	GATHER_Z(8, Z1)
+	GATHER_Z(12, Z2)
+	GATHER_Z(16, Z3)
+	GATHER_Z(0, Z9)
+	SCALES_MINS_Z
+	NIBBLES_Z
+	STORE_PACK_MIN_Z
+	ADDQ $20, SI
+	DECQ CX
+	JNZ gather
+	VZEROUPPER
+	RET
+
+// Q5_1's fifth bits: bit j of the block's qh is code j's. Dword k of the
+// codes takes bits 4k..4k+3, the low or high half of qh's byte k/2:
+// VPSHUFB copies that byte to the dword's four bytes, VPTESTMB picks bit
+// 4(k%2)+i for byte i, and a masked VPADDB adds 16 to the nibbles so
+// marked.
+
+// VPSHUFB indices copying byte b of each dword to all four of its bytes,
+// b = 0..3, 16 bytes each.
+DATA qhBytes<>+0x00(SB)/8, $0x0404040400000000
+DATA qhBytes<>+0x08(SB)/8, $0x0c0c0c0c08080808
+DATA qhBytes<>+0x10(SB)/8, $0x0505050501010101
+DATA qhBytes<>+0x18(SB)/8, $0x0d0d0d0d09090909
+DATA qhBytes<>+0x20(SB)/8, $0x0606060602020202
+DATA qhBytes<>+0x28(SB)/8, $0x0e0e0e0e0a0a0a0a
+DATA qhBytes<>+0x30(SB)/8, $0x0707070703030303
+DATA qhBytes<>+0x38(SB)/8, $0x0f0f0f0f0b0b0b0b
+GLOBL qhBytes<>(SB), RODATA|NOPTR, $64
+
+// HIGH_BIT_Z adds the fifth bits of code dword z, whose qh byte Z20-Z23
+// (idx) copies and whose bits Z24 or Z25 selects, from the rows' qh.
+// Clobbers Z15 and K1.
+#define HIGH_BIT_Z(qh, idx, bits, z) \
+	VPSHUFB idx, qh, Z15; \
+	VPTESTMB bits, Z15, K1; \
+	VPADDB Z14, z, K1, z
+
+// HIGH_BITS_Z adds the fifth bits of all eight code dwords.
+#define HIGH_BITS_Z(qh) \
+	HIGH_BIT_Z(qh, Z20, Z24, Z0); \
+	HIGH_BIT_Z(qh, Z20, Z25, Z1); \
+	HIGH_BIT_Z(qh, Z21, Z24, Z2); \
+	HIGH_BIT_Z(qh, Z21, Z25, Z3); \
+	HIGH_BIT_Z(qh, Z22, Z24, Z4); \
+	HIGH_BIT_Z(qh, Z22, Z25, Z5); \
+	HIGH_BIT_Z(qh, Z23, Z24, Z6); \
+	HIGH_BIT_Z(qh, Z23, Z25, Z7)
+
+// func packQ5_1VNNI(w *byte, rowBytes, nrows, nblocks int, dst *byte)
+TEXT ·packQ5_1VNNI(SB), NOSPLIT, $0-40
+	MOVQ w+0(FP), SI
+	MOVQ rowBytes+8(FP), AX
+	MOVQ nrows+16(FP), BX
+	MOVQ nblocks+24(FP), CX
+	MOVQ dst+32(FP), DI
+	MOVL $0x0f0f0f0f, DX
+	VPBROADCASTD DX, Z13
+	MOVL $0x10101010, DX
+	VPBROADCASTD DX, Z14
+	VBROADCASTI32X4 qhBytes<>+0x00(SB), Z20
+	VBROADCASTI32X4 qhBytes<>+0x10(SB), Z21
+	VBROADCASTI32X4 qhBytes<>+0x20(SB), Z22
+	VBROADCASTI32X4 qhBytes<>+0x30(SB), Z23
+	MOVL $0x08040201, DX
+	VPBROADCASTD DX, Z24
+	MOVL $0x80402010, DX
+	VPBROADCASTD DX, Z25
+	CMPQ BX, $16
+	JNE partial
+	ROW_BASES
+
+full:
+	LOAD16_Z(8, Z0, Z1, Z2, Z3, X0, X1, X2, X3)
+	TRANSPOSE4(Z0, Z1, Z2, Z3, Z4, Z5, Z6, Z7)
+	LOAD16_Z(0, Z9, Z10, Z11, Z12, X9, X10, X11, X12)
+	TRANSPOSE4(Z9, Z10, Z11, Z12, Z16, Z17, Z18, Z19)
+	SCALES_MINS_Z
+	NIBBLES_Z
+	HIGH_BITS_Z(Z10)
+	STORE_PACK_MIN_Z
+	NEXT_BLOCK_Z(24)
+	DECQ CX
+	JNZ full
+	VZEROUPPER
+	RET
+
+partial:
+	ROW_OFFSETS_Z(AX, BX)
+	MOVL $0xffff, DX
+
+gather:
+	GATHER_Z(8, Z0)
+	GATHER_Z(12, Z1)
+	GATHER_Z(16, Z2)
+	GATHER_Z(20, Z3)
+	GATHER_Z(0, Z9)
+	GATHER_Z(4, Z12)
+	SCALES_MINS_Z
+	NIBBLES_Z
+	HIGH_BITS_Z(Z12)
+	STORE_PACK_MIN_Z
+	ADDQ $24, SI
+	DECQ CX
+	JNZ gather
+	VZEROUPPER
+	RET
+
 // The products also prefetch the prefetchLen bytes at prefetch, a cache
 // line per block of a full tile: the next row group's weights, which
 // packing reads in 16 (8) interleaved streams that the hardware prefetcher
@@ -491,140 +859,61 @@ gather:
 	VMOVUPS acc, K1, (AX); \
 	ADDQ R13, AX
 
+// START_CORRECTION8 and START_CORRECTION1 start the sums at the table's
+// corrections −mult·Σy.
+#define START_CORRECTION8 \
+	VPBROADCASTD 4(DX), Z16; \
+	VPBROADCASTD 12(DX), Z17; \
+	VPBROADCASTD 20(DX), Z18; \
+	VPBROADCASTD 28(DX), Z19; \
+	VPBROADCASTD 36(DX), Z20; \
+	VPBROADCASTD 44(DX), Z21; \
+	VPBROADCASTD 52(DX), Z22; \
+	VPBROADCASTD 60(DX), Z23
+
+#define START_CORRECTION1 VPBROADCASTD 4(DX), Z16
+
+// START_ZERO8 and START_ZERO1 start the sums at zero: codes with a min
+// are unsigned as they are.
+#define START_ZERO8 \
+	VPXORD Z16, Z16, Z16; \
+	VPXORD Z17, Z17, Z17; \
+	VPXORD Z18, Z18, Z18; \
+	VPXORD Z19, Z19, Z19; \
+	VPXORD Z20, Z20, Z20; \
+	VPXORD Z21, Z21, Z21; \
+	VPXORD Z22, Z22, Z22; \
+	VPXORD Z23, Z23, Z23
+
+#define START_ZERO1 VPXORD Z16, Z16, Z16
+
+// NO_MIN is the MIN step of the types without a min.
+#define NO_MIN
+
+// ADD_MIN8 and ADD_MIN1 add the rows' mins (after the scales in the
+// packed block) times the tokens' d(x)·Σy from the table.
+#define ADD_MIN8 \
+	VMOVUPS 576(DI), Z8; \
+	VFMADD231PS.BCST 4(DX), Z8, Z24; \
+	VFMADD231PS.BCST 12(DX), Z8, Z25; \
+	VFMADD231PS.BCST 20(DX), Z8, Z26; \
+	VFMADD231PS.BCST 28(DX), Z8, Z27; \
+	VFMADD231PS.BCST 36(DX), Z8, Z28; \
+	VFMADD231PS.BCST 44(DX), Z8, Z29; \
+	VFMADD231PS.BCST 52(DX), Z8, Z30; \
+	VFMADD231PS.BCST 60(DX), Z8, Z31
+
+#define ADD_MIN1 \
+	VMOVUPS 576(DI), Z8; \
+	VFMADD231PS.BCST 4(DX), Z8, Z24
+
 // func mulPackedVNNI(pack *byte, nblocks int, x *byte, xstride, tokens int, sums *byte, out *float32, outStride, nrows, accumulate int, prefetch *byte, prefetchLen int)
 TEXT ·mulPackedVNNI(SB), NOSPLIT, $0-96
-	MOVQ x+16(FP), SI
-	MOVQ xstride+24(FP), R8
-	LEAQ (R8)(R8*2), R9
-	MOVQ tokens+32(FP), R14
-	MOVQ sums+40(FP), DX
-	MOVQ out+48(FP), R12
-	MOVQ outStride+56(FP), R13
-	SHLQ $2, R13
-	MOVQ nrows+64(FP), CX
-	MOVL $1, AX
-	SHLL CX, AX
-	DECL AX
-	KMOVW AX, K1 // rows to store
-	MOVQ accumulate+72(FP), BX
-	NEGQ BX
-	ANDL BX, AX
-	KMOVW AX, K2 // rows to add to
-	MOVQ prefetch+80(FP), R10
-	MOVQ prefetchLen+88(FP), R11
-	ADDQ R10, R11
+	MUL_PACKED_Z(576, START_CORRECTION8, NO_MIN, START_CORRECTION1, NO_MIN)
 
-tile8:
-	CMPQ R14, $8
-	JL tail
-	MOVQ pack+0(FP), DI
-	MOVQ nblocks+8(FP), CX
-	MOVQ SI, AX
-	LEAQ (SI)(R8*4), BX
-	VPXORD Z24, Z24, Z24
-	VPXORD Z25, Z25, Z25
-	VPXORD Z26, Z26, Z26
-	VPXORD Z27, Z27, Z27
-	VPXORD Z28, Z28, Z28
-	VPXORD Z29, Z29, Z29
-	VPXORD Z30, Z30, Z30
-	VPXORD Z31, Z31, Z31
-
-blocks8:
-	CMPQ R10, R11
-	JAE loaded8
-	PREFETCHT0 (R10)
-	ADDQ $64, R10
-
-loaded8:
-	LOAD_PACK_Z
-	VPBROADCASTD 4(DX), Z16
-	VPBROADCASTD 12(DX), Z17
-	VPBROADCASTD 20(DX), Z18
-	VPBROADCASTD 28(DX), Z19
-	VPBROADCASTD 36(DX), Z20
-	VPBROADCASTD 44(DX), Z21
-	VPBROADCASTD 52(DX), Z22
-	VPBROADCASTD 60(DX), Z23
-	DOT8(2, Z0)
-	DOT8(6, Z1)
-	DOT8(10, Z2)
-	DOT8(14, Z3)
-	DOT8(18, Z4)
-	DOT8(22, Z5)
-	DOT8(26, Z6)
-	DOT8(30, Z7)
-	SCALE_Z(0, Z16, Z9, Z24)
-	SCALE_Z(8, Z17, Z10, Z25)
-	SCALE_Z(16, Z18, Z11, Z26)
-	SCALE_Z(24, Z19, Z12, Z27)
-	SCALE_Z(32, Z20, Z13, Z28)
-	SCALE_Z(40, Z21, Z14, Z29)
-	SCALE_Z(48, Z22, Z15, Z30)
-	SCALE_Z(56, Z23, Z9, Z31)
-	ADDQ $576, DI
-	ADDQ $34, AX
-	ADDQ $34, BX
-	ADDQ $64, DX
-	DECQ CX
-	JNZ blocks8
-
-	MOVQ R12, AX
-	STORE_Z(Z24)
-	STORE_Z(Z25)
-	STORE_Z(Z26)
-	STORE_Z(Z27)
-	STORE_Z(Z28)
-	STORE_Z(Z29)
-	STORE_Z(Z30)
-	STORE_Z(Z31)
-	LEAQ (SI)(R8*8), SI
-	LEAQ (R12)(R13*8), R12
-	SUBQ $8, R14
-	JMP tile8
-
-tail:
-	// Fewer than 8 tokens are left; DX is at their tile's table entries.
-	MOVQ DX, R11
-
-tail1:
-	TESTQ R14, R14
-	JZ done
-	MOVQ pack+0(FP), DI
-	MOVQ nblocks+8(FP), CX
-	MOVQ SI, AX
-	MOVQ R11, DX
-	VPXORD Z24, Z24, Z24
-
-blocks1:
-	LOAD_PACK_Z
-	VPBROADCASTD 4(DX), Z16
-	VPDPBUSD.BCST 2(AX), Z0, Z16
-	VPDPBUSD.BCST 6(AX), Z1, Z16
-	VPDPBUSD.BCST 10(AX), Z2, Z16
-	VPDPBUSD.BCST 14(AX), Z3, Z16
-	VPDPBUSD.BCST 18(AX), Z4, Z16
-	VPDPBUSD.BCST 22(AX), Z5, Z16
-	VPDPBUSD.BCST 26(AX), Z6, Z16
-	VPDPBUSD.BCST 30(AX), Z7, Z16
-	SCALE_Z(0, Z16, Z9, Z24)
-	ADDQ $576, DI
-	ADDQ $34, AX
-	ADDQ $64, DX
-	DECQ CX
-	JNZ blocks1
-
-	MOVQ R12, AX
-	STORE_Z(Z24)
-	ADDQ R8, SI
-	ADDQ R13, R12
-	ADDQ $8, R11
-	DECQ R14
-	JMP tail1
-
-done:
-	VZEROUPPER
-	RET
+// func mulPackedMinVNNI(pack *byte, nblocks int, x *byte, xstride, tokens int, sums *byte, out *float32, outStride, nrows, accumulate int, prefetch *byte, prefetchLen int)
+TEXT ·mulPackedMinVNNI(SB), NOSPLIT, $0-96
+	MUL_PACKED_Z(640, START_ZERO8, ADD_MIN8, START_ZERO1, ADD_MIN1)
 
 // ROW_OFFSETS_Y sets Y10 to the byte offsets of 8 rows rowBytes apart,
 // rows past nrows repeating the last. Clobbers nrows and Y11.
@@ -668,10 +957,9 @@ done:
 	INSERT4_SCALES(R10, 4, 5, 6, 7, X8); \
 	VCVTPH2PS X8, Y8
 
-// PACK_Q4_Y splits the packed nibbles of dwords 0-3 in Y0-Y3 into the
-// codes of dwords 0-7 and stores them and the scales in Y8 at DI, which it
-// advances. Y13 holds bytes 0x0f.
-#define PACK_Q4_Y \
+// NIBBLES_Y splits the packed nibbles of dwords 0-3 in Y0-Y3 into the
+// codes of dwords 0-7 in Y0-Y7. Y13 holds bytes 0x0f.
+#define NIBBLES_Y \
 	VPSRLD $4, Y0, Y4; \
 	VPSRLD $4, Y1, Y5; \
 	VPSRLD $4, Y2, Y6; \
@@ -683,7 +971,13 @@ done:
 	VPAND Y13, Y4, Y4; \
 	VPAND Y13, Y5, Y5; \
 	VPAND Y13, Y6, Y6; \
-	VPAND Y13, Y7, Y7; \
+	VPAND Y13, Y7, Y7
+
+// PACK_Q4_Y splits the packed nibbles of dwords 0-3 in Y0-Y3 into the
+// codes of dwords 0-7 and stores them and the scales in Y8 at DI, which it
+// advances. Y13 holds bytes 0x0f.
+#define PACK_Q4_Y \
+	NIBBLES_Y; \
 	VMOVDQU Y0, (DI); \
 	VMOVDQU Y1, 32(DI); \
 	VMOVDQU Y2, 64(DI); \
@@ -806,6 +1100,72 @@ gather:
 	SCALES_Y
 	PACK_Q8_Y
 	ADDQ $34, SI
+	DECQ CX
+	JNZ gather
+	VZEROUPPER
+	RET
+
+// packIQ4_NLAVX2 packs IQ4_NL blocks as packQ8_0AVX2 packs Q8_0 blocks,
+// the table values (from Y14) standing for the codes, so that
+// mulPackedQ8_0AVX2 multiplies them.
+
+// IQ4_NL_Y replaces the codes in Y0-Y7 by the table values they index.
+#define IQ4_NL_Y \
+	VPSHUFB Y0, Y14, Y0; \
+	VPSHUFB Y1, Y14, Y1; \
+	VPSHUFB Y2, Y14, Y2; \
+	VPSHUFB Y3, Y14, Y3; \
+	VPSHUFB Y4, Y14, Y4; \
+	VPSHUFB Y5, Y14, Y5; \
+	VPSHUFB Y6, Y14, Y6; \
+	VPSHUFB Y7, Y14, Y7
+
+// func packIQ4_NLAVX2(w *byte, rowBytes, nrows, nblocks int, dst *byte)
+TEXT ·packIQ4_NLAVX2(SB), NOSPLIT, $0-40
+	MOVQ w+0(FP), SI
+	MOVQ rowBytes+8(FP), AX
+	MOVQ nrows+16(FP), BX
+	MOVQ nblocks+24(FP), CX
+	MOVQ dst+32(FP), DI
+	MOVL $0x0f0f0f0f, DX
+	VMOVD DX, X13
+	VPBROADCASTD X13, Y13
+	VBROADCASTI128 iq4Signed<>(SB), Y14
+	CMPQ BX, $8
+	JNE partial
+	MOVQ AX, R8
+	LEAQ (AX)(AX*2), R9
+	LEAQ (SI)(R8*4), R10
+
+full:
+	LOAD8_Y(2, Y0, Y1, Y2, Y3, X0, X1, X2, X3)
+	TRANSPOSE4(Y0, Y1, Y2, Y3, Y4, Y5, Y6, Y7)
+	SCALES8_Y
+	NIBBLES_Y
+	IQ4_NL_Y
+	PACK_Q8_Y
+	ADDQ $18, SI
+	ADDQ $18, R10
+	DECQ CX
+	JNZ full
+	VZEROUPPER
+	RET
+
+partial:
+	ROW_OFFSETS_Y(AX, BX)
+	VMOVDQU lowWords<>(SB), Y12
+
+gather:
+	GATHER_Y(2, Y0)
+	GATHER_Y(6, Y1)
+	GATHER_Y(10, Y2)
+	GATHER_Y(14, Y3)
+	GATHER_Y(0, Y8)
+	SCALES_Y
+	NIBBLES_Y
+	IQ4_NL_Y
+	PACK_Q8_Y
+	ADDQ $18, SI
 	DECQ CX
 	JNZ gather
 	VZEROUPPER

@@ -31,10 +31,13 @@ func matMulImpls() []matMulImpl {
 			}})
 	}
 	return append(impls, matMulImpl{"public", func(typ Type, w []byte, nb, rows int, x []byte, tokens int, out []float32, stride int) {
-		if typ == Q4_0 {
+		switch typ {
+		case Q4_0:
 			MatMulQ4_0Q8_0(w, nb, rows, x, tokens, out, stride)
-		} else {
+		case Q8_0:
 			MatMulQ8_0Q8_0(w, nb, rows, x, tokens, out, stride)
+		default:
+			MatMulRowsQ8_0(typ, w, nb, rows, x, tokens, out, stride)
 		}
 	}})
 }
@@ -69,22 +72,34 @@ func checkMatMulShape(t *testing.T, rng *rand.Rand, impl matMulImpl, typ Type, w
 			continue
 		}
 		want, mag := refDot(wf[r], xf[tok])
-		if math.IsNaN(float64(v)) || math.Abs(float64(v)-want) > 2e-6*mag+1e-30 {
+		// The min terms, m·(d(x)·Σy) a block, round more than the integer
+		// sums (TestDotQ45Q8_0's bound).
+		tol := 2e-6
+		if typ == Q4_1 || typ == Q5_1 {
+			tol = 1e-5
+		}
+		if math.IsNaN(float64(v)) || math.Abs(float64(v)-want) > tol*mag+1e-30 {
 			t.Fatalf("%s row %d token %d = %v, want %v (term magnitude %v)", what(), r, tok, v, want, mag)
 		}
 	}
 }
 
+// matMulTypes are the weight types of the MatMul kernels.
+var matMulTypes = []Type{Q4_0, Q8_0, IQ4_NL, Q4_1, Q5_1}
+
 // matMulOperands returns random weights and activations and their
 // dequantized rows. Q8_0 weights get some -128 codes (see TestDotQ8_0Q8_0).
 func matMulOperands(t *testing.T, rng *rand.Rand, typ Type, nb, rows, tokens int) (w, x []byte, wf, xf [][]float32) {
-	if typ == Q4_0 {
+	switch typ {
+	case Q4_0:
 		w = randQ4_0(rng, nb*rows)
-	} else {
+	case Q8_0:
 		w = randQ8_0(rng, nb*rows)
 		for i := 0; i < nb*rows; i++ {
 			w[i*q8_0Bytes+2+rng.IntN(32)] = 0x80
 		}
+	default:
+		w = randScaled(rng, typ, nb*rows)
 	}
 	x = activations(rng, nb*tokens)
 	wrb := nb * typ.BlockBytes()
@@ -98,6 +113,24 @@ func matMulOperands(t *testing.T, rng *rand.Rand, typ Type, nb, rows, tokens int
 	return w, x, wf, xf
 }
 
+// randScaled returns n blocks of IQ4_NL, Q4_1 or Q5_1 weights: random
+// codes (and fifth bits), fp16 scales of realistic size and, for the types
+// with one, mins.
+func randScaled(rng *rand.Rand, typ Type, n int) []byte {
+	bb := typ.BlockBytes()
+	b := make([]byte, n*bb)
+	for i := range b {
+		b[i] = byte(rng.Uint32())
+	}
+	for i := 0; i < n; i++ {
+		putF16(b[i*bb:], float32(rng.NormFloat64()*0.02))
+		if typ != IQ4_NL {
+			putF16(b[i*bb+2:], float32(rng.NormFloat64()*0.1))
+		}
+	}
+	return b
+}
+
 func TestMatMul(t *testing.T) {
 	rng := rand.New(rand.NewPCG(50, 51))
 	// Rows and tokens around the tile sizes (16 or 8 rows, 8 or 4 tokens);
@@ -108,7 +141,7 @@ func TestMatMul(t *testing.T) {
 	if testing.Short() {
 		blocks = []int{1, 18, 65}
 	}
-	for _, typ := range []Type{Q4_0, Q8_0} {
+	for _, typ := range matMulTypes {
 		for _, nb := range blocks {
 			for _, rows := range rowCounts {
 				for _, tokens := range tokenCounts {
@@ -126,7 +159,7 @@ func TestMatMul(t *testing.T) {
 // holds at once, so that the kernels run on several chunks of tokens.
 func TestMatMulLongPrompt(t *testing.T) {
 	rng := rand.New(rand.NewPCG(52, 53))
-	for _, typ := range []Type{Q4_0, Q8_0} {
+	for _, typ := range matMulTypes {
 		for _, c := range []struct{ nb, rows, tokens int }{{64, 19, 75}, {130, 9, 70}, {33, 16, 131}} {
 			w, x, wf, xf := matMulOperands(t, rng, typ, c.nb, c.rows, c.tokens)
 			for _, impl := range matMulImpls() {
