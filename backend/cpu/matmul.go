@@ -221,13 +221,7 @@ func matRows(x *activations, p product, lo, hi int, sc *tileScratch) {
 			quant.MatVecRowsQ8_0(w.Type, w.Data[lo*rb:hi*rb], x.q8row(0), nb, p.out[p.outOff+lo:p.outOff+hi])
 			return
 		}
-		dot := q8Dot(w.Type)
-		for r := lo; r < hi; r++ {
-			row := w.Data[r*rb : (r+1)*rb]
-			for t := 0; t < x.t; t++ {
-				*out(t, r) = dot(row, x.q8row(t), nb)
-			}
-		}
+		quant.MatMulRowsQ8_0(w.Type, w.Data[lo*rb:hi*rb], nb, hi-lo, x.q8, x.t, p.out[p.outOff+lo:], p.outStride)
 	case quant.F32:
 		for r := lo; r < hi; r++ {
 			row := f32s(w.Data[r*rb : (r+1)*rb])
@@ -296,20 +290,6 @@ func floatRowsTiled(x *activations, p product, lo, hi int, sc *tileScratch) {
 	}
 }
 
-// q8Dot is the row kernel of the types multiplied a row and a token at a
-// time against Q8_0 activations.
-func q8Dot(t quant.Type) func(w, x []byte, nblocks int) float32 {
-	switch t {
-	case quant.IQ4_NL:
-		return quant.DotIQ4_NLQ8_0
-	case quant.Q4_1:
-		return quant.DotQ4_1Q8_0
-	case quant.Q5_0:
-		return quant.DotQ5_0Q8_0
-	}
-	return quant.DotQ5_1Q8_0
-}
-
 // viaChunkRows is how many rows q8ViaRows re-encodes at a time: 64 rows of
 // 8192 columns are 557 KB of Q8_0.
 const viaChunkRows = 64
@@ -317,11 +297,7 @@ const viaChunkRows = 64
 // q8ViaRows computes rows [lo, hi) of a batched product of Q5_0 weights:
 // a chunk of rows at a time is re-encoded as Q8_0 (the same values,
 // quant.Q5_0ToQ8_0) and multiplied by the tiled Q8_0 kernel, which reads
-// each weight block once for all the tokens. (IQ4_NL's values fit Q8_0
-// too; tried, the tiled product's other float rounding flipped a Q8_0
-// rounding tie in the next layer of TestKQuantModelLogits's model, 0.75%
-// from token-by-token decoding where that test allows 1e-4, so IQ4_NL
-// keeps its own kernel for now.)
+// each weight block once for all the tokens.
 func q8ViaRows(x *activations, p product, lo, hi int, sc *tileScratch) {
 	w := p.w
 	rb, nb := w.RowBytes(), w.Cols/32
