@@ -31,6 +31,12 @@ func packQ8_0VNNI(w *byte, rowBytes, nrows, nblocks int, dst *byte)
 //go:noescape
 func packIQ4_NLVNNI(w *byte, rowBytes, nrows, nblocks int, dst *byte)
 
+// packIQ4_XSVNNI packs nblocks IQ4_XS super-blocks as 8·nblocks blocks
+// of packIQ4_NLVNNI's layout, one a sub-block.
+//
+//go:noescape
+func packIQ4_XSVNNI(w *byte, rowBytes, nrows, nblocks int, dst *byte)
+
 //go:noescape
 func packQ4_1VNNI(w *byte, rowBytes, nrows, nblocks int, dst *byte)
 
@@ -59,6 +65,12 @@ func mulPackedVNNI(pack *byte, nblocks int, x *byte, xstride, tokens int, sums *
 //
 //go:noescape
 func mulPackedMinVNNI(pack *byte, nblocks int, x *byte, xstride, tokens int, sums *byte, out *float32, outStride, nrows, accumulate int, prefetch *byte, prefetchLen int)
+
+// mulPackedXSVNNI is mulPackedVNNI for the sub-blocks of one Q8_K block
+// a token, whose codes lie 32 bytes apart.
+//
+//go:noescape
+func mulPackedXSVNNI(pack *byte, nblocks int, x *byte, xstride, tokens int, sums *byte, out *float32, outStride, nrows, accumulate int, prefetch *byte, prefetchLen int)
 
 //go:noescape
 func mulPackedQ4_0AVX2(pack *byte, nblocks int, x *byte, xstride, tokens int, sums *byte, out *float32, outStride, nrows, accumulate int, prefetch *byte, prefetchLen int)

@@ -155,12 +155,12 @@ done: \
 	RET
 
 // MUL_PACKED_Z is the body of the VNNI products (see below): bytes is the
-// packed block size, START8 and START1 start the integer sums of 8 tokens
+// packed block size, xbytes the activation blocks' stride, START8 and START1 start the integer sums of 8 tokens
 // (Z16-Z23) or one (Z16), and MIN8 and MIN1 add the min terms of a type
 // with one after the scaling. K1 masks the rows to store, K2 those to add
 // to. Fewer than 8 tokens are left at tail, with DX at their tile's table
 // entries.
-#define MUL_PACKED_Z(bytes, START8, MIN8, START1, MIN1) \
+#define MUL_PACKED_Z(bytes, xbytes, START8, MIN8, START1, MIN1) \
 	MOVQ x+16(FP), SI; \
 	MOVQ xstride+24(FP), R8; \
 	LEAQ (R8)(R8*2), R9; \
@@ -222,8 +222,8 @@ loaded8: \
 	SCALE_Z(56, Z23, Z9, Z31); \
 	MIN8; \
 	ADDQ $bytes, DI; \
-	ADDQ $34, AX; \
-	ADDQ $34, BX; \
+	ADDQ $xbytes, AX; \
+	ADDQ $xbytes, BX; \
 	ADDQ $64, DX; \
 	DECQ CX; \
 	JNZ blocks8; \
@@ -264,7 +264,7 @@ blocks1: \
 	SCALE_Z(0, Z16, Z9, Z24); \
 	MIN1; \
 	ADDQ $bytes, DI; \
-	ADDQ $34, AX; \
+	ADDQ $xbytes, AX; \
 	ADDQ $64, DX; \
 	DECQ CX; \
 	JNZ blocks1; \
@@ -645,6 +645,115 @@ gather:
 	VZEROUPPER
 	RET
 
+// packIQ4_XSVNNI packs each IQ4_XS super-block as 8 IQ4_NL-like blocks,
+// one a sub-block, the scales d·(ls−32). A full group's d, scalesH (Z9)
+// and scalesL (Z10) come from a transposed 16-byte load, a partial
+// group's from gathers (scalesL to Z12, as Z10 holds the row offsets).
+
+// XS_SCALE_Z sets Z8 to 16 rows' float32 scales of a sub-block, whose
+// 4-bit low and 2-bit high scale parts are at bits lo of the rows' scalesL
+// (sl) and hi of their scalesH (sh). Z15 holds the rows' d, Z20-Z22
+// dwords 15, 3 and 32. Clobbers Z24, Z25.
+#define XS_SCALE_Z(sh, sl, lo, hi) \
+	VPSRLD $lo, sl, Z24; \
+	VPANDD Z20, Z24, Z24; \
+	VPSRLD $hi, sh, Z25; \
+	VPANDD Z21, Z25, Z25; \
+	VPSLLD $4, Z25, Z25; \
+	VPORD Z25, Z24, Z24; \
+	VPSUBD Z22, Z24, Z24; \
+	VCVTDQ2PS Z24, Z24; \
+	VMULPS Z15, Z24, Z8
+
+// XS_FULL_Z packs the sub-block at off, scale bits lo and hi, of a full
+// group.
+#define XS_FULL_Z(off, lo, hi) \
+	LOAD16_Z(off, Z0, Z1, Z2, Z3, X0, X1, X2, X3); \
+	TRANSPOSE4(Z0, Z1, Z2, Z3, Z4, Z5, Z6, Z7); \
+	NIBBLES_Z; \
+	IQ4_NL_Z; \
+	XS_SCALE_Z(Z9, Z10, lo, hi); \
+	STORE_PACK_Z
+
+// XS_GATHER_Z packs the sub-block whose codes are at o0-o3 of a partial
+// group.
+#define XS_GATHER_Z(o0, o1, o2, o3, lo, hi) \
+	GATHER_Z(o0, Z0); \
+	GATHER_Z(o1, Z1); \
+	GATHER_Z(o2, Z2); \
+	GATHER_Z(o3, Z3); \
+	NIBBLES_Z; \
+	IQ4_NL_Z; \
+	XS_SCALE_Z(Z9, Z12, lo, hi); \
+	STORE_PACK_Z
+
+// XS_D_Z sets Z15 to the rows' d from the low words of Z9 and leaves their
+// scalesH there.
+#define XS_D_Z \
+	VPMOVDW Z9, Y15; \
+	VCVTPH2PS Y15, Z15; \
+	VPSRLD $16, Z9, Z9
+
+// func packIQ4_XSVNNI(w *byte, rowBytes, nrows, nblocks int, dst *byte)
+TEXT ·packIQ4_XSVNNI(SB), NOSPLIT, $0-40
+	MOVQ w+0(FP), SI
+	MOVQ rowBytes+8(FP), AX
+	MOVQ nrows+16(FP), BX
+	MOVQ nblocks+24(FP), CX
+	MOVQ dst+32(FP), DI
+	MOVL $0x0f0f0f0f, DX
+	VPBROADCASTD DX, Z13
+	VBROADCASTI32X4 iq4Biased<>(SB), Z14
+	MOVL $15, DX
+	VPBROADCASTD DX, Z20
+	MOVL $3, DX
+	VPBROADCASTD DX, Z21
+	MOVL $32, DX
+	VPBROADCASTD DX, Z22
+	CMPQ BX, $16
+	JNE partial
+	ROW_BASES
+
+full:
+	LOAD16_Z(0, Z9, Z10, Z11, Z12, X9, X10, X11, X12)
+	TRANSPOSE4(Z9, Z10, Z11, Z12, Z16, Z17, Z18, Z19)
+	XS_D_Z
+	XS_FULL_Z(8, 0, 0)
+	XS_FULL_Z(24, 4, 2)
+	XS_FULL_Z(40, 8, 4)
+	XS_FULL_Z(56, 12, 6)
+	XS_FULL_Z(72, 16, 8)
+	XS_FULL_Z(88, 20, 10)
+	XS_FULL_Z(104, 24, 12)
+	XS_FULL_Z(120, 28, 14)
+	NEXT_BLOCK_Z(136)
+	DECQ CX
+	JNZ full
+	VZEROUPPER
+	RET
+
+partial:
+	ROW_OFFSETS_Z(AX, BX)
+	MOVL $0xffff, DX
+
+gather:
+	GATHER_Z(0, Z9)
+	GATHER_Z(4, Z12)
+	XS_D_Z
+	XS_GATHER_Z(8, 12, 16, 20, 0, 0)
+	XS_GATHER_Z(24, 28, 32, 36, 4, 2)
+	XS_GATHER_Z(40, 44, 48, 52, 8, 4)
+	XS_GATHER_Z(56, 60, 64, 68, 12, 6)
+	XS_GATHER_Z(72, 76, 80, 84, 16, 8)
+	XS_GATHER_Z(88, 92, 96, 100, 20, 10)
+	XS_GATHER_Z(104, 108, 112, 116, 24, 12)
+	XS_GATHER_Z(120, 124, 128, 132, 28, 14)
+	ADDQ $136, SI
+	DECQ CX
+	JNZ gather
+	VZEROUPPER
+	RET
+
 // The types with a min (Q4_1, Q5_1) pack 640 bytes a block: after the
 // codes and scales, the rows' mins as float32 at 576. The full groups take
 // the blocks' first dwords, d and m, from a transposed 16-byte load.
@@ -909,11 +1018,15 @@ gather:
 
 // func mulPackedVNNI(pack *byte, nblocks int, x *byte, xstride, tokens int, sums *byte, out *float32, outStride, nrows, accumulate int, prefetch *byte, prefetchLen int)
 TEXT ·mulPackedVNNI(SB), NOSPLIT, $0-96
-	MUL_PACKED_Z(576, START_CORRECTION8, NO_MIN, START_CORRECTION1, NO_MIN)
+	MUL_PACKED_Z(576, 34, START_CORRECTION8, NO_MIN, START_CORRECTION1, NO_MIN)
+
+// func mulPackedXSVNNI(pack *byte, nblocks int, x *byte, xstride, tokens int, sums *byte, out *float32, outStride, nrows, accumulate int, prefetch *byte, prefetchLen int)
+TEXT ·mulPackedXSVNNI(SB), NOSPLIT, $0-96
+	MUL_PACKED_Z(576, 32, START_CORRECTION8, NO_MIN, START_CORRECTION1, NO_MIN)
 
 // func mulPackedMinVNNI(pack *byte, nblocks int, x *byte, xstride, tokens int, sums *byte, out *float32, outStride, nrows, accumulate int, prefetch *byte, prefetchLen int)
 TEXT ·mulPackedMinVNNI(SB), NOSPLIT, $0-96
-	MUL_PACKED_Z(640, START_ZERO8, ADD_MIN8, START_ZERO1, ADD_MIN1)
+	MUL_PACKED_Z(640, 34, START_ZERO8, ADD_MIN8, START_ZERO1, ADD_MIN1)
 
 // ROW_OFFSETS_Y sets Y10 to the byte offsets of 8 rows rowBytes apart,
 // rows past nrows repeating the last. Clobbers nrows and Y11.

@@ -14,6 +14,7 @@ func q8ScaledSumsAVX2(x *byte, xstride, tokens, nblocks, mult, groupShift int, s
 func packQ4_0VNNI(w *byte, rowBytes, nrows, nblocks int, dst *byte)   { panic("unreachable") }
 func packQ8_0VNNI(w *byte, rowBytes, nrows, nblocks int, dst *byte)   { panic("unreachable") }
 func packIQ4_NLVNNI(w *byte, rowBytes, nrows, nblocks int, dst *byte) { panic("unreachable") }
+func packIQ4_XSVNNI(w *byte, rowBytes, nrows, nblocks int, dst *byte) { panic("unreachable") }
 func packQ4_1VNNI(w *byte, rowBytes, nrows, nblocks int, dst *byte)   { panic("unreachable") }
 func packQ5_1VNNI(w *byte, rowBytes, nrows, nblocks int, dst *byte)   { panic("unreachable") }
 func packQ4_0AVX2(w *byte, rowBytes, nrows, nblocks int, dst *byte)   { panic("unreachable") }
@@ -23,6 +24,9 @@ func mulPackedVNNI(pack *byte, nblocks int, x *byte, xstride, tokens int, sums *
 	panic("unreachable")
 }
 func mulPackedMinVNNI(pack *byte, nblocks int, x *byte, xstride, tokens int, sums *byte, out *float32, outStride, nrows, accumulate int, prefetch *byte, prefetchLen int) {
+	panic("unreachable")
+}
+func mulPackedXSVNNI(pack *byte, nblocks int, x *byte, xstride, tokens int, sums *byte, out *float32, outStride, nrows, accumulate int, prefetch *byte, prefetchLen int) {
 	panic("unreachable")
 }
 func mulPackedQ4_0AVX2(pack *byte, nblocks int, x *byte, xstride, tokens int, sums *byte, out *float32, outStride, nrows, accumulate int, prefetch *byte, prefetchLen int) {

@@ -304,3 +304,37 @@ func TestMatMulAllocs(t *testing.T) {
 		t.Errorf("MatMulQ4_0Q8_0 allocates %v times per call", n)
 	}
 }
+
+// MatMulKQ8_K's batched IQ4_XS product (on VNNI machines the tiled
+// kernel, one super-block a chunk) against the float64 reference, with
+// rows and tokens around the tile sizes, and tokens past the 512 its
+// table holds at once.
+func TestMatMulIQ4_XS(t *testing.T) {
+	rng := rand.New(rand.NewPCG(56, 57))
+	impl := matMulImpl{"public", func(typ Type, w []byte, nb, rows int, x []byte, tokens int, out []float32, stride int) {
+		MatMulKQ8_K(typ, w, nb, rows, x, tokens, out, stride)
+	}}
+	type shape struct{ nb, rows, tokens int }
+	var shapes []shape
+	for _, nb := range []int{1, 3} {
+		for _, rows := range []int{1, 5, 15, 16, 17, 35} {
+			for _, tokens := range []int{2, 7, 8, 9, 21} {
+				shapes = append(shapes, shape{nb, rows, tokens})
+			}
+		}
+	}
+	shapes = append(shapes, shape{2, 19, 520})
+	for _, c := range shapes {
+		w := randIQ4(rng, IQ4_XS, c.nb*c.rows, 0.002)
+		x, _ := randQ8K(t, rng, c.nb*c.tokens, 1)
+		wrb, xrb := c.nb*iq4_XSBytes, c.nb*Q8KBytes
+		var wf, xf [][]float32
+		for r := 0; r < c.rows; r++ {
+			wf = append(wf, dequantAll(t, IQ4_XS, w[r*wrb:(r+1)*wrb], QK_K*c.nb))
+		}
+		for k := 0; k < c.tokens; k++ {
+			xf = append(xf, dequantAll(t, Q8_K, x[k*xrb:(k+1)*xrb], QK_K*c.nb))
+		}
+		checkMatMulShape(t, rng, impl, IQ4_XS, w, x, wf, xf, c.nb, c.rows, c.tokens)
+	}
+}
