@@ -263,7 +263,7 @@ func matMulIQ4_XSVNNI(w []byte, nblocks, rows int, x []byte, tokens int, out []f
 		groupRows = 16
 	)
 	var (
-		pack [sub * 9 * 64]byte
+		pack [sub * 576]byte // a packed IQ4_NL block a sub-block
 		sums [matMulSumEntries * 8]byte
 	)
 	wrb, xrb := nblocks*iq4_XSBytes, nblocks*q8_KBytes

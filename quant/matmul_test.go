@@ -273,12 +273,15 @@ func BenchmarkMatMul(b *testing.B) {
 		x := activations(rng, nb*tokens)
 		out := make([]float32, c.rows*tokens)
 		macs := float64(c.rows * c.cols * tokens)
-		for _, typ := range []Type{Q4_0, Q8_0} {
+		for _, typ := range matMulTypes {
 			var w []byte
-			if typ == Q4_0 {
+			switch typ {
+			case Q4_0:
 				w = randQ4_0(rng, nb*c.rows)
-			} else {
+			case Q8_0:
 				w = randQ8_0(rng, nb*c.rows)
+			default:
+				w = randScaled(rng, typ, nb*c.rows)
 			}
 			for _, impl := range matMulImpls() {
 				if impl.name == "public" {
