@@ -359,7 +359,8 @@ func MatMulKQ8_K(typ Type, w []byte, nblocks, rows int, x []byte, tokens int, ou
 		matMulKAVX2(typ, w, nblocks, rows, x, tokens, out, outStride)
 		return
 	}
-	if useVNNI && typ == IQ4_XS && tokens > 1 {
+	// The tiled kernels address the rows of a group with 32-bit offsets.
+	if useVNNI && typ == IQ4_XS && tokens > 1 && int64(nblocks)*iq4_XSBytes*16 <= math.MaxInt32 {
 		matMulIQ4_XSVNNI(w, nblocks, rows, x, tokens, out, outStride)
 		return
 	}

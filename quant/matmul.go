@@ -182,6 +182,9 @@ func matMulAsm(typ Type, vnni bool, w []byte, nblocks, rows int, x []byte, token
 		pack [matMulPackBytes]byte
 		sums [matMulSumEntries * 8]byte
 	)
+	// The AVX2 Q8_0 kernel multiplies signed codes exactly and needs no
+	// correction (IQ4_NL packs its table values as such codes), nor do the
+	// unsigned codes of the types with a min, whose table differs.
 	wb, groupRows, groupShift, mult := typ.BlockBytes(), 8, 2, 0
 	switch {
 	case typ == Q4_0:
@@ -189,8 +192,6 @@ func matMulAsm(typ Type, vnni bool, w []byte, nblocks, rows int, x []byte, token
 	case vnni && (typ == Q8_0 || typ == IQ4_NL):
 		mult = 128
 	}
-	// The AVX2 Q8_0 kernel multiplies signed codes exactly and needs no
-	// correction; IQ4_NL packs its table values as such codes.
 	minTerms := typ == Q4_1 || typ == Q5_1
 	if vnni {
 		groupRows, groupShift = 16, 3
