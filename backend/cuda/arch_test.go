@@ -1,6 +1,7 @@
 package cuda
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -72,6 +73,60 @@ func TestArchsMatchCPU(t *testing.T) {
 					prefillVsSteps(t, g, randPrompt(r, n, m.Config.VocabSize), nil, int32(r.IntN(m.Config.VocabSize)))
 				}
 				prefillVsSteps(t, g, randPrompt(r, 60, m.Config.VocabSize), []int{20, 21}, 5)
+			})
+		}
+	}
+}
+
+// TestPostNormsInActQ8 checks the post-normed families, whose branches
+// join the stream in act_q8_post on the wide models' shapes (act_q8, the
+// split FFN: recordStep), against the CPU engine on a model whose rows fit
+// the K-quants, and against the same step with the post-norms in
+// postnorm's kernel, which must give the same bits: act_q8_post computes
+// what postnorm and act_q8 did, in the same order.
+func TestPostNormsInActQ8(t *testing.T) {
+	skipWithoutGPU(t)
+	wide := func(tu *tuning) {
+		tu.ffnSplit, tu.ffn, tu.attnOBlocks, tu.attnWarpsLong = true, ffnShape{32, 2}, 8, 4
+		tu.qkvWarps, tu.act8, tu.logitsPerSM, tu.logitsWide = 8, true, 3, true
+	}
+	for _, arch := range []string{"gemma2", "gemma3", "olmo2"} {
+		shape := synth.Presets["test-256"]
+		shape.Arch, shape.Layers = arch, 4
+		for _, o := range []synth.Options{q4KMLike(shape, 7), {Shape: shape, Type: quant.Q8_0, EmbedType: quant.Q8_0, Seed: 7},
+			{Shape: shape, Type: quant.Q4_0, EmbedType: quant.Q8_0, Seed: 7}} {
+			t.Run(fmt.Sprintf("%s/%s", arch, o.Type), func(t *testing.T) {
+				m := genModelWith(t, o)
+				worst := compareWithCPU(t, m, 40, 6e-2, 13, wide)
+				t.Logf("worst logits relative error over 40 steps %.3g", worst)
+				g, err := New(m, Options{ContextLen: 256})
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer g.Close()
+				wide(&g.tune)
+				steps := func() [][]float32 {
+					recapture(t, g)
+					r := rand.New(rand.NewPCG(5, 5))
+					var out [][]float32
+					for pos := 0; pos < 140; pos++ { // past attSingle: the split kernel too
+						got, err := g.Logits(context.Background(), int32(r.IntN(m.Config.VocabSize)), pos)
+						if err != nil {
+							t.Fatal(err)
+						}
+						out = append(out, got)
+					}
+					return out
+				}
+				within := steps()
+				g.tune.postApart = true
+				apart := steps()
+				for pos := range within {
+					if !sameBits(within[pos], apart[pos]) {
+						t.Fatalf("position %d: the logits with the post-norms in act_q8_post differ from those with postnorm's kernel (relative %.3g)",
+							pos, relErr(within[pos], f64s(apart[pos])))
+					}
+				}
 			})
 		}
 	}

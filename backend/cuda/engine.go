@@ -109,6 +109,10 @@ type tuning struct {
 	// their activations from act_q8, one kernel more each, instead of
 	// staging and quantizing the residual stream in every block.
 	act8 bool
+	// postApart runs the attention's post-norm in postnorm's kernel and
+	// the FFN's in its own layer, instead of within act_q8 (recordStep;
+	// for the launch-shape sweep's A/B).
+	postApart bool
 	// logitsPerSM is the output head's blocks per SM (0:
 	// logitsBlocksPerSM); logitsWide takes its wide kernels
 	// (launcher.logitsWide).
@@ -267,7 +271,7 @@ type Backend struct {
 	localRopeCS  cu.DevicePtr    // the rotation of the layers with LayerAttn.LocalRope (0: none)
 	temp         cu.DevicePtr    // the queries' attention temperature by position (tempTable; 0: none)
 	res          [2]cu.DevicePtr // the residual stream, fixed point (kernels/common.cuh): layer i reads res[i%2]
-	branch       cu.DevicePtr    // a post-normed branch's output, fixed point (0: no post-norms)
+	branch       [2]cu.DevicePtr // the post-normed branches' outputs, fixed point: attention's, the FFN's (0: no post-norms)
 	poison       cu.DevicePtr    // set when a residual addend did not fit in fixed point
 	q            cu.DevicePtr
 	ffnH         cu.DevicePtr // the split FFN's hidden units (tuning.ffnSplit)
@@ -808,9 +812,9 @@ func (b *Backend) allocState() error {
 		{&b.partAcc, acc}, {&b.partML, ml}, {&b.partV, parts}, {&b.partI, parts}, {&b.x8, act8Words(c.Dim)},
 		{&b.ropeCS, len(rope)}, {&b.localRopeCS, len(localRope)}, {&b.temp, len(temp)},
 		// Zeroed below: counters, the poison word, the penalty history and
-		// the post-norms' branch (each post-norm zeroes it after reading).
+		// the post-norms' branches (recordStep zeroes each after reading).
 		{&b.pos, 1}, {&b.next, 2}, {&b.ticket, 1}, {&b.attnTickets, 2 * c.NumHeads}, {&b.poison, 1}, {&b.best, 1}, {&b.params, spWords},
-		{&b.hist, 2 + b.ctxLen}, {&b.counts, c.VocabSize}, {&b.branch, branchWords},
+		{&b.hist, 2 + b.ctxLen}, {&b.counts, c.VocabSize}, {&b.branch[0], branchWords}, {&b.branch[1], branchWords},
 		// Zeroed too: the halves of its last block past FFNDim are never
 		// written.
 		{&b.ffnH8, h8Words(c.FFNDim)},
@@ -866,11 +870,18 @@ func (b *Backend) allocState() error {
 // res[(i+1)%2], its attention adds the output projection into res[i%2]
 // (nothing reads it meanwhile), and its FFN reads res[i%2] and sums it with
 // the FFN's output into res[(i+1)%2], the next layer's input. The block's
-// variations (model.Block) are arguments of those kernels, but for two,
-// which add a kernel each: Q/K norms (qk_norm, between the QKV kernel,
-// which then leaves Q and K unrotated, and attention) and post-norms (the
-// branch sums into b.branch, and postnorm adds it, normalized, to the
-// stream).
+// variations (model.Block) are arguments of those kernels, but for two:
+//   - Q/K norms (qk_norm, between the QKV kernel, which then leaves Q and
+//     K unrotated, and attention). Within the attention kernel they were
+//     slower (backend/cuda/NOTES.md).
+//   - Post-norms (Gemma 2/3, OLMo 2): attention sums its branch into
+//     b.branch[0], the FFN into b.branch[1], and each joins the stream,
+//     normalized, before the next kernel reads it: in act_q8_post, with
+//     the int8 activations that kernel needs anyway (postArgs), or else in
+//     postnorm's kernel. The FFN's joins in the next layer's, except after
+//     the last layer and in debug mode (afterLayer checks each layer's
+//     output). act_q8_post cannot zero the branch it reads, so each join
+//     zeroes the other branch, whose reader is done.
 func (b *Backend) recordStep(l *launcher, k stepKind, afterLayer func(i int) error) error {
 	c := &b.cfg
 	blk := &c.Block
@@ -882,13 +893,15 @@ func (b *Backend) recordStep(l *launcher, k stepKind, afterLayer func(i int) err
 	if err := l.embed(in, pos, b.params, nParams, &b.embd, blk.EmbedScale, b.res[0], b.poison); err != nil {
 		return err
 	}
+	var ffnPost *postArgs // the previous layer's FFN branch, joining in this layer's QKV step
 	for i := range b.layers {
 		ly := &b.layers[i]
 		cur, next := b.res[i%2], b.res[(i+1)%2]
 		ropeCS, ropeDim := b.layerRope(i)
 		qa := qkvArgs{res: cur, resNext: next, poison: b.poison, normW: ly.attnNorm, eps: c.RMSEps, wq: &ly.wq, wk: &ly.wk, wv: &ly.wv,
 			bias: ly.bias, nHead: c.NumHeads, nKV: c.NumKVHeads, headDim: c.HeadDim, ropeCS: ropeCS, ropeDim: ropeDim,
-			neox: c.Rope.Neox, temp: b.temp, pos: pos, q: b.q, kCache: ly.kCache, vCache: ly.vCache, ctxMax: b.ctxLen}
+			neox: c.Rope.Neox, temp: b.temp, pos: pos, q: b.q, kCache: ly.kCache, vCache: ly.vCache, ctxMax: b.ctxLen,
+			post: ffnPost}
 		if b.tune.act8 {
 			qa.x8 = b.x8
 		}
@@ -906,11 +919,14 @@ func (b *Backend) recordStep(l *launcher, k stepKind, afterLayer func(i int) err
 				return err
 			}
 		}
-		// A post-normed branch sums into b.branch; postnorm then adds it
-		// to the stream, with the residual multiplier.
+		// The post-normed families sum each branch into its own buffer.
+		post := ly.attnPost != 0 && ly.ffnPost != 0
+		if !post && (ly.attnPost != 0 || ly.ffnPost != 0) {
+			return fmt.Errorf("cuda: layer %d has one post-norm of two", i)
+		}
 		attnOut, attnRS := cur, blk.ResidualScale
-		if ly.attnPost != 0 {
-			attnOut, attnRS = b.branch, 1
+		if post {
+			attnOut, attnRS = b.branch[0], 1
 		}
 		a := attnArgs{q: b.q, kCache: ly.kCache, vCache: ly.vCache, ctxMax: b.ctxLen, headDim: c.HeadDim,
 			nHead: c.NumHeads, nKV: c.NumKVHeads, pos: pos, scale: blk.AttnScale, window: c.LayerAttn[i].Window,
@@ -923,15 +939,19 @@ func (b *Backend) recordStep(l *launcher, k stepKind, afterLayer func(i int) err
 		if err := l.attention(a); err != nil {
 			return err
 		}
-		if ly.attnPost != 0 {
-			if err := l.postnorm(b.branch, cur, cur, ly.attnPost, c.RMSEps, blk.ResidualScale, c.Dim, b.poison); err != nil {
-				return err
-			}
-		}
 		fa := ffnArgs{res: cur, out: next, poison: b.poison, normW: ly.ffnNorm, eps: c.RMSEps,
 			gate: &ly.gate, up: &ly.up, down: &ly.down, act: blk.Act, rs: blk.ResidualScale}
-		if ly.ffnPost != 0 {
-			fa.out, fa.noCarry, fa.rs = b.branch, true, 1
+		if post {
+			fa.post = &postArgs{branch: b.branch[0], base: cur, w: ly.attnPost, eps: c.RMSEps, rs: blk.ResidualScale,
+				clear: b.branch[1], poison: b.poison}
+			fa.out, fa.noCarry, fa.rs = b.branch[1], true, 1
+		}
+		if b.tune.postApart && fa.post != nil {
+			p := fa.post
+			if err := l.postnorm(p.branch, p.base, cur, p.w, p.eps, p.rs, c.Dim, p.poison, p.clear); err != nil {
+				return err
+			}
+			fa.post = nil
 		}
 		if b.tune.ffnSplit {
 			fa.h, fa.h8 = b.ffnH, b.ffnH8
@@ -942,8 +962,13 @@ func (b *Backend) recordStep(l *launcher, k stepKind, afterLayer func(i int) err
 		if err := l.ffn(fa); err != nil {
 			return err
 		}
-		if ly.ffnPost != 0 {
-			if err := l.postnorm(b.branch, cur, next, ly.ffnPost, c.RMSEps, blk.ResidualScale, c.Dim, b.poison); err != nil {
+		ffnPost = nil
+		if post {
+			p := &postArgs{branch: b.branch[1], base: cur, w: ly.ffnPost, eps: c.RMSEps, rs: blk.ResidualScale,
+				clear: b.branch[0], poison: b.poison}
+			if i+1 < len(b.layers) && afterLayer == nil && !b.tune.postApart {
+				ffnPost = p
+			} else if err := l.postnorm(p.branch, p.base, next, p.w, p.eps, p.rs, c.Dim, p.poison, p.clear); err != nil {
 				return err
 			}
 		}

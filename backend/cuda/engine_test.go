@@ -68,9 +68,9 @@ func q4_0Like(shape synth.Shape, seed uint64) synth.Options {
 // not a synth preset: "PRESET" as `gotok gen --preset` writes it (Q4_0,
 // token_embd Q8_0, seed 1), "PRESET:ARCH" with another family's block (as
 // --arch), "PRESET:q4_k_m" or ":q5_k_m" in llama.cpp's mixes (q4KMLike),
-// "PRESET:TYPE" (q8_0, f16, …) with every matrix of one type. "PRESET/L"
-// keeps the first L layers (the 8B shape's kernels in a fraction of the
-// time to make it).
+// "PRESET:TYPE" (q8_0, f16, …) with every matrix of one type, and
+// "PRESET:ARCH:TYPE" both. "PRESET/L" keeps the first L layers (the 8B
+// shape's kernels in a fraction of the time to make it).
 func synthSpec(t *testing.T, spec string) *model.Model {
 	t.Helper()
 	preset, suffix, _ := strings.Cut(spec, ":")
@@ -86,6 +86,9 @@ func synthSpec(t *testing.T, spec string) *model.Model {
 		}
 		shape.Layers = min(n, shape.Layers)
 	}
+	if arch, typ, ok := strings.Cut(suffix, ":"); ok {
+		shape.Arch, suffix = arch, typ
+	}
 	switch suffix {
 	case "q4_k_m":
 		return genModelWith(t, q4KMLike(shape, 1))
@@ -96,6 +99,9 @@ func synthSpec(t *testing.T, spec string) *model.Model {
 	}
 	if typ, err := quant.ParseType(suffix); err == nil {
 		return genModelWith(t, synth.Options{Shape: shape, Type: typ, EmbedType: typ, Seed: 1})
+	}
+	if shape.Arch != "" {
+		t.Fatalf("benchmark model %q: %q is not a weight type", spec, suffix)
 	}
 	shape.Arch = suffix
 	return genModel(t, shape, quant.Q4_0, 1)
@@ -875,6 +881,8 @@ func sweepShapes(t *testing.T, g *Backend, only []string) {
 		{name: "head one group ahead", tune: with(func(t *tuning) { t.logitsWide = false })},
 		{name: "head wide", tune: with(func(t *tuning) { t.logitsWide = true })},
 		{name: "activations from act_q8", tune: with(func(t *tuning) { t.act8 = true })},
+		{name: "post-norms apart", tune: with(func(t *tuning) { t.postApart = true })},
+		{name: "attention single-split kernel", tune: with(func(t *tuning) { t.attnCluster, t.attnMidCluster = 0, 0 })},
 	}
 	if only != nil {
 		for _, name := range only {

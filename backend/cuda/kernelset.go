@@ -43,15 +43,17 @@ type kernelSet struct {
 	attentionCap [numGPUTypes][attMaxNQ + 1]*cu.Function
 	// attentionCluster: attention_cl, for contexts run whole (sm_90+).
 	attentionCluster [numGPUTypes][attMaxNQ + 1]*cu.Function
-	ffn              [numGPUTypes][len(ffnShapes)]*cu.Function
+	// attentionClusterCap: attention_cl with soft-capped scores.
+	attentionClusterCap [numGPUTypes][attMaxNQ + 1]*cu.Function
+	ffn                 [numGPUTypes][len(ffnShapes)]*cu.Function
 	// matvecAdd: the down projection of the split FFN (wide models);
 	// matvecAdd8 on int8 hidden units, Q8_0's only (the typed families':
 	// typedKernels.matvecAdd8).
 	matvecAdd, matvecAdd8 [numGPUTypes]*cu.Function
 	sampleChain           *cu.Function
-	// qkNorm and postnorm: the block features of other families than
-	// llama's (Q/K norms, post-norms).
-	qkNorm, postnorm *cu.Function
+	// qkNorm, postnorm and actQ8Post: the block features of other
+	// families than llama's (Q/K norms, post-norms).
+	qkNorm, postnorm, actQ8Post *cu.Function
 
 	pre prefillKernels // the batched prefill's kernels (prefill_kernels.go)
 
@@ -139,7 +141,7 @@ func loadKernels(c *cu.Context) (_ *kernelSet, err error) {
 			case "attention":
 				for nq := 1; nq <= attMaxNQ; nq++ {
 					names = append(names, fmt.Sprintf("attention_%s_%d", s, nq), fmt.Sprintf("attention_cap_%s_%d", s, nq),
-						fmt.Sprintf("attention_cl_%s_%d", s, nq))
+						fmt.Sprintf("attention_cl_%s_%d", s, nq), fmt.Sprintf("attention_cl_cap_%s_%d", s, nq))
 				}
 			case "matvec_add":
 				names = append(names, "matvec_add_"+s)
@@ -176,8 +178,10 @@ func loadKernels(c *cu.Context) (_ *kernelSet, err error) {
 			names = append(names, "matvec_add8_q8_0")
 		case "sampler":
 			names = []string{"sample_chain"}
-		case "qk_norm", "postnorm", "act_q8":
+		case "qk_norm", "postnorm":
 			names = []string{op}
+		case "act_q8":
+			names = []string{op, "act_q8_post"}
 		}
 		for _, n := range names {
 			f, err := m.Function(n)
@@ -204,7 +208,9 @@ func loadKernels(c *cu.Context) (_ *kernelSet, err error) {
 			k.attention[t][nq] = funcs[fmt.Sprintf("attention_%s_%d", s, nq)]
 			k.attentionCap[t][nq] = funcs[fmt.Sprintf("attention_cap_%s_%d", s, nq)]
 			k.attentionCluster[t][nq] = funcs[fmt.Sprintf("attention_cl_%s_%d", s, nq)]
-			decode = append(decode, k.attention[t][nq], k.attentionCap[t][nq], k.attentionCluster[t][nq])
+			k.attentionClusterCap[t][nq] = funcs[fmt.Sprintf("attention_cl_cap_%s_%d", s, nq)]
+			decode = append(decode, k.attention[t][nq], k.attentionCap[t][nq], k.attentionCluster[t][nq],
+				k.attentionClusterCap[t][nq])
 		}
 		for i := range ffnShapes {
 			if f := funcs[ffnName(t, i)]; f != nil {
@@ -242,8 +248,8 @@ func loadKernels(c *cu.Context) (_ *kernelSet, err error) {
 	}
 	delete(k.int8, nil)
 	k.sampleChain = funcs["sample_chain"]
-	k.qkNorm, k.postnorm, k.actQ8 = funcs["qk_norm"], funcs["postnorm"], funcs["act_q8"]
-	decode = append(decode, k.qkNorm, k.postnorm, k.actQ8)
+	k.qkNorm, k.postnorm, k.actQ8, k.actQ8Post = funcs["qk_norm"], funcs["postnorm"], funcs["act_q8"], funcs["act_q8_post"]
+	decode = append(decode, k.qkNorm, k.postnorm, k.actQ8, k.actQ8Post)
 	for _, f := range decode {
 		if f != nil {
 			k.decode = append(k.decode, f)

@@ -184,6 +184,20 @@ type qkvArgs struct {
 	// act_q8's int8 blocks where the kernel multiplies int8 ones: act_q8
 	// runs first, and the kernel stages nothing.
 	x8 cu.DevicePtr
+	// post, when set, is the previous branch's post-norm, which joins the
+	// stream res before the kernel reads it (prePost).
+	post *postArgs
+}
+
+// postArgs is a post-normed branch waiting to join the residual stream:
+// the stream becomes base + rs·rmsnorm(branch)·w (w 0: rs·branch), and
+// clear, when set, is zeroed (the other branch buffer: recordStep). base
+// must have been written two or more launches before: act_q8_post reads
+// it before its PDL wait.
+type postArgs struct {
+	branch, base, w cu.DevicePtr
+	eps, rs         float32
+	clear, poison   cu.DevicePtr
 }
 
 func (l *launcher) qkvRope(a qkvArgs) error {
@@ -195,7 +209,7 @@ func (l *launcher) qkvRope(a qkvArgs) error {
 	f, r := l.qkvKernel(a)
 	pairs := (a.nHead + 2*a.nKV) * a.headDim / 2
 	perWarp := r / 2 // pairs of rows
-	x8, shared, err := l.actQ8(f, a.x8, a.res, a.normW, a.wq.Cols, stagedNormBytes(a.wq.Cols))
+	x8, shared, err := l.actQ8(f, a.x8, a.res, a.normW, a.wq.Cols, stagedNormBytes(a.wq.Cols), a.post)
 	if err != nil {
 		return err
 	}
@@ -212,13 +226,26 @@ func act8Words(k int) int { return 13 * ((k + 31) / 32) }
 // actQ8 launches act_q8 on the residual stream res with the norm's
 // weights normW (0: none) into x8 when x8 is set and kernel f multiplies
 // int8 activations, and returns what f then takes: x8 and no shared
-// memory. Otherwise f stages its input itself: 0 and staged bytes.
-func (l *launcher) actQ8(f *cu.Function, x8, res, normW cu.DevicePtr, k, staged int) (cu.DevicePtr, int, error) {
+// memory. Otherwise f stages its input itself: 0 and staged bytes. A
+// waiting post-norm (post, when set) joins res first: in act_q8_post,
+// one kernel with act_q8, or else in postnorm's.
+func (l *launcher) actQ8(f *cu.Function, x8, res, normW cu.DevicePtr, k, staged int, post *postArgs) (cu.DevicePtr, int, error) {
 	if x8 == 0 || !l.k.int8[f] {
+		if post != nil {
+			if err := l.postnorm(post.branch, post.base, res, post.w, post.eps, post.rs, k, post.poison, post.clear); err != nil {
+				return 0, 0, err
+			}
+		}
 		return 0, staged, nil
 	}
 	if k%32 != 0 {
 		return 0, 0, fmt.Errorf("cuda: int8 activations of %d elements, not whole 32-element blocks", k)
+	}
+	if post != nil {
+		// Blocks of 1024 threads, as postnorm's one (the same sum).
+		err := l.launch(l.k.actQ8Post, cu.Dim((k/32+31)/32), 1024, 0, cu.Args{
+			post.branch, post.base, res, post.w, post.eps, post.rs, post.clear, normW, i32(k), x8, post.poison})
+		return x8, 0, err
 	}
 	const warps = 8 // a warp a block of 32 (__launch_bounds__(256))
 	err := l.launch(l.k.actQ8, cu.Dim((k/32+warps-1)/warps), 32*warps, 0, cu.Args{res, normW, i32(k), x8})
@@ -326,10 +353,10 @@ func b32(v bool) int32 {
 }
 
 // postnorm sets out = base + rs·rmsnorm(branch)·w (w 0: rs·branch), all
-// fixed point, and zeroes branch: a post-normed branch joining the
+// fixed point, and zeroes branch (and clear, when set): a post-normed branch joining the
 // residual stream (kernels/postnorm.cu).
-func (l *launcher) postnorm(branch, base, out, w cu.DevicePtr, eps, rs float32, k int, poison cu.DevicePtr) error {
-	return l.launch(l.k.postnorm, cu.Dim(1), 1024, 0, cu.Args{branch, base, out, w, eps, rs, i32(k), poison})
+func (l *launcher) postnorm(branch, base, out, w cu.DevicePtr, eps, rs float32, k int, poison, clear cu.DevicePtr) error {
+	return l.launch(l.k.postnorm, cu.Dim(1), 1024, 0, cu.Args{branch, base, out, w, eps, rs, i32(k), poison, clear})
 }
 
 // The attention kernel's shape: ATT_SPLITS in kernels/attention.cu, the
@@ -469,20 +496,21 @@ func (l *launcher) attention(a attnArgs) error {
 	if oBlocks <= 0 {
 		oBlocks = attOBlocks
 	}
-	// Soft-capped scores: the split kernel's CAP instantiation, for every
-	// length (attention_cl has no cap).
-	if c := a.cluster; c > 1 && c <= attMaxCluster && l.c.Info.Major >= 9 && a.softcap == 0 &&
-		attnClusterShared(g, w, a.headDim, c) <= 48<<10 {
+	if c := a.cluster; c > 1 && c <= attMaxCluster && l.c.Info.Major >= 9 && attnClusterShared(g, w, a.headDim, c) <= 48<<10 {
 		// Whole contexts on clusters: oBlocks blocks a group, rounded up
 		// to whole clusters.
 		blocks := (oBlocks + c - 1) / c * c
 		if a.heads != 0 {
 			blocks = c
 		}
-		err := l.launchClusters(l.k.attentionCluster[a.wo.Type][nq], cu.Dim3{X: a.nHead / g, Y: blocks, Z: 1},
+		f := l.k.attentionCluster[a.wo.Type][nq]
+		if a.softcap != 0 {
+			f = l.k.attentionClusterCap[a.wo.Type][nq]
+		}
+		err := l.launchClusters(f, cu.Dim3{X: a.nHead / g, Y: blocks, Z: 1},
 			cu.Dim3{X: 1, Y: c, Z: 1}, threads, attnClusterShared(g, w, a.headDim, c), cu.Args{
 				a.q, a.kCache, a.vCache, i32(a.ctxMax), i32(a.headDim), i32(a.nHead), i32(a.nKV), i32(g), i32(w), i32(lanes),
-				a.pos, a.scale, i32(a.window), a.wo.Q, a.wo.D, i32(a.wo.Rows), a.rs, a.res, a.poison, a.heads})
+				a.pos, a.scale, i32(a.window), a.softcap, a.wo.Q, a.wo.D, i32(a.wo.Rows), a.rs, a.res, a.poison, a.heads})
 		return l.projectHeads(a, err)
 	}
 	oBlocks = min(oBlocks, attSplits)
@@ -586,7 +614,9 @@ type ffnArgs struct {
 	// x8 as in qkvArgs: act_q8's int8 activations for the gate/up kernel,
 	// when split (h set). The fused kernel stages its input still: with
 	// act_q8 it was slower (Llama-8B shape, Q8_0: 98 → 119 µs a layer).
-	x8             cu.DevicePtr
+	x8 cu.DevicePtr
+	// post as in qkvArgs: the attention's post-norm, joining res first.
+	post           *postArgs
 	normW          cu.DevicePtr // 0: no pre-norm
 	eps            float32
 	gate, up, down *deviceMatrix
@@ -615,7 +645,7 @@ func (l *launcher) ffn(a ffnArgs) error {
 	if a.h == 0 {
 		x8 = 0 // the fused kernel stages (ffnArgs.x8)
 	}
-	x8, shared, err := l.actQ8(f, x8, a.res, a.normW, g.Cols, stagedNormBytes(g.Cols))
+	x8, shared, err := l.actQ8(f, x8, a.res, a.normW, g.Cols, stagedNormBytes(g.Cols), a.post)
 	if err != nil {
 		return err
 	}

@@ -656,6 +656,9 @@ func TestAttentionStep(t *testing.T) {
 		{quant.Q4_0, 256, 2, 2, 48, 48, false, false, 260, 16, 0},  // 4 lanes × 3 float4s
 		{quant.Q6_K, 512, 8, 2, 64, 64, false, true, 150, 16, 0},   // the typed mixed families
 		{quant.Q4_K, 256, 4, 4, 64, 64, true, false, 130, 8, 0},
+		{quant.Q8_0, 256, 2, 2, 128, 128, true, false, 200, 16, 0},
+		{quant.Q4_0, 256, 4, 2, 64, 64, false, false, 100, 8, 0},
+		{quant.Q8_0, 512, 4, 1, 256, 256, true, false, 300, 16, 0}, // Gemma 3's heads, with Q/K norms a head
 	}
 	for ci, tc := range cases {
 		g.l.rows = []int{4, 2, 1}[ci%3]
@@ -692,7 +695,7 @@ func TestAttentionStep(t *testing.T) {
 		if ci%3 == 1 {
 			window, rs = tc.minChunk+5, 0.75
 			if ci%2 == 1 {
-				capv = 0.7 // the split kernel's CAP instantiation, whatever a.cluster says
+				capv = 0.7 // the CAP instantiations
 			}
 		}
 		qw, kw := randFloats(r, tc.headDim, 1), randFloats(r, tc.headDim, 1)
@@ -879,24 +882,29 @@ func refNormGroups(v []float64, w []float32, n int, eps float32) {
 
 // TestPostnormKernel checks a post-normed branch joining the residual
 // stream against its twin, in place and into another buffer, with and
-// without the norm, and that it zeroes the branch.
+// without the norm, and that it zeroes the branch and the other branch
+// buffer (clear); then act_q8_post, which must give postnorm's stream and
+// act_q8's int8 activations of it to the bit, leaving the branch as it was.
 func TestPostnormKernel(t *testing.T) {
 	g := newGPU(t)
 	r := rand.New(rand.NewPCG(8, 8))
-	for _, tc := range []struct {
+	for ci, tc := range []struct {
 		k       int
 		norm    bool
 		rs      float32
 		inPlace bool
-	}{{576, true, 1, true}, {2048, true, 0.5, false}, {100, false, 0.25, true}, {4100, true, 1, false}, {36, false, 2, false}} {
+	}{{576, true, 1, true}, {2048, true, 0.5, false}, {100, false, 0.25, true}, {4100, true, 1, false}, {36, false, 2, false},
+		{4096, true, 0.5, true}, {1088, false, 1, false}} {
 		name := fmt.Sprintf("k%d/norm=%v/rs%v/inplace=%v", tc.k, tc.norm, tc.rs, tc.inPlace)
-		branch, br := g.residual(randFloats(r, tc.k, 2))
+		bf := randFloats(r, tc.k, 2)
+		branch, br := g.residual(bf)
 		before := randResidual(r, tc.k)
 		base := g.int64s(before)
 		out := base
 		if !tc.inPlace {
 			out = g.int64s(randResidual(r, tc.k))
 		}
+		clear := g.int64s(randResidual(r, tc.k))
 		w := randFloats(r, tc.k, 1)
 		dw := g.floats(w, 0)
 		want := f64s(br)
@@ -909,15 +917,61 @@ func TestPostnormKernel(t *testing.T) {
 			want[i] *= float64(tc.rs)
 		}
 		poison := g.floats([]float32{0}, 0)
-		if err := g.l.postnorm(branch, base, out, dw, 1e-5, tc.rs, tc.k, poison); err != nil {
+		if err := g.l.postnorm(branch, base, out, dw, 1e-5, tc.rs, tc.k, poison, clear); err != nil {
 			t.Fatal(err)
 		}
-		check(t, name, residualDelta(g.readInt64s(out, tc.k), before), want, f32Tol)
-		if got := g.readInt64s(branch, tc.k); slices.ContainsFunc(got, func(v int64) bool { return v != 0 }) {
-			t.Errorf("%s: the branch buffer is not zeroed", name)
+		joined := g.readInt64s(out, tc.k)
+		check(t, name, residualDelta(joined, before), want, f32Tol)
+		for _, z := range []struct {
+			what string
+			p    cu.DevicePtr
+		}{{"branch", branch}, {"other branch", clear}} {
+			if got := g.readInt64s(z.p, tc.k); slices.ContainsFunc(got, func(v int64) bool { return v != 0 }) {
+				t.Errorf("%s: the %s buffer is not zeroed", name, z.what)
+			}
 		}
 		if p := math.Float32bits(g.read(poison, 1)[0]); p != 0 {
 			t.Errorf("%s: poison word %d", name, p)
+		}
+		if tc.k%32 != 0 {
+			continue // act_q8 takes whole blocks
+		}
+		// act_q8_post, through the launcher as a Q8_0 QKV kernel asks for it.
+		f := g.l.k.qkvRope2[wtQ8_0]
+		var nw cu.DevicePtr
+		if ci%2 == 0 {
+			nw = g.floats(randFloats(r, tc.k, 1), 0)
+		}
+		wantX8 := g.floats(nil, act8Words(tc.k))
+		if _, _, err := g.l.actQ8(f, wantX8, out, nw, tc.k, 0, nil); err != nil {
+			t.Fatal(err)
+		}
+		branch2, _ := g.residual(bf)
+		base2 := g.int64s(before)
+		out2 := base2
+		if !tc.inPlace {
+			out2 = g.int64s(randResidual(r, tc.k))
+		}
+		clear2 := g.int64s(randResidual(r, tc.k))
+		x8 := g.floats(nil, act8Words(tc.k))
+		post := &postArgs{branch: branch2, base: base2, w: dw, eps: 1e-5, rs: tc.rs, clear: clear2, poison: poison}
+		if _, _, err := g.l.actQ8(f, x8, out2, nw, tc.k, 0, post); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(g.readInt64s(out2, tc.k), joined) {
+			t.Errorf("%s: act_q8_post's stream differs from postnorm's", name)
+		}
+		if !sameBits(g.read(x8, act8Words(tc.k)), g.read(wantX8, act8Words(tc.k))) {
+			t.Errorf("%s: act_q8_post's int8 activations differ from act_q8's", name)
+		}
+		if got := g.readInt64s(clear2, tc.k); slices.ContainsFunc(got, func(v int64) bool { return v != 0 }) {
+			t.Errorf("%s: act_q8_post left the other branch nonzero", name)
+		}
+		if got, _ := g.residual(bf); !slices.Equal(g.readInt64s(branch2, tc.k), g.readInt64s(got, tc.k)) {
+			t.Errorf("%s: act_q8_post changed the branch it read", name)
+		}
+		if p := math.Float32bits(g.read(poison, 1)[0]); p != 0 {
+			t.Errorf("%s: poison word %d after act_q8_post", name, p)
 		}
 	}
 }

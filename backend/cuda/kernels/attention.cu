@@ -43,9 +43,9 @@
 // Per layer, the attention may see only the last `window` positions (a
 // sliding window; 0: all) and scale its output by rs (the model's residual
 // multiplier) before adding it. Soft-capped scores (Gemma 2) take kernels
-// of their own (attention_cap_*, the split kernel's CAP instantiation):
-// the cap's code in the score loop cost the plain kernels 2.3% of a
-// SmolLM-135M token (H100) even when off.
+// of their own (attention_cap_*, attention_cl_cap_*: the CAP
+// instantiations): the cap's code in the score loop cost the plain
+// kernels 2.3% of a SmolLM-135M token (H100) even when off.
 //
 // The grid is fixed, so one captured graph serves every position: the
 // length comes from pos_ptr in device memory, which the embedding kernel
@@ -485,11 +485,12 @@ __device__ __forceinline__ float merge_states(const float *src, int n, int strid
 }
 #endif
 
-template <int T, int NQ>
+template <int T, int NQ, bool CAP>
 __device__ __forceinline__ void attention_cl(const float *q, const float *k_cache, const float *v_cache, int ctx_max,
                                              int head_dim, int n_head, int n_kv_head, int G, int W, int L,
-                                             const int *pos_ptr, float scale, int window, const u8 *wq, const f16 *wd,
-                                             int dim, float rs, long long *res, unsigned *poison, float *o_out) {
+                                             const int *pos_ptr, float scale, int window, float cap, const u8 *wq,
+                                             const f16 *wd, int dim, float rs, long long *res, unsigned *poison,
+                                             float *o_out) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
 	extern __shared__ float4 sm4[];
 	float *sm = (float *)sm4;
@@ -558,7 +559,7 @@ __device__ __forceinline__ void attention_cl(const float *q, const float *k_cach
 #pragma unroll
 			for (int j = 0; j < NQ; j++) d += dot4(k[u][j], qv[j]);
 			for (int o = L / 2; o > 0; o >>= 1) d += __shfl_xor_sync(0xffffffffu, d, o);
-			sc[u] = tb + base + u * step < cnt ? d : -INFINITY;
+			sc[u] = tb + base + u * step < cnt ? (CAP ? softcap(d, cap) : d) : -INFINITY;
 			mr = fmaxf(mr, sc[u]);
 		}
 		float lr = 0.f;
@@ -657,17 +658,20 @@ __device__ __forceinline__ void attention_cl(const float *q, const float *k_cach
 FOR_EACH_WEIGHT_TYPE(ATTENTION_NQ)
 
 // attention_cl_<type>_<NQ>: as attention_<type>_<NQ>, for contexts run
-// whole, launched in clusters of at most 8 blocks along y; never with
-// soft-capped scores.
-#define ATTENTION_CL(name, T, NQ)                                                                                  \
+// whole, launched in clusters of at most 8 blocks along y;
+// attention_cl_cap_<type>_<NQ> with soft-capped scores.
+#define ATTENTION_CL(name, T, NQ, CAP)                                                                             \
 	extern "C" __global__ void __launch_bounds__(512)                                                              \
-	    attention_cl_##name##_##NQ(const float *q, const float *k_cache, const float *v_cache, int ctx_max,        \
-	                               int head_dim, int n_head, int n_kv_head, int G, int W, int L,                   \
-	                               const int *pos_ptr, float scale, int window, const u8 *wq, const f16 *wd,      \
-	                               int dim, float rs, long long *res, unsigned *poison, float *o_out) {            \
-		attention_cl<T, NQ>(q, k_cache, v_cache, ctx_max, head_dim, n_head, n_kv_head, G, W, L, pos_ptr, scale,     \
-		                    window, wq, wd, dim, rs, res, poison, o_out);                                          \
+	    name##_##NQ(const float *q, const float *k_cache, const float *v_cache, int ctx_max, int head_dim,          \
+	                int n_head, int n_kv_head, int G, int W, int L, const int *pos_ptr, float scale, int window,   \
+	                float cap, const u8 *wq, const f16 *wd, int dim, float rs, long long *res, unsigned *poison,   \
+	                float *o_out) {                                                                                \
+		attention_cl<T, NQ, CAP>(q, k_cache, v_cache, ctx_max, head_dim, n_head, n_kv_head, G, W, L, pos_ptr,      \
+		                         scale, window, cap, wq, wd, dim, rs, res, poison, o_out);                         \
 	}
 #define ATTENTION_CL_NQ(name, T)                                                                                   \
-	ATTENTION_CL(name, T, 1) ATTENTION_CL(name, T, 2) ATTENTION_CL(name, T, 3) ATTENTION_CL(name, T, 4)
+	ATTENTION_CL(attention_cl_##name, T, 1, false) ATTENTION_CL(attention_cl_##name, T, 2, false)                  \
+	ATTENTION_CL(attention_cl_##name, T, 3, false) ATTENTION_CL(attention_cl_##name, T, 4, false)                  \
+	ATTENTION_CL(attention_cl_cap_##name, T, 1, true) ATTENTION_CL(attention_cl_cap_##name, T, 2, true)            \
+	ATTENTION_CL(attention_cl_cap_##name, T, 3, true) ATTENTION_CL(attention_cl_cap_##name, T, 4, true)
 FOR_EACH_WEIGHT_TYPE(ATTENTION_CL_NQ)

@@ -8,12 +8,14 @@
 // same buffer (the attention's branch joins the stream in place).
 //
 // One block: the norm's sum is one block reduction, and every element has
-// a single writer, so out needs no atomics.
+// a single writer, so out needs no atomics. clear, when set, is zeroed too:
+// the other branch buffer, when act_q8_post (act_q8.cu) took the branch
+// before this one and could not zero it.
 #include "common.cuh"
 
 extern "C" __global__ void __launch_bounds__(1024)
     postnorm(long long *branch, const long long *base, long long *out, const float *w, float eps, float rs, int k,
-             unsigned *poison) {
+             unsigned *poison, long long *clear) {
 	__shared__ float scratch[32];
 	pdl_wait_and_release();
 	float ss = 0.f;
@@ -30,5 +32,6 @@ extern "C" __global__ void __launch_bounds__(1024)
 		if (!res_fixed(v, q)) atomicOr(poison, 1u);
 		out[e] = base[e] + q;
 		branch[e] = 0;
+		if (clear) clear[e] = 0;
 	}
 }

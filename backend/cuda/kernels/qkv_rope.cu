@@ -79,12 +79,12 @@ __device__ __forceinline__ void qkv_rope(const long long *res, long long *res_ne
 	// g8: the activations come as int8 blocks from act_q8 (x8), with
 	// the norm's weights in them; nothing is staged.
 	const bool g8 = xq8<T>::on && x8;
-	if (g8)
-		;
-	else if (!EXT || norm_w)
-		norm_stage(norm_w, k, gs);
-	else
-		norm_ones(k, gs);
+	if (!g8) {
+		if (!EXT || norm_w)
+			norm_stage(norm_w, k, gs);
+		else
+			norm_ones(k, gs);
+	}
 	pdl_wait_and_release();
 	int pos = *pos_ptr;
 	const float tq = EXT && temp ? temp[pos] : 1.f;
@@ -162,13 +162,16 @@ __device__ __forceinline__ void qkv_rope(const long long *res, long long *res_ne
 // pair of rows of one matrix (the launcher's grid has a warp for every
 // pair), and picks its layout's code before anything else; nothing block-
 // wide is staged that the two would share. Against the mixed family's
-// runtime switch: 29 → 6 µs a layer (Llama-8B shape, H200).
+// runtime switch: 29 → 11 µs a layer (Llama-8B shape, H200). Without x8
+// the staged path would write past a launch of no shared memory: the
+// launcher never does that (qkvV6), and the kernel traps if it did.
 template <int T, int TV, bool EXT>
 __device__ __forceinline__ void qkv_rope2(const long long *res, long long *res_next, const unsigned *poison,
                                           const float *norm_w, float eps, int k, const qkv_w &w, const float *bias,
                                           int n_head, int n_kv_head, int head_dim, const float *rope_cs, int rope_dim,
                                           int neox, const float *temp, const int *pos_ptr, float *q_out,
                                           float *k_cache, float *v_cache, int ctx_max, const unsigned *x8) {
+	if (!x8) asm volatile("trap;");
 	const int p = grid_warp();
 	if (p < (n_head + 2 * n_kv_head) * (head_dim >> 1) && p / (head_dim >> 1) >= n_head + n_kv_head)
 		qkv_rope<TV, 2, EXT>(res, res_next, poison, norm_w, eps, k, w, bias, n_head, n_kv_head, head_dim, rope_cs,
@@ -178,7 +181,9 @@ __device__ __forceinline__ void qkv_rope2(const long long *res, long long *res_n
 		                    rope_dim, neox, temp, pos_ptr, q_out, k_cache, v_cache, ctx_max, x8);
 }
 
-#define QKV_ROPE_R(name, T, R, EXT)                                                                                \
+// QKV_ENTRY defines the entry point qkv_rope_<name>, whose body calls fn
+// (qkv_rope or qkv_rope2) with template arguments TARGS.
+#define QKV_ENTRY(name, fn, TARGS)                                                                                 \
 	extern "C" __global__ void __launch_bounds__(256)                                                              \
 	    qkv_rope_##name(const long long *res, long long *res_next, const unsigned *poison, const float *norm_w,     \
 	                    float eps, int k, const u8 *wq, const f16 *wd, const u8 *wkq, const f16 *wkd,             \
@@ -187,9 +192,11 @@ __device__ __forceinline__ void qkv_rope2(const long long *res, long long *res_n
 	                    const int *pos_ptr, float *q_out, float *k_cache, float *v_cache, int ctx_max,             \
 	                    const unsigned *x8) {                                                                      \
 		const qkv_w w = {wq, wkq, wvq, wd, wkd, wvd, n_head, n_kv_head};                                           \
-		qkv_rope<T, R, EXT>(res, res_next, poison, norm_w, eps, k, w, bias, n_head, n_kv_head, head_dim, rope_cs,        \
-		               rope_dim, neox, temp, pos_ptr, q_out, k_cache, v_cache, ctx_max, x8);                       \
+		fn<TARGS>(res, res_next, poison, norm_w, eps, k, w, bias, n_head, n_kv_head, head_dim, rope_cs, rope_dim,  \
+		          neox, temp, pos_ptr, q_out, k_cache, v_cache, ctx_max, x8);                               \
 	}
+#define COMMA ,
+#define QKV_ROPE_R(name, T, R, EXT) QKV_ENTRY(name, qkv_rope, T COMMA R COMMA EXT)
 // qkv_rope_<type> with decode.cuh's rows per warp, qkv_rope_<type>_r2 with
 // two; qkv_rope_ext_<type>(_r2) with the block's variations.
 #define QKV_ROPE(name, T)                                                                                          \
@@ -201,17 +208,6 @@ QKV_ROPE_R(mixq4k_r2, WT_MIX_Q4K, 2, false) QKV_ROPE_R(ext_mixq4k_r2, WT_MIX_Q4K
 QKV_ROPE_R(mixq6k_r2, WT_MIX_Q6K, 2, false) QKV_ROPE_R(ext_mixq6k_r2, WT_MIX_Q6K, 2, true)
 QKV_ROPE_R(mixq5k_r2, WT_MIX_Q5K, 2, false) QKV_ROPE_R(ext_mixq5k_r2, WT_MIX_Q5K, 2, true)
 // qkv_rope(_ext)_<family>_v6k_r2: V in Q6_K (qkv_rope2).
-#define QKV_ROPE_V(name, T, TV, EXT)                                                                               \
-	extern "C" __global__ void __launch_bounds__(256)                                                              \
-	    qkv_rope_##name(const long long *res, long long *res_next, const unsigned *poison, const float *norm_w,     \
-	                    float eps, int k, const u8 *wq, const f16 *wd, const u8 *wkq, const f16 *wkd,             \
-	                    const u8 *wvq, const f16 *wvd, const float *bias, int n_head, int n_kv_head, int head_dim, \
-	                    const float *rope_cs, int rope_dim, int neox, const float *temp,                          \
-	                    const int *pos_ptr, float *q_out, float *k_cache, float *v_cache, int ctx_max,             \
-	                    const unsigned *x8) {                                                                      \
-		const qkv_w w = {wq, wkq, wvq, wd, wkd, wvd, n_head, n_kv_head};                                           \
-		qkv_rope2<T, TV, EXT>(res, res_next, poison, norm_w, eps, k, w, bias, n_head, n_kv_head, head_dim, rope_cs, \
-		                      rope_dim, neox, temp, pos_ptr, q_out, k_cache, v_cache, ctx_max, x8);                \
-	}
+#define QKV_ROPE_V(name, T, TV, EXT) QKV_ENTRY(name, qkv_rope2, T COMMA TV COMMA EXT)
 QKV_ROPE_V(mixq4k_v6k_r2, WT_MIX_Q4K, WT_MIX_Q6K, false) QKV_ROPE_V(ext_mixq4k_v6k_r2, WT_MIX_Q4K, WT_MIX_Q6K, true)
 QKV_ROPE_V(mixq5k_v6k_r2, WT_MIX_Q5K, WT_MIX_Q6K, false) QKV_ROPE_V(ext_mixq5k_v6k_r2, WT_MIX_Q5K, WT_MIX_Q6K, true)
