@@ -580,11 +580,18 @@ func TestErrors(t *testing.T) {
 // llama-1b:q5_k_m). It reports tok/s
 // at tg128 from an empty cache and after a 2048-token context, greedy and
 // sampled on the device, kernels per token, device memory (and fails past
-// weights + KV cache + 64 MiB), each kernel kind's time, and a sweep of
+// weights + KV cache + workspaceBound), each kernel kind's time, and a sweep of
 // launch shapes; with $GOTOK_BENCH_QUICK set, no sweep and no check against
 // the CPU engine. $GOTOK_BENCH_BASELINE_PTX names a directory of other
 // kernels (as $GOTOK_CUDA_PTX_DIR) timed first on the same model: an A/B
 // in one process, without making the model twice.
+// workspaceBound is the device memory New may take past the weights and
+// the KV cache: the batched prefill's scratch (43 MB at the Llama-8B
+// shape's width, chunks of 512 tokens), the step's (~3 MB, the rotation
+// table most of it), the kernel modules and graphs. The 8B shape took
+// 66 MB in all (F16, H200).
+const workspaceBound = 80 << 20
+
 func TestDecodeSpeed(t *testing.T) {
 	m := benchModel(t)
 	if dir := os.Getenv("GOTOK_BENCH_BASELINE_PTX"); dir != "" {
@@ -597,12 +604,12 @@ func TestDecodeSpeed(t *testing.T) {
 	defer g.Close()
 	st := g.Stats()
 	t.Logf("%s", g.Name())
-	budget := st.WeightBytes + st.KVBytes + 64<<20
-	t.Logf("kernels per token %d (sampled %d), graph nodes %d, weights %.1f MB + KV cache %.1f MB + 64 MiB = %.1f MB; device memory taken %.1f MB",
+	budget := st.WeightBytes + st.KVBytes + workspaceBound
+	t.Logf("kernels per token %d (sampled %d), graph nodes %d, weights %.1f MB + KV cache %.1f MB + 80 MiB = %.1f MB; device memory taken %.1f MB",
 		st.KernelsPerToken, st.SampledKernelsPerToken, st.GraphNodes, float64(st.WeightBytes)/1e6, float64(st.KVBytes)/1e6,
 		float64(budget)/1e6, float64(st.DeviceBytes)/1e6)
 	if st.DeviceBytes > budget {
-		t.Errorf("device memory %d bytes exceeds weights + KV cache + 64 MiB = %d", st.DeviceBytes, budget)
+		t.Errorf("device memory %d bytes exceeds weights + KV cache + 80 MiB = %d", st.DeviceBytes, budget)
 	}
 	if w := g.headWindow; w != nil {
 		t.Logf("output head kept in L2: %.1f MB window, hit ratio %.2f (device: up to %.1f MB persisting)",

@@ -96,7 +96,7 @@ func (b *Backend) setupPrefill(l launcher) error {
 		return fmt.Errorf("cuda: prefill: %w", err)
 	}
 	b.pre = p // Close frees tokens from here on
-	for _, a := range []struct {
+	bufs := []struct {
 		p     *cu.DevicePtr
 		bytes int
 	}{
@@ -107,13 +107,24 @@ func (b *Backend) setupPrefill(l launcher) error {
 		{&p.q, 2 * p.chunk * c.QDim()},
 		{&p.h, 2 * p.chunk * c.FFNDim},
 		{&p.branch, 4 * p.chunk * c.Dim},
-	} {
-		if a.p == &p.branch && !c.Block.PostNorm && c.Block.ResidualScale == 1 {
-			continue
-		}
-		if *a.p, err = b.alloc(a.bytes); err != nil {
-			return fmt.Errorf("cuda: prefill scratch: %w", err)
-		}
+	}
+	if !c.Block.PostNorm && c.Block.ResidualScale == 1 {
+		bufs = bufs[:len(bufs)-1] // no branch
+	}
+	// One allocation: each of its own is rounded up to the driver's
+	// granularity (2 MiB), which took the 8B shape's workspace past 64 MiB.
+	total := 0
+	for _, a := range bufs {
+		total += alignUp(a.bytes)
+	}
+	base, err := b.alloc(total)
+	if err != nil {
+		return fmt.Errorf("cuda: prefill scratch: %w", err)
+	}
+	off := 0
+	for _, a := range bufs {
+		*a.p = base.Offset(off)
+		off += alignUp(a.bytes)
 	}
 	return nil
 }
