@@ -141,7 +141,10 @@ func BenchmarkMatMulF32(b *testing.B) {
 	for _, s := range []struct {
 		name         string
 		m, n, k, ldb int
-	}{{"QK", 48, 256, 64, 512}, {"PV", 48, 64, 256, 192}} {
+	}{{"QK", 48, 256, 64, 512}, {"PV", 48, 64, 256, 192},
+		// The float prefill's tile (backend/cpu floatRowsTiled): 16 weight
+		// rows by 64 tokens, SmolLM's and Llama-1B's widths.
+		{"rows576", 16, 64, 576, 128}, {"rows2048", 16, 64, 2048, 128}} {
 		a, bm, c := randF32(rng, s.m*s.k), randF32(rng, s.k*s.ldb), make([]float32, s.m*s.n)
 		b.Run(s.name, func(b *testing.B) {
 			b.SetBytes(int64(2 * s.m * s.n * s.k)) // flops, as bytes
