@@ -355,13 +355,13 @@ func MatMulKQ8_K(typ Type, w []byte, nblocks, rows int, x []byte, tokens int, ou
 		}
 		return
 	}
-	if useAVX2 && (typ == Q4_K || typ == Q5_K || typ == Q6_K) {
-		matMulKAVX2(typ, w, nblocks, rows, x, tokens, out, outStride)
+	// The tiled kernels address the rows of a group with 32-bit offsets.
+	if useVNNI && tokens > 1 && (typ == IQ4_XS || typ == Q4_K || typ == Q5_K) && int64(nblocks)*int64(bs)*16 <= math.MaxInt32 {
+		matMulKVNNI(typ, w, nblocks, rows, x, tokens, out, outStride)
 		return
 	}
-	// The tiled kernels address the rows of a group with 32-bit offsets.
-	if useVNNI && typ == IQ4_XS && tokens > 1 && int64(nblocks)*iq4_XSBytes*16 <= math.MaxInt32 {
-		matMulIQ4_XSVNNI(w, nblocks, rows, x, tokens, out, outStride)
+	if useAVX2 && (typ == Q4_K || typ == Q5_K || typ == Q6_K) {
+		matMulKAVX2(typ, w, nblocks, rows, x, tokens, out, outStride)
 		return
 	}
 	if useAVX2 && typ == IQ4_XS && tokens == 1 { // decode: the row loop in assembly

@@ -252,22 +252,25 @@ func matMulAsm(typ Type, vnni bool, w []byte, nblocks, rows int, x []byte, token
 	}
 }
 
-// matMulIQ4_XSVNNI is MatMulKQ8_K for IQ4_XS weights and a batch of tokens
-// on checked arguments, by the VNNI kernels of the scheme above: each
-// sub-block of 32 is a block whose codes are the table values + 128 and
-// whose row scales are d·(ls−32); the table holds the tokens' Q8_K d and
-// each sub-block's correction −128·Σy from the block sums. A chunk is one
-// super-block, within which a token's sub-blocks lie 32 bytes apart.
-func matMulIQ4_XSVNNI(w []byte, nblocks, rows int, x []byte, tokens int, out []float32, outStride int) {
+// matMulKVNNI is MatMulKQ8_K for IQ4_XS, Q4_K or Q5_K weights and a
+// batch of tokens on checked arguments, by the VNNI kernels of the scheme
+// above, each 32-element sub-block a block. IQ4_XS's codes are the table
+// values + 128 and its row scales d·(ls−32); the table holds the tokens'
+// Q8_K d and each sub-block's correction −128·Σy from the block sums.
+// Q4_K's and Q5_K's codes are unsigned as they are, their row scales d·sc
+// and mins −dmin·m, and the table holds d and d·Σy, as for Q4_1. A chunk is
+// one super-block, within which a token's sub-blocks lie 32 bytes apart.
+func matMulKVNNI(typ Type, w []byte, nblocks, rows int, x []byte, tokens int, out []float32, outStride int) {
 	const (
 		sub       = QK_K / 32 // sub-blocks a super-block
 		groupRows = 16
 	)
 	var (
-		pack [sub * 576]byte // a packed IQ4_NL block a sub-block
+		pack [sub * 640]byte // a packed Q4_1 block a sub-block
 		sums [matMulSumEntries * 8]byte
 	)
-	wrb, xrb := nblocks*iq4_XSBytes, nblocks*q8_KBytes
+	bs := typ.BlockBytes()
+	wrb, xrb := nblocks*bs, nblocks*q8_KBytes
 	const maxTokens = matMulSumEntries / sub
 	for k := 0; k < nblocks; k++ {
 		accumulate := 0
@@ -276,7 +279,7 @@ func matMulIQ4_XSVNNI(w []byte, nblocks, rows int, x []byte, tokens int, out []f
 		}
 		for t0 := 0; t0 < tokens; t0 += maxTokens {
 			tn := min(maxTokens, tokens-t0)
-			q8KSums(x[t0*xrb+k*q8_KBytes:], xrb, tn, &sums)
+			q8KSums(x[t0*xrb+k*q8_KBytes:], xrb, tn, typ != IQ4_XS, &sums)
 			// The kernel reads a block's codes at offset 2, a Q8_K
 			// block's lie at 4.
 			xt := &x[t0*xrb+k*q8_KBytes+2]
@@ -286,25 +289,41 @@ func matMulIQ4_XSVNNI(w []byte, nblocks, rows int, x []byte, tokens int, out []f
 				if r0+n < rows && nblocks == 1 {
 					next, nextLen = &w[(r0+n)*wrb], min(groupRows, rows-r0-n)*wrb
 				}
-				packIQ4_XSVNNI(&w[r0*wrb+k*iq4_XSBytes], wrb, n, 1, &pack[0])
-				mulPackedXSVNNI(&pack[0], sub, xt, xrb, tn, &sums[0], &out[t0*outStride+r0], outStride, n, accumulate, next, nextLen)
+				wr, o := &w[r0*wrb+k*bs], &out[t0*outStride+r0]
+				switch typ {
+				case IQ4_XS:
+					packIQ4_XSVNNI(wr, wrb, n, 1, &pack[0])
+					mulPackedXSVNNI(&pack[0], sub, xt, xrb, tn, &sums[0], o, outStride, n, accumulate, next, nextLen)
+				case Q4_K:
+					packQ4_KVNNI(wr, wrb, n, 1, &pack[0])
+					mulPackedKMinVNNI(&pack[0], sub, xt, xrb, tn, &sums[0], o, outStride, n, accumulate, next, nextLen)
+				default:
+					packQ5_KVNNI(wr, wrb, n, 1, &pack[0])
+					mulPackedKMinVNNI(&pack[0], sub, xt, xrb, tn, &sums[0], o, outStride, n, accumulate, next, nextLen)
+				}
 			}
 		}
 	}
 }
 
-// q8KSums fills the table of matMulIQ4_XSVNNI for one Q8_K block of each
-// of tokens tokens, xstride bytes apart at x: the entry of sub-block b of
-// token t, at ((t>>3)·8 + b)·8 + t&7, holds the block's d and −128 times
-// the sub-block's code sum.
-func q8KSums(x []byte, xstride, tokens int, sums *[matMulSumEntries * 8]byte) {
+// q8KSums fills the table of matMulKVNNI for one Q8_K block of each of
+// tokens tokens, xstride bytes apart at x: the entry of sub-block b of
+// token t, at ((t>>3)·8 + b)·8 + t&7, holds the block's d and, with
+// scaled, d times the sub-block's code sum Σy as float32, else −128·Σy as
+// int32.
+func q8KSums(x []byte, xstride, tokens int, scaled bool, sums *[matMulSumEntries * 8]byte) {
 	for t := 0; t < tokens; t++ {
 		b := x[t*xstride : t*xstride+q8_KBytes]
+		d := math.Float32frombits(binary.LittleEndian.Uint32(b))
 		for sb := 0; sb < QK_K/32; sb++ {
 			s := int32(int16(binary.LittleEndian.Uint16(b[260+4*sb:]))) + int32(int16(binary.LittleEndian.Uint16(b[262+4*sb:])))
 			e := 8 * (((t>>3)*8+sb)<<3 + t&7)
 			copy(sums[e:e+4], b[0:4])
-			binary.LittleEndian.PutUint32(sums[e+4:], uint32(-128*s))
+			if scaled {
+				binary.LittleEndian.PutUint32(sums[e+4:], math.Float32bits(d*float32(s)))
+			} else {
+				binary.LittleEndian.PutUint32(sums[e+4:], uint32(-128*s))
+			}
 		}
 	}
 }

@@ -40,6 +40,16 @@ func packIQ4_XSVNNI(w *byte, rowBytes, nrows, nblocks int, dst *byte)
 //go:noescape
 func packQ4_1VNNI(w *byte, rowBytes, nrows, nblocks int, dst *byte)
 
+// packQ4_KVNNI and packQ5_KVNNI pack nblocks Q4_K (Q5_K) super-blocks as
+// 8·nblocks blocks of packQ4_1VNNI's layout, one a sub-block, the scales
+// d·sc and the mins −dmin·m.
+//
+//go:noescape
+func packQ4_KVNNI(w *byte, rowBytes, nrows, nblocks int, dst *byte)
+
+//go:noescape
+func packQ5_KVNNI(w *byte, rowBytes, nrows, nblocks int, dst *byte)
+
 //go:noescape
 func packQ5_1VNNI(w *byte, rowBytes, nrows, nblocks int, dst *byte)
 
@@ -71,6 +81,12 @@ func mulPackedMinVNNI(pack *byte, nblocks int, x *byte, xstride, tokens int, sum
 //
 //go:noescape
 func mulPackedXSVNNI(pack *byte, nblocks int, x *byte, xstride, tokens int, sums *byte, out *float32, outStride, nrows, accumulate int, prefetch *byte, prefetchLen int)
+
+// mulPackedKMinVNNI is mulPackedMinVNNI for the sub-blocks of one Q8_K
+// block a token, whose codes lie 32 bytes apart.
+//
+//go:noescape
+func mulPackedKMinVNNI(pack *byte, nblocks int, x *byte, xstride, tokens int, sums *byte, out *float32, outStride, nrows, accumulate int, prefetch *byte, prefetchLen int)
 
 //go:noescape
 func mulPackedQ4_0AVX2(pack *byte, nblocks int, x *byte, xstride, tokens int, sums *byte, out *float32, outStride, nrows, accumulate int, prefetch *byte, prefetchLen int)

@@ -916,6 +916,281 @@ gather:
 	VZEROUPPER
 	RET
 
+// packQ4_KVNNI and packQ5_KVNNI pack each Q4_K (Q5_K) super-block as 8
+// blocks of packQ4_1VNNI's layout, one a sub-block: the unsigned codes,
+// the scales d·sc and, where Q4_1 has its mins, −dmin·m, so that the
+// product's min term m·(d(x)·Σy) becomes −dmin·m·d(x)·Σy. A full group's
+// header (d and dmin, then the 12 bytes of 6-bit scales and mins) comes
+// from a transposed 16-byte load, a partial group's from gathers; the
+// scales are unpacked first, so that their registers serve the codes.
+
+// K_SCALE_STORE converts sub-block scales sc and mins m (int32) to float32,
+// times d (Z14) and −dmin (Z15), and stores them at off+512 and off+576.
+#define K_SCALE_STORE(sc, m, off) \
+	VCVTDQ2PS sc, sc; \
+	VMULPS Z14, sc, sc; \
+	VMOVUPS sc, off+512(DI); \
+	VCVTDQ2PS m, m; \
+	VMULPS Z15, m, m; \
+	VMOVUPS m, off+576(DI)
+
+// K_LOW_Z stores the scale and min of sub-block j < 4, the low six bits
+// of byte j of the scale bytes 0-3 (h1) and 4-7 (h2); sh is 8·j. Z20
+// holds dwords 63.
+#define K_LOW_Z(h1, h2, sh, off) \
+	VPSRLD $sh, h1, Z24; \
+	VPANDD Z20, Z24, Z24; \
+	VPSRLD $sh, h2, Z25; \
+	VPANDD Z20, Z25, Z25; \
+	K_SCALE_STORE(Z24, Z25, off)
+
+// K_HIGH_Z stores the scale and min of sub-block 4+i: the low and high
+// nibble of byte i of scale bytes 8-11 (h3), topped by the spare top two
+// bits of byte i of h1 and h2; s0, s2, s4 are 8·i, 8·i+2, 8·i+4. Z21 and
+// Z22 hold dwords 15 and 48. Clobbers Z16.
+#define K_HIGH_Z(h1, h2, h3, s0, s2, s4, off) \
+	VPSRLD $s0, h3, Z24; \
+	VPANDD Z21, Z24, Z24; \
+	VPSRLD $s2, h1, Z16; \
+	VPANDD Z22, Z16, Z16; \
+	VPORD Z16, Z24, Z24; \
+	VPSRLD $s4, h3, Z25; \
+	VPANDD Z21, Z25, Z25; \
+	VPSRLD $s2, h2, Z16; \
+	VPANDD Z22, Z16, Z16; \
+	VPORD Z16, Z25, Z25; \
+	K_SCALE_STORE(Z24, Z25, off)
+
+// K_SCALES_Z stores the scales and mins of the 8 sub-blocks from the
+// header dwords h0-h3 of 16 rows. Clobbers Z14-Z16, Z24, Z25.
+#define K_SCALES_Z(h0, h1, h2, h3) \
+	VPMOVDW h0, Y14; \
+	VCVTPH2PS Y14, Z14; \
+	VPSRLD $16, h0, Z15; \
+	VPMOVDW Z15, Y15; \
+	VCVTPH2PS Y15, Z15; \
+	VPXORD Z16, Z16, Z16; \
+	VSUBPS Z15, Z16, Z15; \
+	K_LOW_Z(h1, h2, 0, 0); \
+	K_LOW_Z(h1, h2, 8, 640); \
+	K_LOW_Z(h1, h2, 16, 1280); \
+	K_LOW_Z(h1, h2, 24, 1920); \
+	K_HIGH_Z(h1, h2, h3, 0, 2, 4, 2560); \
+	K_HIGH_Z(h1, h2, h3, 8, 10, 12, 3200); \
+	K_HIGH_Z(h1, h2, h3, 16, 18, 20, 3840); \
+	K_HIGH_Z(h1, h2, h3, 24, 26, 28, 4480)
+
+// K_CONSTS_Z loads the constants of the pack functions: bytes 0x0f (Z13),
+// dwords 63, 15 and 48 (Z20-Z22) and bytes 0x10 (Z23).
+#define K_CONSTS_Z \
+	MOVL $0x0f0f0f0f, DX; \
+	VPBROADCASTD DX, Z13; \
+	MOVL $63, DX; \
+	VPBROADCASTD DX, Z20; \
+	MOVL $15, DX; \
+	VPBROADCASTD DX, Z21; \
+	MOVL $48, DX; \
+	VPBROADCASTD DX, Z22; \
+	MOVL $0x10101010, DX; \
+	VPBROADCASTD DX, Z23
+
+// LOAD32_Z loads 32 bytes at off0 (off1 = off0+16) from each row of a
+// full group, dword k of rows 0-15 to Zk.
+#define LOAD32_Z(off0, off1) \
+	LOAD16_Z(off0, Z0, Z1, Z2, Z3, X0, X1, X2, X3); \
+	LOAD16_Z(off1, Z4, Z5, Z6, Z7, X4, X5, X6, X7); \
+	TRANSPOSE4(Z0, Z1, Z2, Z3, Z16, Z17, Z18, Z19); \
+	TRANSPOSE4(Z4, Z5, Z6, Z7, Z16, Z17, Z18, Z19)
+
+// GATHER32_Z is LOAD32_Z for a partial group, o0-o7 the dwords' offsets.
+#define GATHER32_Z(o0, o1, o2, o3, o4, o5, o6, o7) \
+	GATHER_Z(o0, Z0); \
+	GATHER_Z(o1, Z1); \
+	GATHER_Z(o2, Z2); \
+	GATHER_Z(o3, Z3); \
+	GATHER_Z(o4, Z4); \
+	GATHER_Z(o5, Z5); \
+	GATHER_Z(o6, Z6); \
+	GATHER_Z(o7, Z7)
+
+// K4_SPLIT stores the low nibbles of code dword z at lo(DI), the sub-block
+// of the chunk's low nibbles, and the high ones at hi(DI).
+#define K4_SPLIT(z, lo, hi) \
+	VPANDD Z13, z, Z24; \
+	VMOVDQU32 Z24, lo(DI); \
+	VPSRLD $4, z, Z25; \
+	VPANDD Z13, Z25, Z25; \
+	VMOVDQU32 Z25, hi(DI)
+
+// K4_CHUNK stores the codes of a 32-byte chunk of nibbles in Z0-Z7 as
+// the sub-blocks packed at lo and hi.
+#define K4_CHUNK(lo, hi) \
+	K4_SPLIT(Z0, lo, hi); \
+	K4_SPLIT(Z1, lo+64, hi+64); \
+	K4_SPLIT(Z2, lo+128, hi+128); \
+	K4_SPLIT(Z3, lo+192, hi+192); \
+	K4_SPLIT(Z4, lo+256, hi+256); \
+	K4_SPLIT(Z5, lo+320, hi+320); \
+	K4_SPLIT(Z6, lo+384, hi+384); \
+	K4_SPLIT(Z7, lo+448, hi+448)
+
+// func packQ4_KVNNI(w *byte, rowBytes, nrows, nblocks int, dst *byte)
+TEXT ·packQ4_KVNNI(SB), NOSPLIT, $0-40
+	MOVQ w+0(FP), SI
+	MOVQ rowBytes+8(FP), AX
+	MOVQ nrows+16(FP), BX
+	MOVQ nblocks+24(FP), CX
+	MOVQ dst+32(FP), DI
+	K_CONSTS_Z
+	CMPQ BX, $16
+	JNE partial
+	ROW_BASES
+
+full:
+	LOAD16_Z(0, Z9, Z10, Z11, Z12, X9, X10, X11, X12)
+	TRANSPOSE4(Z9, Z10, Z11, Z12, Z16, Z17, Z18, Z19)
+	K_SCALES_Z(Z9, Z10, Z11, Z12)
+	LOAD32_Z(16, 32)
+	K4_CHUNK(0, 640)
+	LOAD32_Z(48, 64)
+	K4_CHUNK(1280, 1920)
+	LOAD32_Z(80, 96)
+	K4_CHUNK(2560, 3200)
+	LOAD32_Z(112, 128)
+	K4_CHUNK(3840, 4480)
+	ADDQ $5120, DI
+	NEXT_BLOCK_Z(144)
+	DECQ CX
+	JNZ full
+	VZEROUPPER
+	RET
+
+partial:
+	ROW_OFFSETS_Z(AX, BX)
+	MOVL $0xffff, DX
+
+gather:
+	GATHER_Z(0, Z9)
+	GATHER_Z(4, Z27)
+	GATHER_Z(8, Z28)
+	GATHER_Z(12, Z12)
+	K_SCALES_Z(Z9, Z27, Z28, Z12)
+	GATHER32_Z(16, 20, 24, 28, 32, 36, 40, 44)
+	K4_CHUNK(0, 640)
+	GATHER32_Z(48, 52, 56, 60, 64, 68, 72, 76)
+	K4_CHUNK(1280, 1920)
+	GATHER32_Z(80, 84, 88, 92, 96, 100, 104, 108)
+	K4_CHUNK(2560, 3200)
+	GATHER32_Z(112, 116, 120, 124, 128, 132, 136, 140)
+	K4_CHUNK(3840, 4480)
+	ADDQ $5120, DI
+	ADDQ $144, SI
+	DECQ CX
+	JNZ gather
+	VZEROUPPER
+	RET
+
+// Q5_K's fifth bits: bit j of qh byte l is that of element l of sub-block
+// j. The rows' qh dwords 0-7 wait in Z24-Z31 (the scales are done by
+// then); for sub-block j a shift by 4−j brings its bit of each byte to bit
+// 4 of the byte, where Z23 (bytes 0x10) picks it.
+
+// K5_SPLIT is K4_SPLIT for Q5_K, the fifth bits from qh dword q: opl
+// $nl and oph $nh shift those of the low and high sub-block into place.
+// Clobbers Z14, Z15.
+#define K5_SPLIT(z, q, opl, nl, oph, nh, lo, hi) \
+	VPANDD Z13, z, Z14; \
+	opl $nl, q, Z15; \
+	VPANDD Z23, Z15, Z15; \
+	VPORD Z15, Z14, Z14; \
+	VMOVDQU32 Z14, lo(DI); \
+	VPSRLD $4, z, Z14; \
+	VPANDD Z13, Z14, Z14; \
+	oph $nh, q, Z15; \
+	VPANDD Z23, Z15, Z15; \
+	VPORD Z15, Z14, Z14; \
+	VMOVDQU32 Z14, hi(DI)
+
+// K5_CHUNK is K4_CHUNK for Q5_K.
+#define K5_CHUNK(opl, nl, oph, nh, lo, hi) \
+	K5_SPLIT(Z0, Z24, opl, nl, oph, nh, lo, hi); \
+	K5_SPLIT(Z1, Z25, opl, nl, oph, nh, lo+64, hi+64); \
+	K5_SPLIT(Z2, Z26, opl, nl, oph, nh, lo+128, hi+128); \
+	K5_SPLIT(Z3, Z27, opl, nl, oph, nh, lo+192, hi+192); \
+	K5_SPLIT(Z4, Z28, opl, nl, oph, nh, lo+256, hi+256); \
+	K5_SPLIT(Z5, Z29, opl, nl, oph, nh, lo+320, hi+320); \
+	K5_SPLIT(Z6, Z30, opl, nl, oph, nh, lo+384, hi+384); \
+	K5_SPLIT(Z7, Z31, opl, nl, oph, nh, lo+448, hi+448)
+
+// K5_QH moves the qh dwords from Z0-Z7 to Z24-Z31.
+#define K5_QH \
+	VMOVDQA64 Z0, Z24; \
+	VMOVDQA64 Z1, Z25; \
+	VMOVDQA64 Z2, Z26; \
+	VMOVDQA64 Z3, Z27; \
+	VMOVDQA64 Z4, Z28; \
+	VMOVDQA64 Z5, Z29; \
+	VMOVDQA64 Z6, Z30; \
+	VMOVDQA64 Z7, Z31
+
+// K5_CHUNKS packs the four chunks of codes, LOAD the macro that loads
+// chunk c (0-3) to Z0-Z7.
+#define K5_CHUNKS(LOAD0, LOAD1, LOAD2, LOAD3) \
+	LOAD0; \
+	K5_CHUNK(VPSLLD, 4, VPSLLD, 3, 0, 640); \
+	LOAD1; \
+	K5_CHUNK(VPSLLD, 2, VPSLLD, 1, 1280, 1920); \
+	LOAD2; \
+	K5_CHUNK(VPSLLD, 0, VPSRLD, 1, 2560, 3200); \
+	LOAD3; \
+	K5_CHUNK(VPSRLD, 2, VPSRLD, 3, 3840, 4480)
+
+// func packQ5_KVNNI(w *byte, rowBytes, nrows, nblocks int, dst *byte)
+TEXT ·packQ5_KVNNI(SB), NOSPLIT, $0-40
+	MOVQ w+0(FP), SI
+	MOVQ rowBytes+8(FP), AX
+	MOVQ nrows+16(FP), BX
+	MOVQ nblocks+24(FP), CX
+	MOVQ dst+32(FP), DI
+	K_CONSTS_Z
+	CMPQ BX, $16
+	JNE partial
+	ROW_BASES
+
+full:
+	LOAD16_Z(0, Z9, Z10, Z11, Z12, X9, X10, X11, X12)
+	TRANSPOSE4(Z9, Z10, Z11, Z12, Z16, Z17, Z18, Z19)
+	K_SCALES_Z(Z9, Z10, Z11, Z12)
+	LOAD32_Z(16, 32)
+	K5_QH
+	K5_CHUNKS(LOAD32_Z(48, 64), LOAD32_Z(80, 96), LOAD32_Z(112, 128), LOAD32_Z(144, 160))
+	ADDQ $5120, DI
+	NEXT_BLOCK_Z(176)
+	DECQ CX
+	JNZ full
+	VZEROUPPER
+	RET
+
+partial:
+	ROW_OFFSETS_Z(AX, BX)
+	MOVL $0xffff, DX
+
+gather:
+	GATHER_Z(0, Z9)
+	GATHER_Z(4, Z27)
+	GATHER_Z(8, Z28)
+	GATHER_Z(12, Z12)
+	K_SCALES_Z(Z9, Z27, Z28, Z12)
+	GATHER32_Z(16, 20, 24, 28, 32, 36, 40, 44)
+	K5_QH
+	K5_CHUNKS(GATHER32_Z(48, 52, 56, 60, 64, 68, 72, 76), GATHER32_Z(80, 84, 88, 92, 96, 100, 104, 108), GATHER32_Z(112, 116, 120, 124, 128, 132, 136, 140), GATHER32_Z(144, 148, 152, 156, 160, 164, 168, 172))
+	ADDQ $5120, DI
+	ADDQ $176, SI
+	DECQ CX
+	JNZ gather
+	VZEROUPPER
+	RET
+
 // The products also prefetch the prefetchLen bytes at prefetch, a cache
 // line per block of a full tile: the next row group's weights, which
 // packing reads in 16 (8) interleaved streams that the hardware prefetcher
@@ -1027,6 +1302,10 @@ TEXT ·mulPackedXSVNNI(SB), NOSPLIT, $0-96
 // func mulPackedMinVNNI(pack *byte, nblocks int, x *byte, xstride, tokens int, sums *byte, out *float32, outStride, nrows, accumulate int, prefetch *byte, prefetchLen int)
 TEXT ·mulPackedMinVNNI(SB), NOSPLIT, $0-96
 	MUL_PACKED_Z(640, 34, START_ZERO8, ADD_MIN8, START_ZERO1, ADD_MIN1)
+
+// func mulPackedKMinVNNI(pack *byte, nblocks int, x *byte, xstride, tokens int, sums *byte, out *float32, outStride, nrows, accumulate int, prefetch *byte, prefetchLen int)
+TEXT ·mulPackedKMinVNNI(SB), NOSPLIT, $0-96
+	MUL_PACKED_Z(640, 32, START_ZERO8, ADD_MIN8, START_ZERO1, ADD_MIN1)
 
 // ROW_OFFSETS_Y sets Y10 to the byte offsets of 8 rows rowBytes apart,
 // rows past nrows repeating the last. Clobbers nrows and Y11.

@@ -75,7 +75,9 @@ func checkMatMulShape(t *testing.T, rng *rand.Rand, impl matMulImpl, typ Type, w
 		// The min terms, m·(d(x)·Σy) a block, round more than the integer
 		// sums (TestDotQ45Q8_0's bound).
 		tol := 2e-6
-		if typ == Q4_1 || typ == Q5_1 {
+		switch typ {
+		case Q4_1, Q5_1, Q4_K, Q5_K:
+			// TestKDotMatchesDequantized's bound for the K-quants.
 			tol = 1e-5
 		}
 		if math.IsNaN(float64(v)) || math.Abs(float64(v)-want) > tol*mag+1e-30 {
@@ -308,36 +310,56 @@ func TestMatMulAllocs(t *testing.T) {
 	}
 }
 
-// MatMulKQ8_K's batched IQ4_XS product (on VNNI machines the tiled
-// kernel, one super-block a chunk) against the float64 reference, with
-// rows and tokens around the tile sizes, and tokens past the 512 its
-// table holds at once.
-func TestMatMulIQ4_XS(t *testing.T) {
+// MatMulKQ8_K's batched products (on VNNI machines the tiled kernels,
+// one super-block a chunk) against the float64 reference, with rows and
+// tokens around the tile sizes, several super-blocks, tokens past the 512
+// the table holds at once, and the weights' codes, scales and mins all at
+// their top. With AVX2 the K-quants' own tiled kernels (matMulKAVX2), which
+// machines without VNNI take, are checked too.
+func TestMatMulKQ8_KBatch(t *testing.T) {
 	rng := rand.New(rand.NewPCG(56, 57))
-	impl := matMulImpl{"public", func(typ Type, w []byte, nb, rows int, x []byte, tokens int, out []float32, stride int) {
+	impls := []matMulImpl{{"public", func(typ Type, w []byte, nb, rows int, x []byte, tokens int, out []float32, stride int) {
 		MatMulKQ8_K(typ, w, nb, rows, x, tokens, out, stride)
-	}}
-	type shape struct{ nb, rows, tokens int }
+	}}}
+	if useAVX2 {
+		impls = append(impls, matMulImpl{"avx2", matMulKAVX2})
+	}
+	type shape struct {
+		nb, rows, tokens int
+		fill             byte
+	}
 	var shapes []shape
 	for _, nb := range []int{1, 3} {
 		for _, rows := range []int{1, 5, 15, 16, 17, 35} {
 			for _, tokens := range []int{2, 7, 8, 9, 21} {
-				shapes = append(shapes, shape{nb, rows, tokens})
+				shapes = append(shapes, shape{nb, rows, tokens, 0})
 			}
 		}
 	}
-	shapes = append(shapes, shape{2, 19, 520})
-	for _, c := range shapes {
-		w := randIQ4(rng, IQ4_XS, c.nb*c.rows, 0.002)
-		x, _ := randQ8K(t, rng, c.nb*c.tokens, 1)
-		wrb, xrb := c.nb*iq4_XSBytes, c.nb*Q8KBytes
-		var wf, xf [][]float32
-		for r := 0; r < c.rows; r++ {
-			wf = append(wf, dequantAll(t, IQ4_XS, w[r*wrb:(r+1)*wrb], QK_K*c.nb))
+	shapes = append(shapes, shape{2, 19, 520, 0}, shape{2, 16, 9, 0xff}, shape{3, 7, 10, 0xff})
+	for _, typ := range []Type{IQ4_XS, Q4_K, Q5_K} {
+		for _, c := range shapes {
+			var w []byte
+			if typ == IQ4_XS {
+				w = randIQ4(rng, IQ4_XS, c.nb*c.rows, 0.002)
+			} else {
+				w = randK(rng, typ, c.nb*c.rows, c.fill)
+			}
+			x, _ := randQ8K(t, rng, c.nb*c.tokens, 1)
+			wrb, xrb := c.nb*typ.BlockBytes(), c.nb*Q8KBytes
+			var wf, xf [][]float32
+			for r := 0; r < c.rows; r++ {
+				wf = append(wf, dequantAll(t, typ, w[r*wrb:(r+1)*wrb], QK_K*c.nb))
+			}
+			for k := 0; k < c.tokens; k++ {
+				xf = append(xf, dequantAll(t, Q8_K, x[k*xrb:(k+1)*xrb], QK_K*c.nb))
+			}
+			for _, impl := range impls {
+				if impl.name == "avx2" && typ == IQ4_XS {
+					continue
+				}
+				checkMatMulShape(t, rng, impl, typ, w, x, wf, xf, c.nb, c.rows, c.tokens)
+			}
 		}
-		for k := 0; k < c.tokens; k++ {
-			xf = append(xf, dequantAll(t, Q8_K, x[k*xrb:(k+1)*xrb], QK_K*c.nb))
-		}
-		checkMatMulShape(t, rng, impl, IQ4_XS, w, x, wf, xf, c.nb, c.rows, c.tokens)
 	}
 }
