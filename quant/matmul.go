@@ -252,26 +252,31 @@ func matMulAsm(typ Type, vnni bool, w []byte, nblocks, rows int, x []byte, token
 	}
 }
 
-// matMulKVNNI is MatMulKQ8_K for IQ4_XS, Q4_K or Q5_K weights and a
-// batch of tokens on checked arguments, by the VNNI kernels of the scheme
-// above, each 32-element sub-block a block. IQ4_XS's codes are the table
-// values + 128 and its row scales d·(ls−32); the table holds the tokens'
-// Q8_K d and each sub-block's correction −128·Σy from the block sums.
-// Q4_K's and Q5_K's codes are unsigned as they are, their row scales d·sc
-// and mins −dmin·m, and the table holds d and d·Σy, as for Q4_1. A chunk is
-// one super-block, within which a token's sub-blocks lie 32 bytes apart.
+// matMulKVNNI is MatMulKQ8_K for IQ4_XS, Q4_K, Q5_K or Q6_K weights and
+// a batch of tokens on checked arguments, by the VNNI kernels of the
+// scheme above, each 32-element sub-block a block. IQ4_XS's codes are the
+// table values + 128 and its row scales d·(ls−32); the table holds the
+// tokens' Q8_K d and each sub-block's correction −128·Σy from the block
+// sums. Q4_K's and Q5_K's codes are unsigned as they are, their row scales
+// d·sc and mins −dmin·m, and the table holds d and d·Σy, as for Q4_1.
+// Q6_K's blocks hold two sub-blocks of 16 with int8 scales, which its
+// kernel applies to integer sums (q8KSums). A chunk is one super-block,
+// within which a token's sub-blocks lie 32 bytes apart.
 func matMulKVNNI(typ Type, w []byte, nblocks, rows int, x []byte, tokens int, out []float32, outStride int) {
 	const (
-		sub       = QK_K / 32 // sub-blocks a super-block
+		sub       = QK_K / 32 // blocks a super-block
 		groupRows = 16
 	)
 	var (
-		pack [sub * 640]byte // a packed Q4_1 block a sub-block
+		pack [sub*640 + 64]byte // a packed Q4_1 block a sub-block; Q6_K's d
 		sums [matMulSumEntries * 8]byte
 	)
 	bs := typ.BlockBytes()
 	wrb, xrb := nblocks*bs, nblocks*q8_KBytes
-	const maxTokens = matMulSumEntries / sub
+	maxTokens := matMulSumEntries / sub
+	if typ == Q6_K {
+		maxTokens /= 2
+	}
 	for k := 0; k < nblocks; k++ {
 		accumulate := 0
 		if k > 0 {
@@ -279,7 +284,7 @@ func matMulKVNNI(typ Type, w []byte, nblocks, rows int, x []byte, tokens int, ou
 		}
 		for t0 := 0; t0 < tokens; t0 += maxTokens {
 			tn := min(maxTokens, tokens-t0)
-			q8KSums(x[t0*xrb+k*q8_KBytes:], xrb, tn, typ != IQ4_XS, &sums)
+			q8KSums(typ, x[t0*xrb+k*q8_KBytes:], xrb, tn, &sums)
 			// The kernel reads a block's codes at offset 2, a Q8_K
 			// block's lie at 4.
 			xt := &x[t0*xrb+k*q8_KBytes+2]
@@ -297,32 +302,45 @@ func matMulKVNNI(typ Type, w []byte, nblocks, rows int, x []byte, tokens int, ou
 				case Q4_K:
 					packQ4_KVNNI(wr, wrb, n, 1, &pack[0])
 					mulPackedKMinVNNI(&pack[0], sub, xt, xrb, tn, &sums[0], o, outStride, n, accumulate, next, nextLen)
-				default:
+				case Q5_K:
 					packQ5_KVNNI(wr, wrb, n, 1, &pack[0])
 					mulPackedKMinVNNI(&pack[0], sub, xt, xrb, tn, &sums[0], o, outStride, n, accumulate, next, nextLen)
+				default:
+					packQ6_KVNNI(wr, wrb, n, 1, &pack[0])
+					mulPackedQ6_KVNNI(&pack[0], xt, xrb, tn, &sums[0], o, outStride, n, accumulate, next, nextLen)
 				}
 			}
 		}
 	}
 }
 
-// q8KSums fills the table of matMulKVNNI for one Q8_K block of each of
-// tokens tokens, xstride bytes apart at x: the entry of sub-block b of
-// token t, at ((t>>3)·8 + b)·8 + t&7, holds the block's d and, with
-// scaled, d times the sub-block's code sum Σy as float32, else −128·Σy as
-// int32.
-func q8KSums(x []byte, xstride, tokens int, scaled bool, sums *[matMulSumEntries * 8]byte) {
+// q8KSums fills the table of matMulKVNNI for weights of type typ and one
+// Q8_K block of each of tokens tokens, xstride bytes apart at x. The
+// entry of sub-block b (of 32, or of 16 for Q6_K: nsub a super-block) of
+// token t, at ((t>>3)·nsub + b)·8 + t&7, holds the block's d and, from
+// the block sums Σy of the sub-block, −128·Σy as int32 (IQ4_XS), d·Σy as
+// float32 (Q4_K, Q5_K) or −32·Σy as int32 (Q6_K).
+func q8KSums(typ Type, x []byte, xstride, tokens int, sums *[matMulSumEntries * 8]byte) {
 	for t := 0; t < tokens; t++ {
 		b := x[t*xstride : t*xstride+q8_KBytes]
 		d := math.Float32frombits(binary.LittleEndian.Uint32(b))
+		bsum := func(g int) int32 { return int32(int16(binary.LittleEndian.Uint16(b[260+2*g:]))) }
+		if typ == Q6_K {
+			for sb := 0; sb < QK_K/16; sb++ {
+				e := 8 * (((t>>3)*16+sb)<<3 + t&7)
+				copy(sums[e:e+4], b[0:4])
+				binary.LittleEndian.PutUint32(sums[e+4:], uint32(-32*bsum(sb)))
+			}
+			continue
+		}
 		for sb := 0; sb < QK_K/32; sb++ {
-			s := int32(int16(binary.LittleEndian.Uint16(b[260+4*sb:]))) + int32(int16(binary.LittleEndian.Uint16(b[262+4*sb:])))
+			s := bsum(2*sb) + bsum(2*sb+1)
 			e := 8 * (((t>>3)*8+sb)<<3 + t&7)
 			copy(sums[e:e+4], b[0:4])
-			if scaled {
-				binary.LittleEndian.PutUint32(sums[e+4:], math.Float32bits(d*float32(s)))
-			} else {
+			if typ == IQ4_XS {
 				binary.LittleEndian.PutUint32(sums[e+4:], uint32(-128*s))
+			} else {
+				binary.LittleEndian.PutUint32(sums[e+4:], math.Float32bits(d*float32(s)))
 			}
 		}
 	}

@@ -50,6 +50,13 @@ func packQ4_KVNNI(w *byte, rowBytes, nrows, nblocks int, dst *byte)
 //go:noescape
 func packQ5_KVNNI(w *byte, rowBytes, nrows, nblocks int, dst *byte)
 
+// packQ6_KVNNI packs nblocks Q6_K super-blocks, 5,184 bytes each: 8
+// blocks of 32 unsigned 6-bit codes with the int32 scales of their two
+// sub-blocks of 16, then the rows' d.
+//
+//go:noescape
+func packQ6_KVNNI(w *byte, rowBytes, nrows, nblocks int, dst *byte)
+
 //go:noescape
 func packQ5_1VNNI(w *byte, rowBytes, nrows, nblocks int, dst *byte)
 
@@ -87,6 +94,13 @@ func mulPackedXSVNNI(pack *byte, nblocks int, x *byte, xstride, tokens int, sums
 //
 //go:noescape
 func mulPackedKMinVNNI(pack *byte, nblocks int, x *byte, xstride, tokens int, sums *byte, out *float32, outStride, nrows, accumulate int, prefetch *byte, prefetchLen int)
+
+// mulPackedQ6_KVNNI is mulPackedVNNI for one packed Q6_K super-block a
+// token, with a table of 16 entries a super-block: the Q8_K block's d and
+// −32·Σy of each sub-block of 16.
+//
+//go:noescape
+func mulPackedQ6_KVNNI(pack *byte, x *byte, xstride, tokens int, sums *byte, out *float32, outStride, nrows, accumulate int, prefetch *byte, prefetchLen int)
 
 //go:noescape
 func mulPackedQ4_0AVX2(pack *byte, nblocks int, x *byte, xstride, tokens int, sums *byte, out *float32, outStride, nrows, accumulate int, prefetch *byte, prefetchLen int)

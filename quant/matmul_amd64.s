@@ -1191,6 +1191,127 @@ gather:
 	VZEROUPPER
 	RET
 
+// packQ6_KVNNI packs each Q6_K super-block as 8 blocks of 32 codes (their
+// 6-bit values, unsigned) with the int32 scales of their two 16-element
+// sub-blocks at 512 and 576, 640 bytes a block, then the rows' d as
+// float32: 5,184 bytes. Codes 32h+l, 32h+32+l, 32h+64+l, 32h+96+l (h a
+// half of 128, l < 32) share ql byte 64h+l or 64h+32+l (low, high
+// nibbles) and qh byte 32h+l (bit pairs 0-3). Z13 holds bytes 0x0f, Z14
+// bytes 0x30.
+
+// Q6_CODE stores a code dword of a block: the nibbles of z shifted by
+// opn $nn, the two high bits of qh dword q shifted by oph $nh.
+#define Q6_CODE(z, q, opn, nn, oph, nh, off) \
+	opn $nn, z, Z20; \
+	VPANDD Z13, Z20, Z20; \
+	oph $nh, q, Z21; \
+	VPANDD Z14, Z21, Z21; \
+	VPORD Z21, Z20, Z20; \
+	VMOVDQU32 Z20, off(DI)
+
+// Q6_BLOCK stores the codes of the block at off from the ql dwords in
+// Z0-Z7 and the qh dwords in Z24-Z31.
+#define Q6_BLOCK(opn, nn, oph, nh, off) \
+	Q6_CODE(Z0, Z24, opn, nn, oph, nh, off); \
+	Q6_CODE(Z1, Z25, opn, nn, oph, nh, off+64); \
+	Q6_CODE(Z2, Z26, opn, nn, oph, nh, off+128); \
+	Q6_CODE(Z3, Z27, opn, nn, oph, nh, off+192); \
+	Q6_CODE(Z4, Z28, opn, nn, oph, nh, off+256); \
+	Q6_CODE(Z5, Z29, opn, nn, oph, nh, off+320); \
+	Q6_CODE(Z6, Z30, opn, nn, oph, nh, off+384); \
+	Q6_CODE(Z7, Z31, opn, nn, oph, nh, off+448)
+
+// Q6_HALF packs the four blocks of a half at base, LOADQ, LOADA and LOADB
+// loading its qh and its two runs of ql to Z0-Z7.
+#define Q6_HALF(LOADQ, LOADA, LOADB, base) \
+	LOADQ; \
+	K5_QH; \
+	LOADA; \
+	Q6_BLOCK(VPSRLD, 0, VPSLLD, 4, base); \
+	Q6_BLOCK(VPSRLD, 4, VPSRLD, 0, base+1280); \
+	LOADB; \
+	Q6_BLOCK(VPSRLD, 0, VPSLLD, 2, base+640); \
+	Q6_BLOCK(VPSRLD, 4, VPSRLD, 2, base+1920)
+
+// Q6_SCALES4 stores the four int8 scales in the bytes of dword s,
+// sign-extended, at o0-o3.
+#define Q6_SCALES4(s, o0, o1, o2, o3) \
+	VPSLLD $24, s, Z20; \
+	VPSRAD $24, Z20, Z20; \
+	VMOVDQU32 Z20, o0(DI); \
+	VPSLLD $16, s, Z20; \
+	VPSRAD $24, Z20, Z20; \
+	VMOVDQU32 Z20, o1(DI); \
+	VPSLLD $8, s, Z20; \
+	VPSRAD $24, Z20, Z20; \
+	VMOVDQU32 Z20, o2(DI); \
+	VPSRAD $24, s, Z20; \
+	VMOVDQU32 Z20, o3(DI)
+
+// Q6_SCALES stores the 16 scales from the scale dwords in Z0-Z3 and d
+// from the high words of Z7.
+#define Q6_SCALES \
+	Q6_SCALES4(Z0, 512, 576, 1152, 1216); \
+	Q6_SCALES4(Z1, 1792, 1856, 2432, 2496); \
+	Q6_SCALES4(Z2, 3072, 3136, 3712, 3776); \
+	Q6_SCALES4(Z3, 4352, 4416, 4992, 5056); \
+	VPSRLD $16, Z7, Z7; \
+	VPMOVDW Z7, Y20; \
+	VCVTPH2PS Y20, Z20; \
+	VMOVUPS Z20, 5120(DI)
+
+// func packQ6_KVNNI(w *byte, rowBytes, nrows, nblocks int, dst *byte)
+TEXT ·packQ6_KVNNI(SB), NOSPLIT, $0-40
+	MOVQ w+0(FP), SI
+	MOVQ rowBytes+8(FP), AX
+	MOVQ nrows+16(FP), BX
+	MOVQ nblocks+24(FP), CX
+	MOVQ dst+32(FP), DI
+	MOVL $0x0f0f0f0f, DX
+	VPBROADCASTD DX, Z13
+	MOVL $0x30303030, DX
+	VPBROADCASTD DX, Z14
+	CMPQ BX, $16
+	JNE partial
+	ROW_BASES
+
+full:
+	// The scales are bytes 192-207, d bytes 208-209: dword 3 of the 16
+	// bytes at 194 holds d in its high word.
+	LOAD16_Z(192, Z0, Z1, Z2, Z3, X0, X1, X2, X3)
+	TRANSPOSE4(Z0, Z1, Z2, Z3, Z16, Z17, Z18, Z19)
+	LOAD16_Z(194, Z4, Z5, Z6, Z7, X4, X5, X6, X7)
+	TRANSPOSE4(Z4, Z5, Z6, Z7, Z16, Z17, Z18, Z19)
+	Q6_SCALES
+	Q6_HALF(LOAD32_Z(128, 144), LOAD32_Z(0, 16), LOAD32_Z(32, 48), 0)
+	Q6_HALF(LOAD32_Z(160, 176), LOAD32_Z(64, 80), LOAD32_Z(96, 112), 2560)
+	ADDQ $5184, DI
+	NEXT_BLOCK_Z(210)
+	DECQ CX
+	JNZ full
+	VZEROUPPER
+	RET
+
+partial:
+	ROW_OFFSETS_Z(AX, BX)
+	MOVL $0xffff, DX
+
+gather:
+	GATHER_Z(192, Z0)
+	GATHER_Z(196, Z1)
+	GATHER_Z(200, Z2)
+	GATHER_Z(204, Z3)
+	GATHER_Z(206, Z7)
+	Q6_SCALES
+	Q6_HALF(GATHER32_Z(128, 132, 136, 140, 144, 148, 152, 156), GATHER32_Z(0, 4, 8, 12, 16, 20, 24, 28), GATHER32_Z(32, 36, 40, 44, 48, 52, 56, 60), 0)
+	Q6_HALF(GATHER32_Z(160, 164, 168, 172, 176, 180, 184, 188), GATHER32_Z(64, 68, 72, 76, 80, 84, 88, 92), GATHER32_Z(96, 100, 104, 108, 112, 116, 120, 124), 2560)
+	ADDQ $5184, DI
+	ADDQ $210, SI
+	DECQ CX
+	JNZ gather
+	VZEROUPPER
+	RET
+
 // The products also prefetch the prefetchLen bytes at prefetch, a cache
 // line per block of a full tile: the next row group's weights, which
 // packing reads in 16 (8) interleaved streams that the hardware prefetcher
@@ -1306,6 +1427,180 @@ TEXT ·mulPackedMinVNNI(SB), NOSPLIT, $0-96
 // func mulPackedKMinVNNI(pack *byte, nblocks int, x *byte, xstride, tokens int, sums *byte, out *float32, outStride, nrows, accumulate int, prefetch *byte, prefetchLen int)
 TEXT ·mulPackedKMinVNNI(SB), NOSPLIT, $0-96
 	MUL_PACKED_Z(640, 32, START_ZERO8, ADD_MIN8, START_ZERO1, ADD_MIN1)
+
+// The Q6_K product keeps each token's integer sum over the super-block
+// (Z24-Z31): per block and token, two sums of four VPDPBUSD, started at
+// the table's −32·Σy of their sub-block of 16 (Z16-Z23), are multiplied by
+// the rows' scales and added to it. The rows' d times the token's d then
+// scale it once. A tile's table is 16 entries of 8 tokens, 1,024 bytes.
+
+// LOAD_PACK_Q6 loads a packed block: codes to Z0-Z7, the scales of its
+// sub-blocks to Z8 and Z9.
+#define LOAD_PACK_Q6 \
+	VMOVDQU32 (DI), Z0; \
+	VMOVDQU32 64(DI), Z1; \
+	VMOVDQU32 128(DI), Z2; \
+	VMOVDQU32 192(DI), Z3; \
+	VMOVDQU32 256(DI), Z4; \
+	VMOVDQU32 320(DI), Z5; \
+	VMOVDQU32 384(DI), Z6; \
+	VMOVDQU32 448(DI), Z7; \
+	VMOVDQU32 512(DI), Z8; \
+	VMOVDQU32 576(DI), Z9
+
+// SCALE_Q6_8 adds the sums Z16-Z23 times the row scales sc to Z24-Z31.
+#define SCALE_Q6_8(sc) \
+	VPMULLD sc, Z16, Z16; \
+	VPADDD Z16, Z24, Z24; \
+	VPMULLD sc, Z17, Z17; \
+	VPADDD Z17, Z25, Z25; \
+	VPMULLD sc, Z18, Z18; \
+	VPADDD Z18, Z26, Z26; \
+	VPMULLD sc, Z19, Z19; \
+	VPADDD Z19, Z27, Z27; \
+	VPMULLD sc, Z20, Z20; \
+	VPADDD Z20, Z28, Z28; \
+	VPMULLD sc, Z21, Z21; \
+	VPADDD Z21, Z29, Z29; \
+	VPMULLD sc, Z22, Z22; \
+	VPADDD Z22, Z30, Z30; \
+	VPMULLD sc, Z23, Z23; \
+	VPADDD Z23, Z31, Z31
+
+// STORE_Q6 scales the integer sum acc by the rows' d (Z8) times the
+// token's d at s(DX) and stores it as STORE_Z does.
+#define STORE_Q6(acc, s) \
+	VCVTDQ2PS acc, acc; \
+	VMULPS.BCST s(DX), Z8, Z9; \
+	VMULPS Z9, acc, acc; \
+	STORE_Z(acc)
+
+// func mulPackedQ6_KVNNI(pack *byte, x *byte, xstride, tokens int, sums *byte, out *float32, outStride, nrows, accumulate int, prefetch *byte, prefetchLen int)
+TEXT ·mulPackedQ6_KVNNI(SB), NOSPLIT, $0-88
+	MOVQ x+8(FP), SI
+	MOVQ xstride+16(FP), R8
+	LEAQ (R8)(R8*2), R9
+	MOVQ tokens+24(FP), R14
+	MOVQ sums+32(FP), DX
+	MOVQ out+40(FP), R12
+	MOVQ outStride+48(FP), R13
+	SHLQ $2, R13
+	MOVQ nrows+56(FP), CX
+	MOVL $1, AX
+	SHLL CX, AX
+	DECL AX
+	KMOVW AX, K1
+	MOVQ accumulate+64(FP), BX
+	NEGQ BX
+	ANDL BX, AX
+	KMOVW AX, K2
+	MOVQ prefetch+72(FP), R10
+	MOVQ prefetchLen+80(FP), R11
+	ADDQ R10, R11
+
+tile8:
+	CMPQ R14, $8
+	JL tail
+	MOVQ pack+0(FP), DI
+	MOVQ $8, CX
+	MOVQ SI, AX
+	LEAQ (SI)(R8*4), BX
+	VPXORD Z24, Z24, Z24
+	VPXORD Z25, Z25, Z25
+	VPXORD Z26, Z26, Z26
+	VPXORD Z27, Z27, Z27
+	VPXORD Z28, Z28, Z28
+	VPXORD Z29, Z29, Z29
+	VPXORD Z30, Z30, Z30
+	VPXORD Z31, Z31, Z31
+
+blocks8:
+	CMPQ R10, R11
+	JAE loaded8
+	PREFETCHT0 (R10)
+	ADDQ $64, R10
+
+loaded8:
+	LOAD_PACK_Q6
+	START_CORRECTION8
+	DOT8(2, Z0)
+	DOT8(6, Z1)
+	DOT8(10, Z2)
+	DOT8(14, Z3)
+	SCALE_Q6_8(Z8)
+	ADDQ $64, DX
+	START_CORRECTION8
+	DOT8(18, Z4)
+	DOT8(22, Z5)
+	DOT8(26, Z6)
+	DOT8(30, Z7)
+	SCALE_Q6_8(Z9)
+	ADDQ $64, DX
+	ADDQ $640, DI
+	ADDQ $32, AX
+	ADDQ $32, BX
+	DECQ CX
+	JNZ blocks8
+	VMOVUPS (DI), Z8
+	MOVQ R12, AX
+	STORE_Q6(Z24, -1024)
+	STORE_Q6(Z25, -1016)
+	STORE_Q6(Z26, -1008)
+	STORE_Q6(Z27, -1000)
+	STORE_Q6(Z28, -992)
+	STORE_Q6(Z29, -984)
+	STORE_Q6(Z30, -976)
+	STORE_Q6(Z31, -968)
+	LEAQ (SI)(R8*8), SI
+	LEAQ (R12)(R13*8), R12
+	SUBQ $8, R14
+	JMP tile8
+
+tail:
+	MOVQ DX, R11
+
+tail1:
+	TESTQ R14, R14
+	JZ done
+	MOVQ pack+0(FP), DI
+	MOVQ $8, CX
+	MOVQ SI, AX
+	MOVQ R11, DX
+	VPXORD Z24, Z24, Z24
+
+blocks1:
+	LOAD_PACK_Q6
+	VPBROADCASTD 4(DX), Z16
+	VPDPBUSD.BCST 2(AX), Z0, Z16
+	VPDPBUSD.BCST 6(AX), Z1, Z16
+	VPDPBUSD.BCST 10(AX), Z2, Z16
+	VPDPBUSD.BCST 14(AX), Z3, Z16
+	VPMULLD Z8, Z16, Z16
+	VPADDD Z16, Z24, Z24
+	VPBROADCASTD 68(DX), Z16
+	VPDPBUSD.BCST 18(AX), Z4, Z16
+	VPDPBUSD.BCST 22(AX), Z5, Z16
+	VPDPBUSD.BCST 26(AX), Z6, Z16
+	VPDPBUSD.BCST 30(AX), Z7, Z16
+	VPMULLD Z9, Z16, Z16
+	VPADDD Z16, Z24, Z24
+	ADDQ $128, DX
+	ADDQ $640, DI
+	ADDQ $32, AX
+	DECQ CX
+	JNZ blocks1
+	VMOVUPS (DI), Z8
+	MOVQ R12, AX
+	STORE_Q6(Z24, -1024)
+	ADDQ R8, SI
+	ADDQ R13, R12
+	ADDQ $8, R11
+	DECQ R14
+	JMP tail1
+
+done:
+	VZEROUPPER
+	RET
 
 // ROW_OFFSETS_Y sets Y10 to the byte offsets of 8 rows rowBytes apart,
 // rows past nrows repeating the last. Clobbers nrows and Y11.

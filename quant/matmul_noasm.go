@@ -19,6 +19,7 @@ func packQ4_1VNNI(w *byte, rowBytes, nrows, nblocks int, dst *byte)   { panic("u
 func packQ5_1VNNI(w *byte, rowBytes, nrows, nblocks int, dst *byte)   { panic("unreachable") }
 func packQ4_KVNNI(w *byte, rowBytes, nrows, nblocks int, dst *byte)   { panic("unreachable") }
 func packQ5_KVNNI(w *byte, rowBytes, nrows, nblocks int, dst *byte)   { panic("unreachable") }
+func packQ6_KVNNI(w *byte, rowBytes, nrows, nblocks int, dst *byte)   { panic("unreachable") }
 func packQ4_0AVX2(w *byte, rowBytes, nrows, nblocks int, dst *byte)   { panic("unreachable") }
 func packQ8_0AVX2(w *byte, rowBytes, nrows, nblocks int, dst *byte)   { panic("unreachable") }
 func packIQ4_NLAVX2(w *byte, rowBytes, nrows, nblocks int, dst *byte) { panic("unreachable") }
@@ -32,6 +33,9 @@ func mulPackedXSVNNI(pack *byte, nblocks int, x *byte, xstride, tokens int, sums
 	panic("unreachable")
 }
 func mulPackedKMinVNNI(pack *byte, nblocks int, x *byte, xstride, tokens int, sums *byte, out *float32, outStride, nrows, accumulate int, prefetch *byte, prefetchLen int) {
+	panic("unreachable")
+}
+func mulPackedQ6_KVNNI(pack *byte, x *byte, xstride, tokens int, sums *byte, out *float32, outStride, nrows, accumulate int, prefetch *byte, prefetchLen int) {
 	panic("unreachable")
 }
 func mulPackedQ4_0AVX2(pack *byte, nblocks int, x *byte, xstride, tokens int, sums *byte, out *float32, outStride, nrows, accumulate int, prefetch *byte, prefetchLen int) {
