@@ -1,7 +1,8 @@
 package quant
 
-// matMulKAVX2 is MatMulKQ8_K for Q4_K, Q5_K and Q6_K on checked arguments:
-// batches in tiles, several tokens a call (matMulKTiled); a single token
+// matMulKAVX2 is MatMulKQ8_K for Q4_K, Q5_K and Q6_K on checked arguments
+// where the tiled VNNI products (matMulKVNNI) do not run: on machines
+// without AVX512-VNNI, and for a single token. Batches in tiles, several tokens a call (matMulKTiled); a single token
 // (and Q5_K's and Q6_K's batches of two or three) the assembly row kernel
 // for every (row, token) pair, row-major so that the weight row stays in L1
 // across the tokens.
