@@ -86,16 +86,30 @@ func MatMulQ8_0Q8_0(w []byte, nblocks, rows int, x []byte, tokens int, out []flo
 	matMul(Q8_0, bestMatMulPath(), w, nblocks, rows, x, tokens, out, outStride)
 }
 
-// MatMulRowsQ8_0 is MatMulQ4_0Q8_0 for weights of type t: Q4_1, Q5_1 or
-// IQ4_NL (the batched form of MatVecRowsQ8_0), or Q4_0 or Q8_0.
+// MatMulRowsQ8_0 is MatMulQ4_0Q8_0 for weights of type t: Q4_1, Q5_0,
+// Q5_1 or IQ4_NL (the batched form of MatVecRowsQ8_0), or Q4_0 or Q8_0.
 func MatMulRowsQ8_0(t Type, w []byte, nblocks, rows int, x []byte, tokens int, out []float32, outStride int) {
 	switch t {
-	case Q4_0, Q8_0, Q4_1, Q5_1, IQ4_NL:
+	case Q4_0, Q8_0, Q4_1, Q5_0, Q5_1, IQ4_NL:
 	default:
 		panic(fmt.Sprintf("quant: MatMulRowsQ8_0 of %s", t))
 	}
 	checkMatMul("MatMulRowsQ8_0", len(w), t.BlockBytes(), nblocks, rows, len(x), tokens, len(out), outStride)
 	matMul(t, bestMatMulPath(), w, nblocks, rows, x, tokens, out, outStride)
+}
+
+// MatMulRowsTiled reports whether MatMulRowsQ8_0 multiplies weights of
+// type t a group of rows by a group of tokens at a time on this machine,
+// reading each weight block once for them all; otherwise it runs a row
+// and a token at a time (the types with a min without AVX512-VNNI).
+func MatMulRowsTiled(t Type) bool {
+	switch bestMatMulPath() {
+	case matMulVNNIPath:
+		return true
+	case matMulAVX2Path:
+		return t == Q4_0 || t == Q8_0 || t == IQ4_NL
+	}
+	return false
 }
 
 func checkMatMul(fn string, wlen, wblock, nblocks, rows, xlen, tokens, outlen, outStride int) {
@@ -135,11 +149,14 @@ func matMul(typ Type, path matMulPath, w []byte, nblocks, rows int, x []byte, to
 		matMulRows(typ, matMulGenericDot(typ), w, nblocks, rows, x, tokens, out, outStride)
 		return
 	}
-	if path == matMulAVX2Path && (typ == Q4_1 || typ == Q5_1) {
-		// No AVX2 tiled kernel for the types with a min: their assembly
-		// row kernels, a row and a token at a time.
+	if path == matMulAVX2Path && (typ == Q4_1 || typ == Q5_0 || typ == Q5_1) {
+		// No AVX2 tiled kernel for the types with a min (Q5_0's is −16·d):
+		// their assembly row kernels, a row and a token at a time.
 		dot := DotQ4_1Q8_0
-		if typ == Q5_1 {
+		switch typ {
+		case Q5_0:
+			dot = DotQ5_0Q8_0
+		case Q5_1:
 			dot = DotQ5_1Q8_0
 		}
 		matMulRows(typ, dot, w, nblocks, rows, x, tokens, out, outStride)
@@ -192,7 +209,7 @@ func matMulAsm(typ Type, vnni bool, w []byte, nblocks, rows int, x []byte, token
 	case vnni && (typ == Q8_0 || typ == IQ4_NL):
 		mult = 128
 	}
-	minTerms := typ == Q4_1 || typ == Q5_1
+	minTerms := typ == Q4_1 || typ == Q5_0 || typ == Q5_1
 	if vnni {
 		groupRows, groupShift = 16, 3
 	}
@@ -233,6 +250,9 @@ func matMulAsm(typ Type, vnni bool, w []byte, nblocks, rows int, x []byte, token
 					mulPackedVNNI(&pack[0], kb, xt, xrb, tn, &sums[0], o, outStride, n, accumulate, next, nextLen)
 				case vnni && typ == Q4_1:
 					packQ4_1VNNI(wr, wrb, n, kb, &pack[0])
+					mulPackedMinVNNI(&pack[0], kb, xt, xrb, tn, &sums[0], o, outStride, n, accumulate, next, nextLen)
+				case vnni && typ == Q5_0:
+					packQ5_0VNNI(wr, wrb, n, kb, &pack[0])
 					mulPackedMinVNNI(&pack[0], kb, xt, xrb, tn, &sums[0], o, outStride, n, accumulate, next, nextLen)
 				case vnni:
 					packQ5_1VNNI(wr, wrb, n, kb, &pack[0])

@@ -60,6 +60,12 @@ func packQ6_KVNNI(w *byte, rowBytes, nrows, nblocks int, dst *byte)
 //go:noescape
 func packQ5_1VNNI(w *byte, rowBytes, nrows, nblocks int, dst *byte)
 
+// packQ5_0VNNI is packQ5_1VNNI for Q5_0 weights: the codes q of d·(q−16)
+// with the scale d and the min −16·d.
+//
+//go:noescape
+func packQ5_0VNNI(w *byte, rowBytes, nrows, nblocks int, dst *byte)
+
 //go:noescape
 func packQ4_0AVX2(w *byte, rowBytes, nrows, nblocks int, dst *byte)
 

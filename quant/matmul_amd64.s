@@ -916,6 +916,83 @@ gather:
 	VZEROUPPER
 	RET
 
+// Q5_0 packs as Q5_1 does, its value d·(q−16) as the code q with the
+// scale d and the min −16·d. Its block is d, then the fifth bits qh at
+// byte 2 and the nibbles at 6, so a full group's qh dwords straddle the
+// first two of the transposed load: the high word of dword 0 and the low
+// word of dword 1.
+
+// SCALES_Q5_0_Z turns the dwords in Z9, whose low words are fp16 scales,
+// into 16 float32 scales in Z8 and mins −16·d in Z9. Z28 holds −16.
+#define SCALES_Q5_0_Z \
+	VPMOVDW Z9, Y8; \
+	VCVTPH2PS Y8, Z8; \
+	VMULPS Z28, Z8, Z9
+
+// func packQ5_0VNNI(w *byte, rowBytes, nrows, nblocks int, dst *byte)
+TEXT ·packQ5_0VNNI(SB), NOSPLIT, $0-40
+	MOVQ w+0(FP), SI
+	MOVQ rowBytes+8(FP), AX
+	MOVQ nrows+16(FP), BX
+	MOVQ nblocks+24(FP), CX
+	MOVQ dst+32(FP), DI
+	MOVL $0x0f0f0f0f, DX
+	VPBROADCASTD DX, Z13
+	MOVL $0x10101010, DX
+	VPBROADCASTD DX, Z14
+	VBROADCASTI32X4 qhBytes<>+0x00(SB), Z20
+	VBROADCASTI32X4 qhBytes<>+0x10(SB), Z21
+	VBROADCASTI32X4 qhBytes<>+0x20(SB), Z22
+	VBROADCASTI32X4 qhBytes<>+0x30(SB), Z23
+	MOVL $0x08040201, DX
+	VPBROADCASTD DX, Z24
+	MOVL $0x80402010, DX
+	VPBROADCASTD DX, Z25
+	MOVL $0xc1800000, DX // −16.0
+	VPBROADCASTD DX, Z28
+	CMPQ BX, $16
+	JNE partial
+	ROW_BASES
+
+full:
+	LOAD16_Z(6, Z0, Z1, Z2, Z3, X0, X1, X2, X3)
+	TRANSPOSE4(Z0, Z1, Z2, Z3, Z4, Z5, Z6, Z7)
+	LOAD16_Z(0, Z9, Z10, Z11, Z12, X9, X10, X11, X12)
+	TRANSPOSE4(Z9, Z10, Z11, Z12, Z16, Z17, Z18, Z19)
+	VPSRLD $16, Z9, Z26
+	VPSLLD $16, Z10, Z27
+	VPORD Z27, Z26, Z26
+	SCALES_Q5_0_Z
+	NIBBLES_Z
+	HIGH_BITS_Z(Z26)
+	STORE_PACK_MIN_Z
+	NEXT_BLOCK_Z(22)
+	DECQ CX
+	JNZ full
+	VZEROUPPER
+	RET
+
+partial:
+	ROW_OFFSETS_Z(AX, BX)
+	MOVL $0xffff, DX
+
+gather:
+	GATHER_Z(6, Z0)
+	GATHER_Z(10, Z1)
+	GATHER_Z(14, Z2)
+	GATHER_Z(18, Z3)
+	GATHER_Z(0, Z9)
+	GATHER_Z(2, Z12)
+	SCALES_Q5_0_Z
+	NIBBLES_Z
+	HIGH_BITS_Z(Z12)
+	STORE_PACK_MIN_Z
+	ADDQ $22, SI
+	DECQ CX
+	JNZ gather
+	VZEROUPPER
+	RET
+
 // packQ4_KVNNI and packQ5_KVNNI pack each Q4_K (Q5_K) super-block as 8
 // blocks of packQ4_1VNNI's layout, one a sub-block: the unsigned codes,
 // the scales d·sc and, where Q4_1 has its mins, −dmin·m, so that the

@@ -17,6 +17,7 @@ func packIQ4_NLVNNI(w *byte, rowBytes, nrows, nblocks int, dst *byte) { panic("u
 func packIQ4_XSVNNI(w *byte, rowBytes, nrows, nblocks int, dst *byte) { panic("unreachable") }
 func packQ4_1VNNI(w *byte, rowBytes, nrows, nblocks int, dst *byte)   { panic("unreachable") }
 func packQ5_1VNNI(w *byte, rowBytes, nrows, nblocks int, dst *byte)   { panic("unreachable") }
+func packQ5_0VNNI(w *byte, rowBytes, nrows, nblocks int, dst *byte)   { panic("unreachable") }
 func packQ4_KVNNI(w *byte, rowBytes, nrows, nblocks int, dst *byte)   { panic("unreachable") }
 func packQ5_KVNNI(w *byte, rowBytes, nrows, nblocks int, dst *byte)   { panic("unreachable") }
 func packQ6_KVNNI(w *byte, rowBytes, nrows, nblocks int, dst *byte)   { panic("unreachable") }

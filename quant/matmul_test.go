@@ -76,7 +76,7 @@ func checkMatMulShape(t *testing.T, rng *rand.Rand, impl matMulImpl, typ Type, w
 		// sums (TestDotQ45Q8_0's bound).
 		tol := 2e-6
 		switch typ {
-		case Q4_1, Q5_1, Q4_K, Q5_K:
+		case Q4_1, Q5_0, Q5_1, Q4_K, Q5_K:
 			// TestKDotMatchesDequantized's bound for the K-quants.
 			tol = 1e-5
 		}
@@ -87,7 +87,7 @@ func checkMatMulShape(t *testing.T, rng *rand.Rand, impl matMulImpl, typ Type, w
 }
 
 // matMulTypes are the weight types of the MatMul kernels.
-var matMulTypes = []Type{Q4_0, Q8_0, IQ4_NL, Q4_1, Q5_1}
+var matMulTypes = []Type{Q4_0, Q8_0, IQ4_NL, Q4_1, Q5_0, Q5_1}
 
 // matMulOperands returns random weights and activations and their
 // dequantized rows. Q8_0 weights get some -128 codes (see TestDotQ8_0Q8_0).
@@ -115,7 +115,7 @@ func matMulOperands(t *testing.T, rng *rand.Rand, typ Type, nb, rows, tokens int
 	return w, x, wf, xf
 }
 
-// randScaled returns n blocks of IQ4_NL, Q4_1 or Q5_1 weights: random
+// randScaled returns n blocks of IQ4_NL, Q4_1, Q5_0 or Q5_1 weights: random
 // codes (and fifth bits), fp16 scales of realistic size and, for the types
 // with one, mins.
 func randScaled(rng *rand.Rand, typ Type, n int) []byte {
@@ -126,7 +126,7 @@ func randScaled(rng *rand.Rand, typ Type, n int) []byte {
 	}
 	for i := 0; i < n; i++ {
 		putF16(b[i*bb:], float32(rng.NormFloat64()*0.02))
-		if typ != IQ4_NL {
+		if typ == Q4_1 || typ == Q5_1 {
 			putF16(b[i*bb+2:], float32(rng.NormFloat64()*0.1))
 		}
 	}

@@ -210,7 +210,7 @@ func matRows(x *activations, p product, lo, hi int, sc *tileScratch) {
 	case quant.Q8_0:
 		q8Rows(x, p, lo, hi, quant.MatVecQ8_0Q8_0, quant.MatMulQ8_0Q8_0)
 	case quant.Q5_0:
-		if x.t > 1 {
+		if x.t > 1 && !quant.MatMulRowsTiled(quant.Q5_0) {
 			q8ViaRows(x, p, lo, hi, sc)
 			return
 		}
@@ -294,10 +294,11 @@ func floatRowsTiled(x *activations, p product, lo, hi int, sc *tileScratch) {
 // 8192 columns are 557 KB of Q8_0.
 const viaChunkRows = 64
 
-// q8ViaRows computes rows [lo, hi) of a batched product of Q5_0 weights:
-// a chunk of rows at a time is re-encoded as Q8_0 (the same values,
-// quant.Q5_0ToQ8_0) and multiplied by the tiled Q8_0 kernel, which reads
-// each weight block once for all the tokens.
+// q8ViaRows computes rows [lo, hi) of a batched product of Q5_0 weights
+// where quant has no tiled Q5_0 product (no AVX512-VNNI): a chunk of rows
+// at a time is re-encoded as Q8_0 (the same values, quant.Q5_0ToQ8_0) and
+// multiplied by the tiled Q8_0 kernel, which reads each weight block once
+// for all the tokens.
 func q8ViaRows(x *activations, p product, lo, hi int, sc *tileScratch) {
 	w := p.w
 	rb, nb := w.RowBytes(), w.Cols/32
