@@ -60,3 +60,16 @@ func matVecQ5_0Q8_0AVX2(w, x *byte, nblocks int, out *float32, rows int)
 
 //go:noescape
 func matVecQ5_1Q8_0AVX2(w, x *byte, nblocks int, out *float32, rows int)
+
+// matVecQ4_1Q8_0VNNI, matVecQ5_0Q8_0VNNI and matVecQ5_1Q8_0VNNI are the
+// row kernels' matrix–vector products four rows at a time with
+// AVX512-VNNI (MatVecRowsQ8_0).
+//
+//go:noescape
+func matVecQ4_1Q8_0VNNI(w, x *byte, nblocks int, out *float32, rows int)
+
+//go:noescape
+func matVecQ5_0Q8_0VNNI(w, x *byte, nblocks int, out *float32, rows int)
+
+//go:noescape
+func matVecQ5_1Q8_0VNNI(w, x *byte, nblocks int, out *float32, rows int)

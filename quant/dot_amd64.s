@@ -867,3 +867,268 @@ scalar:
 done:
 	VZEROUPPER
 	RET
+
+// The 4-row matrix–vector kernels of Q4_1, Q5_0 and Q5_1 with AVX512-VNNI,
+// as matVecQ4_0Q8_0VNNI walks Q4_0: each activation block is loaded and
+// prepared once for four rows, one VPDPBUSD a row takes Σq·y, and the
+// weights are prefetched ahead. The integer sums are the row kernels'
+// lane for lane; the float sums differ from them only in order (one
+// accumulator a row, MATVEC4_STORE's sums). Registers: SETUP_Q5_CONSTS's,
+// with its bytes 0x01 moved to Y20 so that Y7 is free for MATVEC4_STORE;
+// accumulators Y0, Y1, Y7, Y8; Y2 the activation codes, Y4 their scale.
+
+// MATVEC4_SHARED_MIN prepares the activation block at DI for the types
+// with a min: codes to Y2, Σy a dword as float32 to Y21, the scale to Y4.
+// Clobbers Y3.
+#define MATVEC4_SHARED_MIN \
+	VMOVDQU 2(DI), Y2; \
+	VPXORD Y3, Y3, Y3; \
+	VPDPBUSD Y2, Y20, Y3; \
+	VCVTDQ2PS Y3, Y21; \
+	VPBROADCASTW (DI), X4; \
+	VCVTPH2PS X4, Y4
+
+// MATVEC4_SHARED_Q5_0 prepares it for Q5_0: codes to Y2, −16·Σy a dword
+// to Y3 (the offset term of q−16), the scale to Y4. Clobbers Y22.
+#define MATVEC4_SHARED_Q5_0 \
+	VMOVDQU 2(DI), Y2; \
+	VPXORD Y3, Y3, Y3; \
+	VPSUBB Y2, Y3, Y22; \
+	VPDPBUSD Y22, Y9, Y3; \
+	VPBROADCASTW (DI), X4; \
+	VCVTPH2PS X4, Y4
+
+// CODES_ROW leaves the 32 nibble codes at codes in Y5, in element order.
+#define CODES_ROW(codes) \
+	VBROADCASTI128 codes, Y5; \
+	VPSRLVD Y12, Y5, Y5; \
+	VPAND Y13, Y5, Y5
+
+// FIFTH_ROW adds 16 to the codes in Y5 whose bit is set in the u32 at qh.
+// Clobbers Y6.
+#define FIFTH_ROW(qh) \
+	VPBROADCASTD qh, Y6; \
+	VPSHUFB Y10, Y6, Y6; \
+	VPAND Y11, Y6, Y6; \
+	VPCMPEQB Y11, Y6, Y6; \
+	VPAND Y9, Y6, Y6; \
+	VPOR Y6, Y5, Y5
+
+// MIN_ROW_TERM adds d·d(x)·Σq·y, then m·d(x)·Σy, of the block whose codes
+// are in Y5 and whose d and m are at d and m, to acc: MIN_BLOCK's terms.
+// Clobbers Y5, Y6.
+#define MIN_ROW_TERM(d, m, acc) \
+	VPXOR Y6, Y6, Y6; \
+	VPDPBUSD Y2, Y5, Y6; \
+	VCVTDQ2PS Y6, Y5; \
+	VPBROADCASTW d, X6; \
+	VCVTPH2PS X6, Y6; \
+	VMULPS Y4, Y6, Y6; \
+	VFMADD231PS Y6, Y5, acc; \
+	VPBROADCASTW m, X6; \
+	VCVTPH2PS X6, Y6; \
+	VMULPS Y4, Y6, Y6; \
+	VFMADD231PS Y21, Y6, acc
+
+// Q5_0_ROW_TERM adds d·d(x)·Σ(q−16)·y of the block whose codes are in Y5
+// and whose d is at d to acc: Q5_0_BLOCK's term. Clobbers Y5, Y6.
+#define Q5_0_ROW_TERM(d, acc) \
+	VMOVDQA Y3, Y6; \
+	VPDPBUSD Y2, Y5, Y6; \
+	VCVTDQ2PS Y6, Y5; \
+	VPBROADCASTW d, X6; \
+	VCVTPH2PS X6, Y6; \
+	VMULPS Y4, Y6, Y6; \
+	VFMADD231PS Y6, Y5, acc
+
+// MATVEC4_START sets up a group of four rows at SI (row stride R12): DI
+// and CX for the block loop, R13 at row 3, the prefetch stream, and the
+// accumulators.
+#define MATVEC4_START \
+	MOVQ R10, DI; \
+	MOVQ R11, CX; \
+	LEAQ (SI)(R12*2), R13; \
+	ADDQ R12, R13; \
+	PREFETCH_START; \
+	VXORPS Y0, Y0, Y0; \
+	VXORPS Y1, Y1, Y1; \
+	VXORPS Y7, Y7, Y7; \
+	VXORPS Y8, Y8, Y8
+
+// func matVecQ4_1Q8_0VNNI(w, x *byte, nblocks int, out *float32, rows int)
+TEXT ·matVecQ4_1Q8_0VNNI(SB), NOSPLIT, $0-40
+	MOVQ w+0(FP), SI
+	MOVQ x+8(FP), R10
+	MOVQ nblocks+16(FP), R11
+	MOVQ out+24(FP), R8
+	MOVQ rows+32(FP), R9
+	SETUP_Q5_CONSTS
+	VMOVDQU32 Y7, Y20
+	MOVQ R11, R12
+	IMULQ $20, R12 // row stride
+
+rows4:
+	CMPQ R9, $4
+	JL rows1
+	MATVEC4_START
+
+blocks4:
+	PREFETCHT0 (R14)
+	PREFETCHT0 64(R14)
+	ADDQ $80, R14
+	MATVEC4_SHARED_MIN
+	CODES_ROW(4(SI))
+	MIN_ROW_TERM((SI), 2(SI), Y0)
+	CODES_ROW(4(SI)(R12*1))
+	MIN_ROW_TERM((SI)(R12*1), 2(SI)(R12*1), Y1)
+	CODES_ROW(4(SI)(R12*2))
+	MIN_ROW_TERM((SI)(R12*2), 2(SI)(R12*2), Y7)
+	CODES_ROW(4(R13))
+	MIN_ROW_TERM((R13), 2(R13), Y8)
+	ADDQ $20, SI
+	ADDQ $20, R13
+	ADDQ $34, DI
+	DECQ CX
+	JNZ blocks4
+	MATVEC4_STORE
+	JMP rows4
+
+rows1:
+	TESTQ R9, R9
+	JZ end
+	SETUP_Q5_CONSTS // Y7 was an accumulator
+
+row:
+	MOVQ R10, DI
+	MOVQ R11, CX
+	ROW_LOOP(Q4_1_BLOCK, 20, loop2, tail, done)
+	HSUM(Y0, X0, X1)
+	VMOVSS X0, (R8)
+	ADDQ $4, R8
+	DECQ R9
+	JNZ row
+
+end:
+	VZEROUPPER
+	RET
+
+// func matVecQ5_0Q8_0VNNI(w, x *byte, nblocks int, out *float32, rows int)
+TEXT ·matVecQ5_0Q8_0VNNI(SB), NOSPLIT, $0-40
+	MOVQ w+0(FP), SI
+	MOVQ x+8(FP), R10
+	MOVQ nblocks+16(FP), R11
+	MOVQ out+24(FP), R8
+	MOVQ rows+32(FP), R9
+	SETUP_Q5_CONSTS
+	MOVQ R11, R12
+	IMULQ $22, R12 // row stride
+
+rows4:
+	CMPQ R9, $4
+	JL rows1
+	MATVEC4_START
+
+blocks4:
+	PREFETCHT0 (R14)
+	PREFETCHT0 64(R14)
+	ADDQ $88, R14
+	MATVEC4_SHARED_Q5_0
+	CODES_ROW(6(SI))
+	FIFTH_ROW(2(SI))
+	Q5_0_ROW_TERM((SI), Y0)
+	CODES_ROW(6(SI)(R12*1))
+	FIFTH_ROW(2(SI)(R12*1))
+	Q5_0_ROW_TERM((SI)(R12*1), Y1)
+	CODES_ROW(6(SI)(R12*2))
+	FIFTH_ROW(2(SI)(R12*2))
+	Q5_0_ROW_TERM((SI)(R12*2), Y7)
+	CODES_ROW(6(R13))
+	FIFTH_ROW(2(R13))
+	Q5_0_ROW_TERM((R13), Y8)
+	ADDQ $22, SI
+	ADDQ $22, R13
+	ADDQ $34, DI
+	DECQ CX
+	JNZ blocks4
+	MATVEC4_STORE
+	JMP rows4
+
+rows1:
+	TESTQ R9, R9
+	JZ end
+	SETUP_Q5_CONSTS // Y7 was an accumulator
+
+row:
+	MOVQ R10, DI
+	MOVQ R11, CX
+	ROW_LOOP(Q5_0_BLOCK, 22, loop2, tail, done)
+	HSUM(Y0, X0, X1)
+	VMOVSS X0, (R8)
+	ADDQ $4, R8
+	DECQ R9
+	JNZ row
+
+end:
+	VZEROUPPER
+	RET
+
+// func matVecQ5_1Q8_0VNNI(w, x *byte, nblocks int, out *float32, rows int)
+TEXT ·matVecQ5_1Q8_0VNNI(SB), NOSPLIT, $0-40
+	MOVQ w+0(FP), SI
+	MOVQ x+8(FP), R10
+	MOVQ nblocks+16(FP), R11
+	MOVQ out+24(FP), R8
+	MOVQ rows+32(FP), R9
+	SETUP_Q5_CONSTS
+	VMOVDQU32 Y7, Y20
+	MOVQ R11, R12
+	IMULQ $24, R12 // row stride
+
+rows4:
+	CMPQ R9, $4
+	JL rows1
+	MATVEC4_START
+
+blocks4:
+	PREFETCHT0 (R14)
+	PREFETCHT0 64(R14)
+	ADDQ $96, R14
+	MATVEC4_SHARED_MIN
+	CODES_ROW(8(SI))
+	FIFTH_ROW(4(SI))
+	MIN_ROW_TERM((SI), 2(SI), Y0)
+	CODES_ROW(8(SI)(R12*1))
+	FIFTH_ROW(4(SI)(R12*1))
+	MIN_ROW_TERM((SI)(R12*1), 2(SI)(R12*1), Y1)
+	CODES_ROW(8(SI)(R12*2))
+	FIFTH_ROW(4(SI)(R12*2))
+	MIN_ROW_TERM((SI)(R12*2), 2(SI)(R12*2), Y7)
+	CODES_ROW(8(R13))
+	FIFTH_ROW(4(R13))
+	MIN_ROW_TERM((R13), 2(R13), Y8)
+	ADDQ $24, SI
+	ADDQ $24, R13
+	ADDQ $34, DI
+	DECQ CX
+	JNZ blocks4
+	MATVEC4_STORE
+	JMP rows4
+
+rows1:
+	TESTQ R9, R9
+	JZ end
+	SETUP_Q5_CONSTS // Y7 was an accumulator
+
+row:
+	MOVQ R10, DI
+	MOVQ R11, CX
+	ROW_LOOP(Q5_1_BLOCK, 24, loop2, tail, done)
+	HSUM(Y0, X0, X1)
+	VMOVSS X0, (R8)
+	ADDQ $4, R8
+	DECQ R9
+	JNZ row
+
+end:
+	VZEROUPPER
+	RET

@@ -27,3 +27,6 @@ func dotQ5_1Q8_0AVX2(w, x *byte, nblocks int) float32                    { panic
 func matVecQ4_1Q8_0AVX2(w, x *byte, nblocks int, out *float32, rows int) { panic("unreachable") }
 func matVecQ5_0Q8_0AVX2(w, x *byte, nblocks int, out *float32, rows int) { panic("unreachable") }
 func matVecQ5_1Q8_0AVX2(w, x *byte, nblocks int, out *float32, rows int) { panic("unreachable") }
+func matVecQ4_1Q8_0VNNI(w, x *byte, nblocks int, out *float32, rows int) { panic("unreachable") }
+func matVecQ5_0Q8_0VNNI(w, x *byte, nblocks int, out *float32, rows int) { panic("unreachable") }
+func matVecQ5_1Q8_0VNNI(w, x *byte, nblocks int, out *float32, rows int) { panic("unreachable") }

@@ -86,19 +86,22 @@ func dotQ45Q8_0Generic(t Type, w, x []byte, nblocks int) float32 {
 
 // MatVecRowsQ8_0 writes the dot products of len(out) consecutive rows of
 // nblocks t blocks (Q4_1, Q5_0, Q5_1 or IQ4_NL) at w with the nblocks Q8_0
-// blocks of x to out: the decode step's matrix-vector product, the same
-// arithmetic as DotQ4_1Q8_0 and the others a row, without a call a row.
+// blocks of x to out: the decode step's matrix-vector product, the
+// arithmetic of DotQ4_1Q8_0 and the others a row, without a call a row.
+// With AVX512-VNNI, Q4_1, Q5_0 and Q5_1 go four rows at a time (each
+// activation block prepared once for four, the weights prefetched), with
+// the row kernels' integer sums and their float sums in another order.
 func MatVecRowsQ8_0(t Type, w, x []byte, nblocks int, out []float32) {
 	var bb int
-	var kernel func(w, x *byte, nblocks int, out *float32, rows int)
+	var kernel, vnni func(w, x *byte, nblocks int, out *float32, rows int)
 	var dot func(w, x []byte, nblocks int) float32
 	switch t {
 	case Q4_1:
-		bb, kernel, dot = q4_1Bytes, matVecQ4_1Q8_0AVX2, DotQ4_1Q8_0
+		bb, kernel, vnni, dot = q4_1Bytes, matVecQ4_1Q8_0AVX2, matVecQ4_1Q8_0VNNI, DotQ4_1Q8_0
 	case Q5_0:
-		bb, kernel, dot = q5_0Bytes, matVecQ5_0Q8_0AVX2, DotQ5_0Q8_0
+		bb, kernel, vnni, dot = q5_0Bytes, matVecQ5_0Q8_0AVX2, matVecQ5_0Q8_0VNNI, DotQ5_0Q8_0
 	case Q5_1:
-		bb, kernel, dot = q5_1Bytes, matVecQ5_1Q8_0AVX2, DotQ5_1Q8_0
+		bb, kernel, vnni, dot = q5_1Bytes, matVecQ5_1Q8_0AVX2, matVecQ5_1Q8_0VNNI, DotQ5_1Q8_0
 	case IQ4_NL:
 		bb, kernel, dot = iq4_NLBytes, matVecIQ4_NLQ8_0AVX2, DotIQ4_NLQ8_0
 	default:
@@ -111,6 +114,9 @@ func MatVecRowsQ8_0(t Type, w, x []byte, nblocks int, out []float32) {
 	}
 	if len(out) == 0 {
 		return
+	}
+	if useVNNI && vnni != nil {
+		kernel = vnni
 	}
 	if useAVX2 {
 		kernel(&w[0], &x[0], nblocks, &out[0], len(out))

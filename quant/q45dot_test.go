@@ -1,6 +1,7 @@
 package quant
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -76,13 +77,28 @@ func TestMatVecRowsQ8_0(t *testing.T) {
 			if err := Quantize(Q8_0, xf, x); err != nil {
 				t.Fatal(err)
 			}
-			out := make([]float32, sh.rows)
-			MatVecRowsQ8_0(tc.typ, w, x, sh.nb, out)
+			out := make([]float32, sh.rows+1)
+			out[sh.rows] = 42 // must stay untouched
+			MatVecRowsQ8_0(tc.typ, w, x, sh.nb, out[:sh.rows])
 			rb := sh.nb * tc.typ.BlockBytes()
-			for i := range out {
-				if want := tc.dot(w[i*rb:(i+1)*rb], x, sh.nb); math.Float32bits(out[i]) != math.Float32bits(want) {
-					t.Errorf("%s %d×%d blocks, row %d: %v, want the row kernel's %v", tc.typ, sh.rows, sh.nb, i, out[i], want)
+			xd := dequantAll(t, Q8_0, x, n)
+			for i := range sh.rows {
+				row := w[i*rb : (i+1)*rb]
+				got, want := out[i], tc.dot(row, x, sh.nb)
+				if !useVNNI || tc.typ == IQ4_NL {
+					// The row kernels' code, a row after another.
+					if math.Float32bits(got) != math.Float32bits(want) {
+						t.Errorf("%s %d×%d blocks, row %d: %v, want the row kernel's %v", tc.typ, sh.rows, sh.nb, i, got, want)
+					}
+					continue
 				}
+				// Four rows at a time: the same integer sums, the float
+				// sums in another order.
+				exact, mag := refDot(dequantAll(t, tc.typ, row, n), xd)
+				checkClose(t, fmt.Sprintf("%s %d×%d blocks, row %d", tc.typ, sh.rows, sh.nb, i), got, exact, mag)
+			}
+			if out[sh.rows] != 42 {
+				t.Errorf("%s %d×%d blocks: wrote past its rows", tc.typ, sh.rows, sh.nb)
 			}
 		}
 	}
