@@ -73,3 +73,9 @@ func matVecQ5_0Q8_0VNNI(w, x *byte, nblocks int, out *float32, rows int)
 
 //go:noescape
 func matVecQ5_1Q8_0VNNI(w, x *byte, nblocks int, out *float32, rows int)
+
+// matVecIQ4_NLQ8_0VNNI is matVecQ4_0Q8_0VNNI for IQ4_NL weights, rows a
+// multiple of 4.
+//
+//go:noescape
+func matVecIQ4_NLQ8_0VNNI(w, x *byte, nblocks int, out *float32, rows int)

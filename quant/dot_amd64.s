@@ -931,7 +931,8 @@ done:
 	VFMADD231PS Y21, Y6, acc
 
 // Q5_0_ROW_TERM adds d·d(x)·Σ(q−16)·y of the block whose codes are in Y5
-// and whose d is at d to acc: Q5_0_BLOCK's term. Clobbers Y5, Y6.
+// and whose d is at d to acc: Q5_0_BLOCK's term, with the shared offset
+// term in Y3 (IQ4_NL's −128·Σy the same way). Clobbers Y5, Y6.
 #define Q5_0_ROW_TERM(d, acc) \
 	VMOVDQA Y3, Y6; \
 	VPDPBUSD Y2, Y5, Y6; \
@@ -1130,5 +1131,70 @@ row:
 	JNZ row
 
 end:
+	VZEROUPPER
+	RET
+
+// IQ4_NL's table (iq4_amd64.s's iq4tab) plus 128: unsigned codes for
+// VPDPBUSD, whose −128·Σy the shared term takes off again.
+DATA iq4utab<>+0(SB)/8, $0x766a5d4f3f2d1801
+DATA iq4utab<>+8(SB)/8, $0xf1d9c5b5a6998d81
+GLOBL iq4utab<>(SB), RODATA|NOPTR, $16
+
+// func matVecIQ4_NLQ8_0VNNI(w, x *byte, nblocks int, out *float32, rows int)
+//
+// matVecQ4_0Q8_0VNNI for IQ4_NL weights, rows a multiple of 4: the codes
+// are the table values + 128 (Y10), looked up by VPSHUFB, and the shared
+// term −128·Σy (Y9 bytes 0x80). The caller takes the rows past the last
+// four (MatVecRowsQ8_0).
+TEXT ·matVecIQ4_NLQ8_0VNNI(SB), NOSPLIT, $0-40
+	MOVQ w+0(FP), SI
+	MOVQ x+8(FP), R10
+	MOVQ nblocks+16(FP), R11
+	MOVQ out+24(FP), R8
+	MOVQ rows+32(FP), R9
+	SETUP_CONSTS
+	VBROADCASTI128 iq4utab<>(SB), Y10
+	MOVL $0x80808080, AX
+	VMOVD AX, X9
+	VPBROADCASTD X9, Y9
+	MOVQ R11, R12
+	IMULQ $18, R12 // row stride
+
+nlrows4:
+	CMPQ R9, $4
+	JL nlend
+	MATVEC4_START
+
+nlblocks4:
+	PREFETCHT0 (R14)
+	PREFETCHT0 64(R14)
+	ADDQ $72, R14
+	VMOVDQU 2(DI), Y2
+	VPXOR Y3, Y3, Y3
+	VPSUBB Y2, Y3, Y11
+	VPDPBUSD Y11, Y9, Y3
+	VPBROADCASTW (DI), X4
+	VCVTPH2PS X4, Y4
+	CODES_ROW(2(SI))
+	VPSHUFB Y5, Y10, Y5
+	Q5_0_ROW_TERM((SI), Y0)
+	CODES_ROW(2(SI)(R12*1))
+	VPSHUFB Y5, Y10, Y5
+	Q5_0_ROW_TERM((SI)(R12*1), Y1)
+	CODES_ROW(2(SI)(R12*2))
+	VPSHUFB Y5, Y10, Y5
+	Q5_0_ROW_TERM((SI)(R12*2), Y7)
+	CODES_ROW(2(R13))
+	VPSHUFB Y5, Y10, Y5
+	Q5_0_ROW_TERM((R13), Y8)
+	ADDQ $18, SI
+	ADDQ $18, R13
+	ADDQ $34, DI
+	DECQ CX
+	JNZ nlblocks4
+	MATVEC4_STORE
+	JMP nlrows4
+
+nlend:
 	VZEROUPPER
 	RET

@@ -30,3 +30,4 @@ func matVecQ5_1Q8_0AVX2(w, x *byte, nblocks int, out *float32, rows int) { panic
 func matVecQ4_1Q8_0VNNI(w, x *byte, nblocks int, out *float32, rows int) { panic("unreachable") }
 func matVecQ5_0Q8_0VNNI(w, x *byte, nblocks int, out *float32, rows int) { panic("unreachable") }
 func matVecQ5_1Q8_0VNNI(w, x *byte, nblocks int, out *float32, rows int) { panic("unreachable") }
+func matVecIQ4_NLQ8_0VNNI(w, x *byte, nblocks int, out *float32, rows int) { panic("unreachable") }

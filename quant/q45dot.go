@@ -88,9 +88,9 @@ func dotQ45Q8_0Generic(t Type, w, x []byte, nblocks int) float32 {
 // nblocks t blocks (Q4_1, Q5_0, Q5_1 or IQ4_NL) at w with the nblocks Q8_0
 // blocks of x to out: the decode step's matrix-vector product, the
 // arithmetic of DotQ4_1Q8_0 and the others a row, without a call a row.
-// With AVX512-VNNI, Q4_1, Q5_0 and Q5_1 go four rows at a time (each
-// activation block prepared once for four, the weights prefetched), with
-// the row kernels' integer sums and their float sums in another order.
+// With AVX512-VNNI, rows go four at a time (each activation block
+// prepared once for four, the weights prefetched), with the row kernels'
+// integer sums and their float sums in another order.
 func MatVecRowsQ8_0(t Type, w, x []byte, nblocks int, out []float32) {
 	var bb int
 	var kernel, vnni func(w, x *byte, nblocks int, out *float32, rows int)
@@ -113,6 +113,17 @@ func MatVecRowsQ8_0(t Type, w, x []byte, nblocks int, out []float32) {
 		return
 	}
 	if len(out) == 0 {
+		return
+	}
+	if useVNNI && t == IQ4_NL {
+		// Four rows at a time; the rest a row at a time.
+		n4 := len(out) &^ 3
+		if n4 > 0 {
+			matVecIQ4_NLQ8_0VNNI(&w[0], &x[0], nblocks, &out[0], n4)
+		}
+		if n4 < len(out) {
+			kernel(&w[n4*nblocks*bb], &x[0], nblocks, &out[n4], len(out)-n4)
+		}
 		return
 	}
 	if useVNNI && vnni != nil {

@@ -85,7 +85,7 @@ func TestMatVecRowsQ8_0(t *testing.T) {
 			for i := range sh.rows {
 				row := w[i*rb : (i+1)*rb]
 				got, want := out[i], tc.dot(row, x, sh.nb)
-				if !useVNNI || tc.typ == IQ4_NL {
+				if !useVNNI || tc.typ == IQ4_NL && i >= sh.rows&^3 {
 					// The row kernels' code, a row after another.
 					if math.Float32bits(got) != math.Float32bits(want) {
 						t.Errorf("%s %d×%d blocks, row %d: %v, want the row kernel's %v", tc.typ, sh.rows, sh.nb, i, got, want)
