@@ -21,13 +21,13 @@ func quantizeQ8_0AVX2(x *float32, dst *byte, nblocks int)                { panic
 func dotF32AVX2(a, b *float32, n int) float32                            { panic("unreachable") }
 func axpyAVX2(a float32, x, y *float32, n int)                           { panic("unreachable") }
 
-func dotQ4_1Q8_0AVX2(w, x *byte, nblocks int) float32                    { panic("unreachable") }
-func dotQ5_0Q8_0AVX2(w, x *byte, nblocks int) float32                    { panic("unreachable") }
-func dotQ5_1Q8_0AVX2(w, x *byte, nblocks int) float32                    { panic("unreachable") }
-func matVecQ4_1Q8_0AVX2(w, x *byte, nblocks int, out *float32, rows int) { panic("unreachable") }
-func matVecQ5_0Q8_0AVX2(w, x *byte, nblocks int, out *float32, rows int) { panic("unreachable") }
-func matVecQ5_1Q8_0AVX2(w, x *byte, nblocks int, out *float32, rows int) { panic("unreachable") }
-func matVecQ4_1Q8_0VNNI(w, x *byte, nblocks int, out *float32, rows int) { panic("unreachable") }
-func matVecQ5_0Q8_0VNNI(w, x *byte, nblocks int, out *float32, rows int) { panic("unreachable") }
-func matVecQ5_1Q8_0VNNI(w, x *byte, nblocks int, out *float32, rows int) { panic("unreachable") }
+func dotQ4_1Q8_0AVX2(w, x *byte, nblocks int) float32                      { panic("unreachable") }
+func dotQ5_0Q8_0AVX2(w, x *byte, nblocks int) float32                      { panic("unreachable") }
+func dotQ5_1Q8_0AVX2(w, x *byte, nblocks int) float32                      { panic("unreachable") }
+func matVecQ4_1Q8_0AVX2(w, x *byte, nblocks int, out *float32, rows int)   { panic("unreachable") }
+func matVecQ5_0Q8_0AVX2(w, x *byte, nblocks int, out *float32, rows int)   { panic("unreachable") }
+func matVecQ5_1Q8_0AVX2(w, x *byte, nblocks int, out *float32, rows int)   { panic("unreachable") }
+func matVecQ4_1Q8_0VNNI(w, x *byte, nblocks int, out *float32, rows int)   { panic("unreachable") }
+func matVecQ5_0Q8_0VNNI(w, x *byte, nblocks int, out *float32, rows int)   { panic("unreachable") }
+func matVecQ5_1Q8_0VNNI(w, x *byte, nblocks int, out *float32, rows int)   { panic("unreachable") }
 func matVecIQ4_NLQ8_0VNNI(w, x *byte, nblocks int, out *float32, rows int) { panic("unreachable") }
