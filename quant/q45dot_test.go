@@ -52,14 +52,18 @@ func TestDotQ45Q8_0(t *testing.T) {
 }
 
 // TestMatVecRowsQ8_0 checks the matrix-vector products of Q4_1, Q5_0,
-// Q5_1 and IQ4_NL rows against the row kernels, bit for bit: the same arithmetic, a
-// row at a time.
+// Q5_1 and IQ4_NL rows: the AVX2 kernels against the row kernels, bit for
+// bit (the same arithmetic, a row at a time), and the public function
+// (the VNNI kernels, four rows at a time, where present) against the
+// exact sums.
 func TestMatVecRowsQ8_0(t *testing.T) {
 	r := rand.New(rand.NewPCG(46, 46))
 	for _, tc := range []struct {
-		typ Type
-		dot func(w, x []byte, n int) float32
-	}{{Q4_1, DotQ4_1Q8_0}, {Q5_0, DotQ5_0Q8_0}, {Q5_1, DotQ5_1Q8_0}, {IQ4_NL, DotIQ4_NLQ8_0}} {
+		typ  Type
+		dot  func(w, x []byte, n int) float32
+		avx2 func(w, x *byte, nblocks int, out *float32, rows int)
+	}{{Q4_1, DotQ4_1Q8_0, matVecQ4_1Q8_0AVX2}, {Q5_0, DotQ5_0Q8_0, matVecQ5_0Q8_0AVX2},
+		{Q5_1, DotQ5_1Q8_0, matVecQ5_1Q8_0AVX2}, {IQ4_NL, DotIQ4_NLQ8_0, matVecIQ4_NLQ8_0AVX2}} {
 		for _, sh := range []struct{ rows, nb int }{{1, 1}, {3, 2}, {17, 7}, {64, 18}, {5, 48}} {
 			n := 32 * sh.nb
 			wf, xf := make([]float32, sh.rows*n), make([]float32, n)
@@ -77,28 +81,31 @@ func TestMatVecRowsQ8_0(t *testing.T) {
 			if err := Quantize(Q8_0, xf, x); err != nil {
 				t.Fatal(err)
 			}
+			rb := sh.nb * tc.typ.BlockBytes()
+			xd := dequantAll(t, Q8_0, x, n)
+			name := fmt.Sprintf("%s %d×%d blocks", tc.typ, sh.rows, sh.nb)
+			// The AVX2 kernel is the row kernels' code, a row after
+			// another: their bits.
+			if useAVX2 {
+				out := make([]float32, sh.rows)
+				tc.avx2(&w[0], &x[0], sh.nb, &out[0], sh.rows)
+				for i, got := range out {
+					if want := tc.dot(w[i*rb:(i+1)*rb], x, sh.nb); math.Float32bits(got) != math.Float32bits(want) {
+						t.Errorf("%s, AVX2 row %d: %v, want the row kernel's %v", name, i, got, want)
+					}
+				}
+			}
+			// The public one (four rows at a time with VNNI: the same
+			// integer sums, the float sums in another order).
 			out := make([]float32, sh.rows+1)
 			out[sh.rows] = 42 // must stay untouched
 			MatVecRowsQ8_0(tc.typ, w, x, sh.nb, out[:sh.rows])
-			rb := sh.nb * tc.typ.BlockBytes()
-			xd := dequantAll(t, Q8_0, x, n)
 			for i := range sh.rows {
-				row := w[i*rb : (i+1)*rb]
-				got, want := out[i], tc.dot(row, x, sh.nb)
-				if !useVNNI || tc.typ == IQ4_NL && i >= sh.rows&^3 {
-					// The row kernels' code, a row after another.
-					if math.Float32bits(got) != math.Float32bits(want) {
-						t.Errorf("%s %d×%d blocks, row %d: %v, want the row kernel's %v", tc.typ, sh.rows, sh.nb, i, got, want)
-					}
-					continue
-				}
-				// Four rows at a time: the same integer sums, the float
-				// sums in another order.
-				exact, mag := refDot(dequantAll(t, tc.typ, row, n), xd)
-				checkClose(t, fmt.Sprintf("%s %d×%d blocks, row %d", tc.typ, sh.rows, sh.nb, i), got, exact, mag)
+				exact, mag := refDot(dequantAll(t, tc.typ, w[i*rb:(i+1)*rb], n), xd)
+				checkClose(t, fmt.Sprintf("%s, row %d", name, i), out[i], exact, mag)
 			}
 			if out[sh.rows] != 42 {
-				t.Errorf("%s %d×%d blocks: wrote past its rows", tc.typ, sh.rows, sh.nb)
+				t.Errorf("%s: wrote past its rows", name)
 			}
 		}
 	}
