@@ -54,3 +54,22 @@ func hasAVX512VNNI() bool {
 	)
 	return ebx7&(avx512f|avx512bw|avx512vl) == avx512f|avx512bw|avx512vl && ecx7&vnni != 0
 }
+
+// hasAVX512F reports whether the CPU has AVX512F and AVX512VL (EVEX
+// encodings of YMM and XMM operations, for the registers above 15) and the
+// OS saves the AVX-512 state: what the ZMM float kernels need.
+func hasAVX512F() bool {
+	maxLeaf, _, _, _ := cpuid(0, 0)
+	if maxLeaf < 7 {
+		return false
+	}
+	if xcr0, _ := xgetbv(); xcr0&0xe6 != 0xe6 { // XMM, YMM, opmask, ZMM state
+		return false
+	}
+	_, ebx7, _, _ := cpuid(7, 0)
+	const (
+		avx512f  = 1 << 16
+		avx512vl = 1 << 31
+	)
+	return ebx7&(avx512f|avx512vl) == avx512f|avx512vl
+}

@@ -2,7 +2,18 @@
 
 package quant
 
+// useAVX512 selects the ZMM kernels of f32_amd64.s (MatMulFloat's).
+var useAVX512 = useAVX2 && hasAVX512F()
+
 // The float32 kernels in f32_amd64.s; their Go callers check the lengths.
+
+// matMulF32TAVX512 sets c[i*ldc+j] = Σ_l a[i*lda+l]·b[j*ldb+l] for i < m
+// and j < 4 (strides in elements, k > 0 a multiple of 16, m > 0), and
+// prefetches 8·k bytes from pf (four F16 or BF16 rows of k) while it
+// computes the first six rows.
+//
+//go:noescape
+func matMulF32TAVX512(a *float32, lda int, b *float32, ldb int, k int, c *float32, ldc int, m int, pf *byte)
 
 // matMulF32AVX2 computes rows 0-3 of C = A·B for tiles×16 columns (see
 // MatMulF32; strides in elements, k > 0), adding to C when accumulate is 1.

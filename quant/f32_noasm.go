@@ -2,8 +2,14 @@
 
 package quant
 
-// Stubs for the kernels of f32_amd64.s; with useAVX2 false they are never
-// called.
+// Stubs for the kernels of f32_amd64.s; with useAVX2 and useAVX512 false
+// they are never called.
+
+const useAVX512 = false
+
+func matMulF32TAVX512(a *float32, lda int, b *float32, ldb int, k int, c *float32, ldc int, m int, pf *byte) {
+	panic("unreachable")
+}
 
 func matMulF32AVX2(a *float32, lda int, b *float32, ldb int, k int, c *float32, ldc int, tiles int, accumulate int) {
 	panic("unreachable")

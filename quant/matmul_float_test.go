@@ -1,0 +1,124 @@
+package quant
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+// randFloatRows returns rows×cols random values of type t as tensor bytes
+// and as the float32 values they hold.
+func randFloatRows(rng *rand.Rand, t Type, rows, cols int) ([]byte, []float32) {
+	w := make([]byte, rows*cols*t.BlockBytes())
+	v := make([]float32, rows*cols)
+	for i := range v {
+		f := float32(rng.NormFloat64())
+		switch t {
+		case F32:
+			binary.LittleEndian.PutUint32(w[4*i:], math.Float32bits(f))
+		case F16:
+			h := F32ToF16(f)
+			binary.LittleEndian.PutUint16(w[2*i:], h)
+			f = F16ToF32(h)
+		case BF16:
+			h := F32ToBF16(f)
+			binary.LittleEndian.PutUint16(w[2*i:], h)
+			f = BF16ToF32(h)
+		}
+		v[i] = f
+	}
+	return w, v
+}
+
+// TestMatMulFloat multiplies random float rows by random tokens, for row,
+// column and token counts on and off the kernel's tiles (4 rows, 16
+// columns, 6 tokens), several scratch sizes and output strides wider than
+// the rows, and checks every result against a float64 product and that
+// out is untouched elsewhere.
+func TestMatMulFloat(t *testing.T) {
+	rng := rand.New(rand.NewPCG(72, 73))
+	for _, typ := range []Type{F32, F16, BF16} {
+		for _, rows := range []int{1, 3, 4, 5, 8, 13, 16, 36} {
+			for _, cols := range []int{7, 16, 48, 256} {
+				for _, tokens := range []int{1, 2, 3, 4, 5, 6, 7, 11, 12, 13, 64} {
+					scratchRows := []int{4, 9, 16}[rng.IntN(3)]
+					outStride := rows + rng.IntN(3)
+					at := fmt.Sprintf("%v %d rows × %d columns × %d tokens (scratch %d rows, stride %d)",
+						typ, rows, cols, tokens, scratchRows, outStride)
+					w, wv := randFloatRows(rng, typ, rows, cols)
+					x := randF32(rng, tokens*cols)
+					out := randF32(rng, tokens*outStride+3)
+					out0 := append([]float32(nil), out...)
+					MatMulFloat(typ, w, cols, rows, x, tokens, out, outStride, make([]float32, scratchRows*cols))
+					for i := 0; i < tokens; i++ {
+						for r := 0; r < outStride; r++ {
+							got := out[i*outStride+r]
+							if r >= rows {
+								if got != out0[i*outStride+r] {
+									t.Fatalf("%s: out[%d][%d] outside the result changed", at, i, r)
+								}
+								continue
+							}
+							var want, mag float64
+							for l := 0; l < cols; l++ {
+								p := float64(wv[r*cols+l]) * float64(x[i*cols+l])
+								want += p
+								mag += math.Abs(p)
+							}
+							checkClose(t, fmt.Sprintf("%s: out[%d][%d]", at, i, r), got, want, mag)
+						}
+					}
+					for i := tokens * outStride; i < len(out); i++ {
+						if out[i] != out0[i] {
+							t.Fatalf("%s: wrote past the last token", at)
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+func TestMatMulFloatPanics(t *testing.T) {
+	w, x, out, sc := make([]byte, 4*16*2), make([]float32, 8*16), make([]float32, 8*4), make([]float32, 4*16)
+	cases := map[string]func(){
+		"type":          func() { MatMulFloat(Q8_0, w, 16, 4, x, 8, out, 4, sc) },
+		"short w":       func() { MatMulFloat(F16, w[:127], 16, 4, x, 8, out, 4, sc) },
+		"short x":       func() { MatMulFloat(F16, w, 16, 4, x[:127], 8, out, 4, sc) },
+		"short out":     func() { MatMulFloat(F16, w, 16, 4, x, 8, out[:31], 4, sc) },
+		"narrow stride": func() { MatMulFloat(F16, w, 16, 4, x, 8, out, 3, sc) },
+		"short scratch": func() { MatMulFloat(F16, w, 16, 4, x, 8, out, 4, sc[:63]) },
+		"no columns":    func() { MatMulFloat(F16, w, 0, 4, x, 8, out, 4, sc) },
+	}
+	for name, f := range cases {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("%s: no panic", name)
+				}
+			}()
+			f()
+		}()
+	}
+}
+
+// BenchmarkMatMulFloat is SmolLM-135M's largest products over a 64-token
+// batch: 1536 F16 rows of 576 columns (gate, up) and 576 of 1536 (down).
+func BenchmarkMatMulFloat(b *testing.B) {
+	for _, sh := range []struct{ rows, cols int }{{1536, 576}, {576, 1536}} {
+		b.Run(fmt.Sprintf("%dx%d", sh.rows, sh.cols), func(b *testing.B) {
+			rng := rand.New(rand.NewPCG(1, 2))
+			const tokens = 64
+			w, _ := randFloatRows(rng, F16, sh.rows, sh.cols)
+			x := randF32(rng, tokens*sh.cols)
+			out := make([]float32, tokens*sh.rows)
+			sc := make([]float32, 4*sh.cols)
+			b.SetBytes(int64(2 * sh.rows * sh.cols * tokens)) // FLOPs, reported as MB/s
+			for b.Loop() {
+				MatMulFloat(F16, w, sh.cols, sh.rows, x, tokens, out, sh.rows, sc)
+			}
+		})
+	}
+}
