@@ -21,3 +21,5 @@ func dotF16F32AVX2(w *uint16, x *float32, n int) float32  { panic("unreachable")
 func dotBF16F32AVX2(w *uint16, x *float32, n int) float32 { panic("unreachable") }
 func widenF16AVX2(w *uint16, dst *float32, n int)         { panic("unreachable") }
 func widenBF16AVX2(w *uint16, dst *float32, n int)        { panic("unreachable") }
+func widenF16AVX512(w *uint16, dst *float32, n int)       { panic("unreachable") }
+func widenBF16AVX512(w *uint16, dst *float32, n int)      { panic("unreachable") }

@@ -73,10 +73,18 @@ func MatMulFloat(t Type, w []byte, cols, rows int, x []float32, tokens int, out 
 }
 
 // widenRows returns the float32 values of the float rows in src: src
-// itself for F32, otherwise dst widened from it.
+// itself for F32, otherwise dst widened from it (len(dst) a multiple of 16
+// where useAVX512 is set, as MatMulFloat's kernel path has it).
 func widenRows(t Type, src []byte, dst []float32) []float32 {
-	if t == F32 {
+	switch {
+	case t == F32:
 		return unsafe.Slice((*float32)(unsafe.Pointer(&src[0])), len(src)/4)
+	case useAVX512 && t == F16:
+		widenF16AVX512((*uint16)(unsafe.Pointer(&src[0])), &dst[0], len(dst))
+		return dst
+	case useAVX512:
+		widenBF16AVX512((*uint16)(unsafe.Pointer(&src[0])), &dst[0], len(dst))
+		return dst
 	}
 	if err := Widen(t, src, dst); err != nil {
 		panic(err) // MatMulFloat checked the type and sizes
