@@ -22,8 +22,9 @@ type activations struct {
 	// cleared.
 	hasQ8, hasQ8K bool
 	// f32T is the batch transposed, n × tPad (tokens zero-padded to a
-	// multiple of 16), for the float weights' tiled products; hasT says it
-	// is current (cleared with q8ok).
+	// multiple of 16), for the float weights' tiled products where there
+	// is no quant.MatMulFloat kernel; hasT says it is current (cleared
+	// with q8ok).
 	f32T []float32
 	hasT bool
 }
