@@ -152,7 +152,7 @@ labeldone: \
 // streams: without this the kernel ran at half speed from DRAM.
 //
 // PFDIST covers DRAM latency at the kernels' consumption rate with room to
-// spare. Measured on this machine kind (2 Zen 4 cores) on Llama-1B Q4_K_M's
+// spare. Measured on this machine kind (2 Zen 5 cores) on Llama-1B Q4_K_M's
 // 279 MB Q8_0 head, both cores, GB/s: 4096 23.5–24.6, 32768 38.4–39.9; on
 // a synthetic matrix of that size, one core / two: 1024 10.6 / 20.7, 4096
 // 12.2 / 23.7, 8192 18.2 / 36.4, 16384 20–21 / 40–44, 32768 21.6 / 44,

@@ -93,9 +93,10 @@ store:
 // The ZMM kernel matMulF32TAVX512 multiplies rows of A by four rows of B,
 // both along k: C = A·Bᵀ. Z24-Z27 hold 16 floats of each row of B, and each
 // row of A takes a register of accumulators per row of B (Z0-Z23 for six
-// rows), summed across their lanes once at the end. Zen 4 runs a ZMM FMA
-// as two halves, so the gain over YMM tiles is in instructions and loads:
-// 10 loads for 24 FMAs of 16 lanes, against 6 for 8 of 8 in matMulF32AVX2.
+// rows), summed across their lanes once at the end: 10 loads for 24 FMAs
+// of 16 lanes, against 6 for 8 of 8 in matMulF32AVX2 (Zen 4 runs a ZMM FMA
+// as two halves, so there the gain is in instructions and loads; Zen 5,
+// this machine kind, has full-width ZMM FMAs).
 
 // F32T_LOADB loads the four rows of B at column block off.
 #define F32T_LOADB \
