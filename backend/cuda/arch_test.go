@@ -79,23 +79,30 @@ func TestArchsMatchCPU(t *testing.T) {
 }
 
 // TestPostNormsInActQ8 checks the post-normed families, whose branches
-// join the stream in act_q8_post on the wide models' shapes (act_q8, the
-// split FFN: recordStep), against the CPU engine on a model whose rows fit
-// the K-quants, and against the same step with the post-norms in
+// join the stream in act_q8_post on the wide models' shapes (act_q8; the
+// FFN split, or fused, where it stages and the attention's branch joins in
+// postnorm's kernel: recordStep), against the CPU engine on a model whose
+// rows fit the K-quants, and against the same step with the post-norms in
 // postnorm's kernel, which must give the same bits: act_q8_post computes
 // what postnorm and act_q8 did, in the same order.
 func TestPostNormsInActQ8(t *testing.T) {
 	skipWithoutGPU(t)
-	wide := func(tu *tuning) {
-		tu.ffnSplit, tu.ffn, tu.attnOBlocks, tu.attnWarpsLong = true, ffnShape{32, 2}, 8, 4
-		tu.qkvWarps, tu.act8, tu.logitsPerSM, tu.logitsWide = 8, true, 3, true
+	for _, split := range []bool{true, false} {
+		wide := func(tu *tuning) {
+			tu.ffnSplit, tu.ffn, tu.attnOBlocks, tu.attnWarpsLong = split, ffnShape{32, 2}, 8, 4
+			tu.qkvWarps, tu.act8, tu.logitsPerSM, tu.logitsWide = 8, true, 3, true
+		}
+		testPostNormsInActQ8(t, split, wide)
 	}
+}
+
+func testPostNormsInActQ8(t *testing.T, split bool, wide func(*tuning)) {
 	for _, arch := range []string{"gemma2", "gemma3", "olmo2"} {
 		shape := synth.Presets["test-256"]
 		shape.Arch, shape.Layers = arch, 4
 		for _, o := range []synth.Options{q4KMLike(shape, 7), {Shape: shape, Type: quant.Q8_0, EmbedType: quant.Q8_0, Seed: 7},
 			{Shape: shape, Type: quant.Q4_0, EmbedType: quant.Q8_0, Seed: 7}} {
-			t.Run(fmt.Sprintf("%s/%s", arch, o.Type), func(t *testing.T) {
+			t.Run(fmt.Sprintf("%s/%s/split=%v", arch, o.Type, split), func(t *testing.T) {
 				m := genModelWith(t, o)
 				worst := compareWithCPU(t, m, 40, 6e-2, 13, wide)
 				t.Logf("worst logits relative error over 40 steps %.3g", worst)

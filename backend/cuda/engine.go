@@ -739,6 +739,10 @@ func (s *weightStage) layer(i int, m *model.Model, dst *layerWeights) error {
 	s.optVector(&dst.kNorm, src.KNorm)
 	s.optVector(&dst.attnPost, src.AttnPostNorm)
 	s.optVector(&dst.ffnPost, src.FFNPostNorm)
+	if (src.AttnPostNorm == nil) != (src.FFNPostNorm == nil) {
+		// recordStep's branch buffers take the two joins in turn.
+		return fmt.Errorf("cuda: layer %d has one post-norm of two", i)
+	}
 	qkv, err := s.group(&src.Wq, &src.Wk, &src.Wv)
 	if err != nil {
 		return err
@@ -819,7 +823,7 @@ func (b *Backend) allocState() error {
 		{&b.partAcc, acc}, {&b.partML, ml}, {&b.partV, parts}, {&b.partI, parts}, {&b.x8, act8Words(c.Dim)},
 		{&b.ropeCS, len(rope)}, {&b.localRopeCS, len(localRope)}, {&b.temp, len(temp)},
 		// Zeroed below: counters, the poison word, the penalty history and
-		// the post-norms' branches (recordStep zeroes each after reading).
+		// the post-norms' branches (zero between steps: recordStep).
 		{&b.pos, 1}, {&b.next, 2}, {&b.ticket, 1}, {&b.attnTickets, 2 * c.NumHeads}, {&b.poison, 1}, {&b.best, 1}, {&b.params, spWords},
 		{&b.hist, 2 + b.ctxLen}, {&b.counts, c.VocabSize}, {&b.branch[0], branchWords}, {&b.branch[1], branchWords},
 		// Zeroed too: the halves of its last block past FFNDim are never
@@ -886,9 +890,12 @@ func (b *Backend) allocState() error {
 //     normalized, before the next kernel reads it: in act_q8_post, with
 //     the int8 activations that kernel needs anyway (postArgs), or else in
 //     postnorm's kernel. The FFN's joins in the next layer's, except after
-//     the last layer and in debug mode (afterLayer checks each layer's
-//     output). act_q8_post cannot zero the branch it reads, so each join
-//     zeroes the other branch, whose reader is done.
+//     the last layer, in debug mode (afterLayer checks each layer's
+//     output) and with tuning.postApart. act_q8_post cannot zero the
+//     branch it reads, so each join zeroes the other branch, whose reader
+//     is done: branch[0] is zero before every attention and branch[1]
+//     before every FFN, and since every step ends in postnorm's kernel,
+//     which zeroes both, both are zero between steps.
 func (b *Backend) recordStep(l *launcher, k stepKind, afterLayer func(i int) error) error {
 	c := &b.cfg
 	blk := &c.Block
@@ -926,11 +933,9 @@ func (b *Backend) recordStep(l *launcher, k stepKind, afterLayer func(i int) err
 				return err
 			}
 		}
-		// The post-normed families sum each branch into its own buffer.
-		post := ly.attnPost != 0 && ly.ffnPost != 0
-		if !post && (ly.attnPost != 0 || ly.ffnPost != 0) {
-			return fmt.Errorf("cuda: layer %d has one post-norm of two", i)
-		}
+		// The post-normed families sum each branch into its own buffer
+		// (both or neither: weightStage.layer).
+		post := ly.attnPost != 0
 		attnOut, attnRS := cur, blk.ResidualScale
 		if post {
 			attnOut, attnRS = b.branch[0], 1
@@ -954,8 +959,7 @@ func (b *Backend) recordStep(l *launcher, k stepKind, afterLayer func(i int) err
 			fa.out, fa.noCarry, fa.rs = b.branch[1], true, 1
 		}
 		if b.tune.postApart && fa.post != nil {
-			p := fa.post
-			if err := l.postnorm(p.branch, p.base, cur, p.w, p.eps, p.rs, c.Dim, p.poison, p.clear); err != nil {
+			if err := l.join(fa.post, cur, c.Dim); err != nil {
 				return err
 			}
 			fa.post = nil
@@ -973,9 +977,12 @@ func (b *Backend) recordStep(l *launcher, k stepKind, afterLayer func(i int) err
 		if post {
 			p := &postArgs{branch: b.branch[1], base: cur, w: ly.ffnPost, eps: c.RMSEps, rs: blk.ResidualScale,
 				clear: b.branch[0], poison: b.poison}
+			// Deferred, p's base (cur) was last written by this layer's
+			// attention join, two or more launches before the next QKV
+			// step's act_q8_post (postArgs).
 			if i+1 < len(b.layers) && afterLayer == nil && !b.tune.postApart {
 				ffnPost = p
-			} else if err := l.postnorm(p.branch, p.base, next, p.w, p.eps, p.rs, c.Dim, p.poison, p.clear); err != nil {
+			} else if err := l.join(p, next, c.Dim); err != nil {
 				return err
 			}
 		}

@@ -185,7 +185,7 @@ type qkvArgs struct {
 	// runs first, and the kernel stages nothing.
 	x8 cu.DevicePtr
 	// post, when set, is the previous branch's post-norm, which joins the
-	// stream res before the kernel reads it (prePost).
+	// stream res before the kernel reads it (launcher.actQ8).
 	post *postArgs
 }
 
@@ -232,7 +232,7 @@ func act8Words(k int) int { return 13 * ((k + 31) / 32) }
 func (l *launcher) actQ8(f *cu.Function, x8, res, normW cu.DevicePtr, k, staged int, post *postArgs) (cu.DevicePtr, int, error) {
 	if x8 == 0 || !l.k.int8[f] {
 		if post != nil {
-			if err := l.postnorm(post.branch, post.base, res, post.w, post.eps, post.rs, k, post.poison, post.clear); err != nil {
+			if err := l.join(post, res, k); err != nil {
 				return 0, 0, err
 			}
 		}
@@ -342,6 +342,12 @@ func (l *launcher) qkNorm(a qkNormArgs) error {
 	return l.launch(l.k.qkNorm, cu.Dim(groups), threads, 0, cu.Args{
 		a.q, a.kCache, a.pos, i32(a.ctxMax), i32(a.nHead), i32(a.nKV), i32(a.headDim), b32(a.full), a.qw, a.kw, a.eps,
 		a.ropeCS, i32(a.ropeDim), b32(a.neox), a.temp})
+}
+
+// join has postnorm's kernel add p's branch, normed, to p.base into out
+// (k elements), zeroing the branch and p.clear.
+func (l *launcher) join(p *postArgs, out cu.DevicePtr, k int) error {
+	return l.postnorm(p.branch, p.base, out, p.w, p.eps, p.rs, k, p.poison, p.clear)
 }
 
 // b32 is a kernel's int flag.
