@@ -236,6 +236,13 @@ func dotQ6_KQ8_KGeneric(w, x []byte, nblocks int) float32 {
 // nblocks Q8_K blocks of x.
 func DotQ3_KQ8_K(w, x []byte, nblocks int) float32 {
 	checkDotK("DotQ3_KQ8_K", len(w), q3_KBytes, len(x), nblocks)
+	if useAVX2 && nblocks > 0 {
+		return dotQ3KRowAVX2(&w[0], &x[0], nblocks)
+	}
+	return dotQ3_KQ8_KGeneric(w, x, nblocks)
+}
+
+func dotQ3_KQ8_KGeneric(w, x []byte, nblocks int) float32 {
 	var sum float32
 	for i := 0; i < nblocks; i++ {
 		b := (*[q3_KBytes]byte)(w[i*q3_KBytes:])
@@ -268,6 +275,13 @@ func DotQ3_KQ8_K(w, x []byte, nblocks int) float32 {
 // nblocks Q8_K blocks of x.
 func DotQ2_KQ8_K(w, x []byte, nblocks int) float32 {
 	checkDotK("DotQ2_KQ8_K", len(w), q2_KBytes, len(x), nblocks)
+	if useAVX2 && nblocks > 0 {
+		return dotQ2KRowAVX2(&w[0], &x[0], nblocks)
+	}
+	return dotQ2_KQ8_KGeneric(w, x, nblocks)
+}
+
+func dotQ2_KQ8_KGeneric(w, x []byte, nblocks int) float32 {
 	var sum float32
 	for i := 0; i < nblocks; i++ {
 		b := (*[q2_KBytes]byte)(w[i*q2_KBytes:])
@@ -360,7 +374,7 @@ func MatMulKQ8_K(typ Type, w []byte, nblocks, rows int, x []byte, tokens int, ou
 		matMulKVNNI(typ, w, nblocks, rows, x, tokens, out, outStride)
 		return
 	}
-	if useAVX2 && (typ == Q4_K || typ == Q5_K || typ == Q6_K) {
+	if useAVX2 && typ != IQ4_XS {
 		matMulKAVX2(typ, w, nblocks, rows, x, tokens, out, outStride)
 		return
 	}

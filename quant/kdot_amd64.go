@@ -57,3 +57,19 @@ func matVecQ5KAVX2(w, x *byte, nblocks int, out *float32, rows int)
 
 //go:noescape
 func matVecQ6KAVX2(w, x *byte, nblocks int, out *float32, rows int)
+
+// dotQ2KRowAVX2 and dotQ3KRowAVX2 are dotQ4KRowAVX2 for Q2_K and Q3_K.
+//
+//go:noescape
+func dotQ2KRowAVX2(w, x *byte, nblocks int) float32
+
+//go:noescape
+func dotQ3KRowAVX2(w, x *byte, nblocks int) float32
+
+// matVecQ2KAVX2 and matVecQ3KAVX2 are matVecQ4KAVX2 for Q2_K and Q3_K.
+//
+//go:noescape
+func matVecQ2KAVX2(w, x *byte, nblocks int, out *float32, rows int)
+
+//go:noescape
+func matVecQ3KAVX2(w, x *byte, nblocks int, out *float32, rows int)

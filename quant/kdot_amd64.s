@@ -874,3 +874,240 @@ TEXT ·matVecQ6KAVX2(SB), NOSPLIT, $0-40
 	Q6K_ROW_CONSTS
 	ADDQ $4, R15
 	MATVEC_ROWS(Q6K_ROW_BLOCK, HSUM8(Y12, X12), Y12, X12, nblocks+16(FP), q6mvrow, q6mvloop)
+
+// Q2_K and Q3_K: the codes of sub-blocks 16·(8h+2t) and 16·(8h+2t)+16 are
+// bit pair t of the 32 qs bytes of half h, one sub-block a 128-bit lane,
+// so a row of 32 codes takes VPMADDUBSW once against the activations and
+// VPMADDWD once against int16 scales laid out as (sc[j] in the low lane,
+// sc[j+1] in the high lane). evenOdd puts the even scales in the low eight
+// bytes and the odd ones in the high eight, so that after widening to
+// int16 shufK4's pattern 4h+t picks exactly that pair. The scales' other
+// term, the min (Q2_K) or the −4 of a clear high bit (Q3_K), is a sum over
+// sub-blocks of the scale times Σy, which one VPMADDWD against the Q8_K
+// block's bsums gives for the whole super-block.
+DATA evenOdd<>+0x00(SB)/8, $0x0e0c0a0806040200
+DATA evenOdd<>+0x08(SB)/8, $0x0f0d0b0907050301
+GLOBL evenOdd<>(SB), RODATA|NOPTR, $16
+
+// K23_SUB adds the scaled sums of the codes in Y1 (sub-blocks 8h+2t,
+// 8h+2t+1) against the activations at DI to Y0. Y3 holds the scales in
+// evenOdd order. Clobbers Y1, Y4.
+#define K23_SUB(h, t) \
+	VPMADDUBSW (4+128*h+32*t)(DI), Y1, Y1; \
+	VPSHUFB shufK4<>+(32*(4*h+t))(SB), Y3, Y4; \
+	VPMADDWD Y4, Y1, Y1; \
+	VPADDD Y1, Y0, Y0
+
+// Q2K_ROW_CONSTS sets Y15 to bytes 0x0f, Y14 to bytes 0x03 and Y13 to the
+// evenOdd pattern, and zeroes the float accumulator Y10. Clobbers AX.
+#define Q2K_ROW_CONSTS \
+	MOVL $0x0f0f0f0f, AX; \
+	VMOVD AX, X15; \
+	VPBROADCASTD X15, Y15; \
+	MOVL $0x03030303, AX; \
+	VMOVD AX, X14; \
+	VPBROADCASTD X14, Y14; \
+	VMOVDQU evenOdd<>(SB), X13; \
+	VXORPS Y10, Y10, Y10
+
+// Q2K_CODES sets Y1 to bit pair t of the qs bytes in Y7.
+#define Q2K_CODES(t) \
+	VPSRLW $(2*t), Y7, Y1; \
+	VPAND Y14, Y1, Y1
+
+// Q2K_HALF adds half h of the super-block at SI.
+#define Q2K_HALF(h) \
+	VMOVDQU (16+32*h)(SI), Y7; \
+	VPAND Y14, Y7, Y1; \
+	K23_SUB(h, 0); \
+	Q2K_CODES(1); \
+	K23_SUB(h, 1); \
+	Q2K_CODES(2); \
+	K23_SUB(h, 2); \
+	Q2K_CODES(3); \
+	K23_SUB(h, 3)
+
+// Q2K_ROW_BLOCK adds x.d·(d·Σ sc·Σq·y − dmin·Σ m·Σy) for the Q2_K
+// super-block at SI and the Q8_K block at DI to Y10 and advances both.
+// Clobbers Y0-Y9.
+#define Q2K_ROW_BLOCK \
+	VMOVDQU (SI), X3; \
+	VPSRLW $4, X3, X5; \
+	VPAND X15, X5, X5; \
+	VPMOVZXBW X5, Y5; \
+	VPAND X15, X3, X3; \
+	VPSHUFB X13, X3, X3; \
+	VPMOVZXBW X3, Y3; \
+	VPXOR Y0, Y0, Y0; \
+	Q2K_HALF(0); \
+	Q2K_HALF(1); \
+	VPMADDWD 260(DI), Y5, Y5; \
+	VCVTDQ2PS Y0, Y0; \
+	VCVTDQ2PS Y5, Y5; \
+	VBROADCASTSS (DI), Y8; \
+	VPBROADCASTW 80(SI), X7; \
+	VCVTPH2PS X7, Y7; \
+	VMULPS Y8, Y7, Y7; \
+	VFMADD231PS Y7, Y0, Y10; \
+	VPBROADCASTW 82(SI), X9; \
+	VCVTPH2PS X9, Y9; \
+	VMULPS Y8, Y9, Y9; \
+	VFNMADD231PS Y9, Y5, Y10; \
+	ADDQ $84, SI; \
+	ADDQ $292, DI
+
+// Q3K_ROW_CONSTS sets Y15 to bytes 0x03, Y14 to bytes 0x04, Y13 to the
+// evenOdd pattern and Y12 to bytes 32, and zeroes the float accumulator
+// Y10. Clobbers AX.
+#define Q3K_ROW_CONSTS \
+	MOVL $0x03030303, AX; \
+	VMOVD AX, X15; \
+	VPBROADCASTD X15, Y15; \
+	MOVL $0x04040404, AX; \
+	VMOVD AX, X14; \
+	VPBROADCASTD X14, Y14; \
+	VMOVDQU evenOdd<>(SB), X13; \
+	MOVL $0x20202020, AX; \
+	VMOVD AX, X12; \
+	VPBROADCASTD X12, Y12; \
+	VXORPS Y10, Y10, Y10
+
+// Q3K_UNPACK leaves the 16 scales of the block at SI, less 32, as int16
+// in Y5 (in order) and Y3 (evenOdd order): the low nibbles are those of
+// bytes 0-7, the high bit pairs those of bytes 8-11, as q3KScales reads
+// them, assembled a dword of four scales at a time. Clobbers AX, BX, DX,
+// R8-R11.
+#define Q3K_UNPACK \
+	MOVL 96(SI), AX; \
+	MOVL 100(SI), BX; \
+	MOVL 104(SI), DX; \
+	MOVL AX, R8; \
+	ANDL $0x0f0f0f0f, R8; \
+	MOVL DX, R9; \
+	ANDL $0x03030303, R9; \
+	SHLL $4, R9; \
+	ORL R9, R8; \
+	MOVL BX, R9; \
+	ANDL $0x0f0f0f0f, R9; \
+	MOVL DX, R10; \
+	SHLL $2, R10; \
+	ANDL $0x30303030, R10; \
+	ORL R10, R9; \
+	SHRL $4, AX; \
+	ANDL $0x0f0f0f0f, AX; \
+	MOVL DX, R10; \
+	ANDL $0x30303030, R10; \
+	ORL AX, R10; \
+	SHRL $4, BX; \
+	ANDL $0x0f0f0f0f, BX; \
+	MOVL DX, R11; \
+	SHRL $2, R11; \
+	ANDL $0x30303030, R11; \
+	ORL BX, R11; \
+	VMOVD R8, X3; \
+	VPINSRD $1, R9, X3, X3; \
+	VPINSRD $2, R10, X3, X3; \
+	VPINSRD $3, R11, X3, X3; \
+	VPSUBB X12, X3, X3; \
+	VPMOVSXBW X3, Y5; \
+	VPSHUFB X13, X3, X3; \
+	VPMOVSXBW X3, Y3
+
+// Q3K_CODES sets Y1 to bit pair t of the qs bytes in Y7 with high bit
+// 4h+t of the hmask bytes in Y6 as its bit 2, shifted there by hop $hn.
+// Clobbers Y2.
+#define Q3K_CODES(t, hop, hn) \
+	VPSRLW $(2*t), Y7, Y1; \
+	VPAND Y15, Y1, Y1; \
+	hop $hn, Y6, Y2; \
+	VPAND Y14, Y2, Y2; \
+	VPOR Y2, Y1, Y1
+
+// Q3K_ROW_BLOCK adds x.d·d·Σ (sc−32)·(Σq·y − 4·Σy), q = low bits + 4·high
+// bit, for the Q3_K super-block at SI and the Q8_K block at DI to Y10 and
+// advances both. Clobbers Y0-Y9.
+#define Q3K_ROW_BLOCK \
+	Q3K_UNPACK; \
+	VMOVDQU (SI), Y6; \
+	VPXOR Y0, Y0, Y0; \
+	VMOVDQU 32(SI), Y7; \
+	Q3K_CODES(0, VPSLLW, 2); \
+	K23_SUB(0, 0); \
+	Q3K_CODES(1, VPSLLW, 1); \
+	K23_SUB(0, 1); \
+	Q3K_CODES(2, VPSRLW, 0); \
+	K23_SUB(0, 2); \
+	Q3K_CODES(3, VPSRLW, 1); \
+	K23_SUB(0, 3); \
+	VMOVDQU 64(SI), Y7; \
+	Q3K_CODES(0, VPSRLW, 2); \
+	K23_SUB(1, 0); \
+	Q3K_CODES(1, VPSRLW, 3); \
+	K23_SUB(1, 1); \
+	Q3K_CODES(2, VPSRLW, 4); \
+	K23_SUB(1, 2); \
+	Q3K_CODES(3, VPSRLW, 5); \
+	K23_SUB(1, 3); \
+	VPMADDWD 260(DI), Y5, Y5; \
+	VPSLLD $2, Y5, Y5; \
+	VPSUBD Y5, Y0, Y0; \
+	VCVTDQ2PS Y0, Y0; \
+	VBROADCASTSS (DI), Y8; \
+	VPBROADCASTW 108(SI), X7; \
+	VCVTPH2PS X7, Y7; \
+	VMULPS Y8, Y7, Y7; \
+	VFMADD231PS Y7, Y0, Y10; \
+	ADDQ $110, SI; \
+	ADDQ $292, DI
+
+// func dotQ2KRowAVX2(w, x *byte, nblocks int) float32
+TEXT ·dotQ2KRowAVX2(SB), NOSPLIT, $0-28
+	MOVQ w+0(FP), SI
+	MOVQ x+8(FP), DI
+	MOVQ nblocks+16(FP), CX
+	Q2K_ROW_CONSTS
+	TESTQ CX, CX
+	JLE q2rdone
+q2rloop:
+	Q2K_ROW_BLOCK
+	DECQ CX
+	JNZ q2rloop
+q2rdone:
+	ROW_RESULT
+	MOVSS X10, ret+24(FP)
+	RET
+
+// func dotQ3KRowAVX2(w, x *byte, nblocks int) float32
+TEXT ·dotQ3KRowAVX2(SB), NOSPLIT, $0-28
+	MOVQ w+0(FP), SI
+	MOVQ x+8(FP), DI
+	MOVQ nblocks+16(FP), CX
+	Q3K_ROW_CONSTS
+	TESTQ CX, CX
+	JLE q3rdone
+q3rloop:
+	Q3K_ROW_BLOCK
+	DECQ CX
+	JNZ q3rloop
+q3rdone:
+	ROW_RESULT
+	MOVSS X10, ret+24(FP)
+	RET
+
+// func matVecQ2KAVX2(w, x *byte, nblocks int, out *float32, rows int)
+TEXT ·matVecQ2KAVX2(SB), NOSPLIT, $0-40
+	MOVQ w+0(FP), SI
+	MOVQ x+8(FP), R15
+	MOVQ out+24(FP), R13
+	MOVQ rows+32(FP), R14
+	Q2K_ROW_CONSTS
+	MATVEC_ROWS(Q2K_ROW_BLOCK, HSUM8(Y10, X10), Y10, X10, nblocks+16(FP), q2mvrow, q2mvloop)
+
+// func matVecQ3KAVX2(w, x *byte, nblocks int, out *float32, rows int)
+TEXT ·matVecQ3KAVX2(SB), NOSPLIT, $0-40
+	MOVQ w+0(FP), SI
+	MOVQ x+8(FP), R15
+	MOVQ out+24(FP), R13
+	MOVQ rows+32(FP), R14
+	Q3K_ROW_CONSTS
+	MATVEC_ROWS(Q3K_ROW_BLOCK, HSUM8(Y10, X10), Y10, X10, nblocks+16(FP), q3mvrow, q3mvloop)

@@ -1,13 +1,15 @@
 package quant
 
-// matMulKAVX2 is MatMulKQ8_K for Q4_K, Q5_K and Q6_K on checked arguments
-// where the tiled VNNI products (matMulKVNNI) do not run: on machines
-// without AVX512-VNNI, and for a single token. Batches in tiles, several tokens a call (matMulKTiled); a single token
-// (and Q5_K's and Q6_K's batches of two or three) the assembly row kernel
-// for every (row, token) pair, row-major so that the weight row stays in L1
-// across the tokens.
+// matMulKAVX2 is MatMulKQ8_K for Q2_K, Q3_K, Q4_K, Q5_K and Q6_K on
+// checked arguments where the tiled VNNI products (matMulKVNNI) do not
+// run: on machines without AVX512-VNNI, and for a single token. Batches in
+// tiles, several tokens a call (matMulKTiled); a single token (and Q5_K's
+// and Q6_K's batches of two or three, and every batch of Q2_K and Q3_K,
+// which have no AVX2 tile kernel) the assembly row kernel for every (row,
+// token) pair, row-major so that the weight row stays in L1 across the
+// tokens.
 func matMulKAVX2(typ Type, w []byte, nblocks, rows int, x []byte, tokens int, out []float32, outStride int) {
-	if tokens >= 4 || (typ == Q4_K && tokens > 1) {
+	if typ != Q2_K && typ != Q3_K && (tokens >= 4 || (typ == Q4_K && tokens > 1)) {
 		matMulKTiled(typ, w, nblocks, rows, x, tokens, out, outStride)
 		return
 	}
@@ -18,6 +20,10 @@ func matMulKAVX2(typ Type, w []byte, nblocks, rows int, x []byte, tokens int, ou
 		kernel, matVec = dotQ5KRowAVX2, matVecQ5KAVX2
 	case Q6_K:
 		kernel, matVec = dotQ6KRowAVX2, matVecQ6KAVX2
+	case Q2_K:
+		kernel, matVec = dotQ2KRowAVX2, matVecQ2KAVX2
+	case Q3_K:
+		kernel, matVec = dotQ3KRowAVX2, matVecQ3KAVX2
 	}
 	if tokens == 1 { // decode: the row loop in assembly
 		matVec(&w[0], &x[0], nblocks, &out[0], rows)

@@ -17,3 +17,8 @@ func dotQ6KRow4AVX2(w, x *byte, xstride, nblocks int, acc *[32]float32) { panic(
 func matVecQ4KAVX2(w, x *byte, nblocks int, out *float32, rows int)     { panic("unreachable") }
 func matVecQ5KAVX2(w, x *byte, nblocks int, out *float32, rows int)     { panic("unreachable") }
 func matVecQ6KAVX2(w, x *byte, nblocks int, out *float32, rows int)     { panic("unreachable") }
+
+func dotQ2KRowAVX2(w, x *byte, nblocks int) float32                 { panic("unreachable") }
+func dotQ3KRowAVX2(w, x *byte, nblocks int) float32                 { panic("unreachable") }
+func matVecQ2KAVX2(w, x *byte, nblocks int, out *float32, rows int) { panic("unreachable") }
+func matVecQ3KAVX2(w, x *byte, nblocks int, out *float32, rows int) { panic("unreachable") }

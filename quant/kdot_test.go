@@ -104,7 +104,7 @@ func TestKDotMatchesDequantized(t *testing.T) {
 		// On amd64 with AVX2 the exported kernels are the assembly.
 		impls = append(impls, impl{"exported", typ, KDot(typ)})
 	}
-	impls = append(impls, impl{"generic", Q4_K, dotQ4_KQ8_KGeneric}, impl{"generic", Q5_K, dotQ5_KQ8_KGeneric}, impl{"generic", Q6_K, dotQ6_KQ8_KGeneric})
+	impls = append(impls, impl{"generic", Q2_K, dotQ2_KQ8_KGeneric}, impl{"generic", Q3_K, dotQ3_KQ8_KGeneric}, impl{"generic", Q4_K, dotQ4_KQ8_KGeneric}, impl{"generic", Q5_K, dotQ5_KQ8_KGeneric}, impl{"generic", Q6_K, dotQ6_KQ8_KGeneric})
 	for _, im := range impls {
 		typ, dot := im.typ, im.dot
 		for _, nb := range []int{1, 2, 3, 9, 17, 40} {

@@ -337,7 +337,7 @@ func TestMatMulKQ8_KBatch(t *testing.T) {
 		}
 	}
 	shapes = append(shapes, shape{2, 19, 520, 0}, shape{2, 16, 9, 0xff}, shape{3, 7, 10, 0xff})
-	for _, typ := range []Type{IQ4_XS, Q4_K, Q5_K, Q6_K} {
+	for _, typ := range []Type{IQ4_XS, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K} {
 		for _, c := range shapes {
 			var w []byte
 			if typ == IQ4_XS {
