@@ -272,7 +272,7 @@ func matMulAsm(typ Type, vnni bool, w []byte, nblocks, rows int, x []byte, token
 	}
 }
 
-// matMulKVNNI is MatMulKQ8_K for IQ4_XS, Q4_K, Q5_K or Q6_K weights and
+// matMulKVNNI is MatMulKQ8_K for IQ4_XS, Q3_K, Q4_K, Q5_K or Q6_K weights and
 // a batch of tokens on checked arguments, by the VNNI kernels of the
 // scheme above, each 32-element sub-block a block. IQ4_XS's codes are the
 // table values + 128 and its row scales d·(ls−32); the table holds the
@@ -280,7 +280,8 @@ func matMulAsm(typ Type, vnni bool, w []byte, nblocks, rows int, x []byte, token
 // sums. Q4_K's and Q5_K's codes are unsigned as they are, their row scales
 // d·sc and mins −dmin·m, and the table holds d and d·Σy, as for Q4_1.
 // Q6_K's blocks hold two sub-blocks of 16 with int8 scales, which its
-// kernel applies to integer sums (q8KSums). A chunk is one super-block,
+// kernel applies to integer sums (q8KSums); Q3_K's are packed the same
+// way, its codes 0..7 and their offset 4. A chunk is one super-block,
 // within which a token's sub-blocks lie 32 bytes apart.
 func matMulKVNNI(typ Type, w []byte, nblocks, rows int, x []byte, tokens int, out []float32, outStride int) {
 	const (
@@ -294,7 +295,7 @@ func matMulKVNNI(typ Type, w []byte, nblocks, rows int, x []byte, tokens int, ou
 	bs := typ.BlockBytes()
 	wrb, xrb := nblocks*bs, nblocks*q8_KBytes
 	maxTokens := matMulSumEntries / sub
-	if typ == Q6_K {
+	if typ == Q6_K || typ == Q3_K {
 		maxTokens /= 2
 	}
 	for k := 0; k < nblocks; k++ {
@@ -325,6 +326,9 @@ func matMulKVNNI(typ Type, w []byte, nblocks, rows int, x []byte, tokens int, ou
 				case Q5_K:
 					packQ5_KVNNI(wr, wrb, n, 1, &pack[0])
 					mulPackedKMinVNNI(&pack[0], sub, xt, xrb, tn, &sums[0], o, outStride, n, accumulate, next, nextLen)
+				case Q3_K:
+					packQ3_KVNNI(wr, wrb, n, 1, &pack[0])
+					mulPackedQ6_KVNNI(&pack[0], xt, xrb, tn, &sums[0], o, outStride, n, accumulate, next, nextLen)
 				default:
 					packQ6_KVNNI(wr, wrb, n, 1, &pack[0])
 					mulPackedQ6_KVNNI(&pack[0], xt, xrb, tn, &sums[0], o, outStride, n, accumulate, next, nextLen)
@@ -336,20 +340,25 @@ func matMulKVNNI(typ Type, w []byte, nblocks, rows int, x []byte, tokens int, ou
 
 // q8KSums fills the table of matMulKVNNI for weights of type typ and one
 // Q8_K block of each of tokens tokens, xstride bytes apart at x. The
-// entry of sub-block b (of 32, or of 16 for Q6_K: nsub a super-block) of
-// token t, at ((t>>3)·nsub + b)·8 + t&7, holds the block's d and, from
-// the block sums Σy of the sub-block, −128·Σy as int32 (IQ4_XS), d·Σy as
-// float32 (Q4_K, Q5_K) or −32·Σy as int32 (Q6_K).
+// entry of sub-block b (of 32, or of 16 for Q6_K and Q3_K: nsub a
+// super-block) of token t, at ((t>>3)·nsub + b)·8 + t&7, holds the block's
+// d and, from the block sums Σy of the sub-block, −128·Σy as int32
+// (IQ4_XS), d·Σy as float32 (Q4_K, Q5_K), −32·Σy (Q6_K) or −4·Σy (Q3_K)
+// as int32.
 func q8KSums(typ Type, x []byte, xstride, tokens int, sums *[matMulSumEntries * 8]byte) {
 	for t := 0; t < tokens; t++ {
 		b := x[t*xstride : t*xstride+q8_KBytes]
 		d := math.Float32frombits(binary.LittleEndian.Uint32(b))
 		bsum := func(g int) int32 { return int32(int16(binary.LittleEndian.Uint16(b[260+2*g:]))) }
-		if typ == Q6_K {
+		if typ == Q6_K || typ == Q3_K {
+			offset := int32(32)
+			if typ == Q3_K {
+				offset = 4
+			}
 			for sb := 0; sb < QK_K/16; sb++ {
 				e := 8 * (((t>>3)*16+sb)<<3 + t&7)
 				copy(sums[e:e+4], b[0:4])
-				binary.LittleEndian.PutUint32(sums[e+4:], uint32(-32*bsum(sb)))
+				binary.LittleEndian.PutUint32(sums[e+4:], uint32(-offset*bsum(sb)))
 			}
 			continue
 		}

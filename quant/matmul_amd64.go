@@ -57,6 +57,12 @@ func packQ5_KVNNI(w *byte, rowBytes, nrows, nblocks int, dst *byte)
 //go:noescape
 func packQ6_KVNNI(w *byte, rowBytes, nrows, nblocks int, dst *byte)
 
+// packQ3_KVNNI packs nblocks Q3_K super-blocks as packQ6_KVNNI packs
+// Q6_K: codes low bits + 4·high bit, scales less 32.
+//
+//go:noescape
+func packQ3_KVNNI(w *byte, rowBytes, nrows, nblocks int, dst *byte)
+
 //go:noescape
 func packQ5_1VNNI(w *byte, rowBytes, nrows, nblocks int, dst *byte)
 

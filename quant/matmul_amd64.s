@@ -1389,6 +1389,121 @@ gather:
 	VZEROUPPER
 	RET
 
+// packQ3_KVNNI packs each Q3_K super-block as packQ6_KVNNI packs Q6_K,
+// for mulPackedQ6_KVNNI: codes q = low bits + 4·high bit (0..7, the −4
+// of a clear high bit coming out through the table as Q6_K's 32 does),
+// the scales less 32 as int32, the rows' d. Codes 32h+32t+l (h a half of
+// 128, t < 4, l < 32) are bit pair t of qs byte 32h+l (at 32) with bit
+// 4h+t of hmask byte l (at 0), so Q6_BLOCK makes them with Z13 holding
+// bytes 0x03 and Z14 bytes 0x04. Z12, Z15 and Z22 hold bytes 0x0f, 0x30
+// and 0x20.
+
+// Q3_SCALES stores the 16 scales from the scale dwords a0-a2 (bytes 96,
+// 100, 104) as q3KScales unpacks them, a dword of four at a time, and d
+// from the high words of dh (the dword at 106). Clobbers Z4-Z7, Z16.
+#define Q3_SCALES(a0, a1, a2, dh) \
+	VPANDD Z12, a0, Z4; \
+	VPANDD Z13, a2, Z16; \
+	VPSLLD $4, Z16, Z16; \
+	VPORD Z16, Z4, Z4; \
+	VPANDD Z12, a1, Z5; \
+	VPSLLD $2, a2, Z16; \
+	VPANDD Z15, Z16, Z16; \
+	VPORD Z16, Z5, Z5; \
+	VPSRLD $4, a0, Z6; \
+	VPANDD Z12, Z6, Z6; \
+	VPANDD Z15, a2, Z16; \
+	VPORD Z16, Z6, Z6; \
+	VPSRLD $4, a1, Z7; \
+	VPANDD Z12, Z7, Z7; \
+	VPSRLD $2, a2, Z16; \
+	VPANDD Z15, Z16, Z16; \
+	VPORD Z16, Z7, Z7; \
+	VPSUBB Z22, Z4, Z4; \
+	VPSUBB Z22, Z5, Z5; \
+	VPSUBB Z22, Z6, Z6; \
+	VPSUBB Z22, Z7, Z7; \
+	Q6_SCALES4(Z4, 512, 576, 1152, 1216); \
+	Q6_SCALES4(Z5, 1792, 1856, 2432, 2496); \
+	Q6_SCALES4(Z6, 3072, 3136, 3712, 3776); \
+	Q6_SCALES4(Z7, 4352, 4416, 4992, 5056); \
+	VPSRLD $16, dh, dh; \
+	VPMOVDW dh, Y20; \
+	VCVTPH2PS Y20, Z20; \
+	VMOVUPS Z20, 5120(DI)
+
+// Q3_CODES packs the eight blocks, LOADH, LOAD0 and LOAD1 loading hmask
+// and the qs of halves 0 and 1 to Z0-Z7.
+#define Q3_CODES(LOADH, LOAD0, LOAD1) \
+	LOADH; \
+	K5_QH; \
+	LOAD0; \
+	Q6_BLOCK(VPSRLD, 0, VPSLLD, 2, 0); \
+	Q6_BLOCK(VPSRLD, 2, VPSLLD, 1, 640); \
+	Q6_BLOCK(VPSRLD, 4, VPSRLD, 0, 1280); \
+	Q6_BLOCK(VPSRLD, 6, VPSRLD, 1, 1920); \
+	LOAD1; \
+	Q6_BLOCK(VPSRLD, 0, VPSRLD, 2, 2560); \
+	Q6_BLOCK(VPSRLD, 2, VPSRLD, 3, 3200); \
+	Q6_BLOCK(VPSRLD, 4, VPSRLD, 4, 3840); \
+	Q6_BLOCK(VPSRLD, 6, VPSRLD, 5, 4480)
+
+// func packQ3_KVNNI(w *byte, rowBytes, nrows, nblocks int, dst *byte)
+TEXT ·packQ3_KVNNI(SB), NOSPLIT, $0-40
+	MOVQ w+0(FP), SI
+	MOVQ rowBytes+8(FP), AX
+	MOVQ nrows+16(FP), BX
+	MOVQ nblocks+24(FP), CX
+	MOVQ dst+32(FP), DI
+	MOVL $0x03030303, DX
+	VPBROADCASTD DX, Z13
+	MOVL $0x04040404, DX
+	VPBROADCASTD DX, Z14
+	MOVL $0x0f0f0f0f, DX
+	VPBROADCASTD DX, Z12
+	MOVL $0x30303030, DX
+	VPBROADCASTD DX, Z15
+	MOVL $0x20202020, DX
+	VPBROADCASTD DX, Z22
+	CMPQ BX, $16
+	JNE partial
+	ROW_BASES
+
+full:
+	// A 16-byte load at 92 has the scale dwords as dwords 1-3; one at 94
+	// has d (bytes 108-109) in the high word of dword 3, and keeps within
+	// the 110-byte block.
+	LOAD16_Z(92, Z0, Z1, Z2, Z3, X0, X1, X2, X3)
+	TRANSPOSE4(Z0, Z1, Z2, Z3, Z16, Z17, Z18, Z19)
+	LOAD16_Z(94, Z8, Z9, Z10, Z11, X8, X9, X10, X11)
+	TRANSPOSE4(Z8, Z9, Z10, Z11, Z16, Z17, Z18, Z19)
+	Q3_SCALES(Z1, Z2, Z3, Z11)
+	Q3_CODES(LOAD32_Z(0, 16), LOAD32_Z(32, 48), LOAD32_Z(64, 80))
+	ADDQ $5184, DI
+	NEXT_BLOCK_Z(110)
+	DECQ CX
+	JNZ full
+	VZEROUPPER
+	RET
+
+partial:
+	ROW_OFFSETS_Z(AX, BX)
+	MOVL $0xffff, DX
+
+gather:
+	GATHER_Z(96, Z1)
+	GATHER_Z(100, Z2)
+	GATHER_Z(104, Z3)
+	GATHER_Z(106, Z8)
+	Q3_SCALES(Z1, Z2, Z3, Z8)
+	Q3_CODES(GATHER32_Z(0, 4, 8, 12, 16, 20, 24, 28), GATHER32_Z(32, 36, 40, 44, 48, 52, 56, 60), GATHER32_Z(64, 68, 72, 76, 80, 84, 88, 92))
+	ADDQ $5184, DI
+	ADDQ $110, SI
+	DECQ CX
+	JNZ gather
+	VZEROUPPER
+	RET
+
 // The products also prefetch the prefetchLen bytes at prefetch, a cache
 // line per block of a full tile: the next row group's weights, which
 // packing reads in 16 (8) interleaved streams that the hardware prefetcher

@@ -21,6 +21,7 @@ func packQ5_0VNNI(w *byte, rowBytes, nrows, nblocks int, dst *byte)   { panic("u
 func packQ4_KVNNI(w *byte, rowBytes, nrows, nblocks int, dst *byte)   { panic("unreachable") }
 func packQ5_KVNNI(w *byte, rowBytes, nrows, nblocks int, dst *byte)   { panic("unreachable") }
 func packQ6_KVNNI(w *byte, rowBytes, nrows, nblocks int, dst *byte)   { panic("unreachable") }
+func packQ3_KVNNI(w *byte, rowBytes, nrows, nblocks int, dst *byte)   { panic("unreachable") }
 func packQ4_0AVX2(w *byte, rowBytes, nrows, nblocks int, dst *byte)   { panic("unreachable") }
 func packQ8_0AVX2(w *byte, rowBytes, nrows, nblocks int, dst *byte)   { panic("unreachable") }
 func packIQ4_NLAVX2(w *byte, rowBytes, nrows, nblocks int, dst *byte) { panic("unreachable") }
