@@ -370,7 +370,7 @@ func MatMulKQ8_K(typ Type, w []byte, nblocks, rows int, x []byte, tokens int, ou
 		return
 	}
 	// The tiled kernels address the rows of a group with 32-bit offsets.
-	if useVNNI && tokens > 1 && typ != Q2_K && int64(nblocks)*int64(bs)*16 <= math.MaxInt32 {
+	if useVNNI && tokens > 1 && int64(nblocks)*int64(bs)*16 <= math.MaxInt32 {
 		matMulKVNNI(typ, w, nblocks, rows, x, tokens, out, outStride)
 		return
 	}

@@ -272,7 +272,7 @@ func matMulAsm(typ Type, vnni bool, w []byte, nblocks, rows int, x []byte, token
 	}
 }
 
-// matMulKVNNI is MatMulKQ8_K for IQ4_XS, Q3_K, Q4_K, Q5_K or Q6_K weights and
+// matMulKVNNI is MatMulKQ8_K for IQ4_XS or a K-quant's weights and
 // a batch of tokens on checked arguments, by the VNNI kernels of the
 // scheme above, each 32-element sub-block a block. IQ4_XS's codes are the
 // table values + 128 and its row scales d·(ls−32); the table holds the
@@ -281,7 +281,8 @@ func matMulAsm(typ Type, vnni bool, w []byte, nblocks, rows int, x []byte, token
 // d·sc and mins −dmin·m, and the table holds d and d·Σy, as for Q4_1.
 // Q6_K's blocks hold two sub-blocks of 16 with int8 scales, which its
 // kernel applies to integer sums (q8KSums); Q3_K's are packed the same
-// way, its codes 0..7 and their offset 4. A chunk is one super-block,
+// way, its codes 0..7 and their offset 4, and Q2_K's, whose kernel adds
+// the min term from the mins and the bsums. A chunk is one super-block,
 // within which a token's sub-blocks lie 32 bytes apart.
 func matMulKVNNI(typ Type, w []byte, nblocks, rows int, x []byte, tokens int, out []float32, outStride int) {
 	const (
@@ -289,13 +290,13 @@ func matMulKVNNI(typ Type, w []byte, nblocks, rows int, x []byte, tokens int, ou
 		groupRows = 16
 	)
 	var (
-		pack [sub*640 + 64]byte // a packed Q4_1 block a sub-block; Q6_K's d
+		pack [sub*640 + 640]byte // a packed Q4_1 block a sub-block; Q6_K's d, Q2_K's d, dmin and mins
 		sums [matMulSumEntries * 8]byte
 	)
 	bs := typ.BlockBytes()
 	wrb, xrb := nblocks*bs, nblocks*q8_KBytes
 	maxTokens := matMulSumEntries / sub
-	if typ == Q6_K || typ == Q3_K {
+	if typ == Q6_K || typ == Q3_K || typ == Q2_K {
 		maxTokens /= 2
 	}
 	for k := 0; k < nblocks; k++ {
@@ -326,6 +327,9 @@ func matMulKVNNI(typ Type, w []byte, nblocks, rows int, x []byte, tokens int, ou
 				case Q5_K:
 					packQ5_KVNNI(wr, wrb, n, 1, &pack[0])
 					mulPackedKMinVNNI(&pack[0], sub, xt, xrb, tn, &sums[0], o, outStride, n, accumulate, next, nextLen)
+				case Q2_K:
+					packQ2_KVNNI(wr, wrb, n, 1, &pack[0])
+					mulPackedQ2_KVNNI(&pack[0], xt, xrb, tn, &sums[0], o, outStride, n, accumulate, next, nextLen)
 				case Q3_K:
 					packQ3_KVNNI(wr, wrb, n, 1, &pack[0])
 					mulPackedQ6_KVNNI(&pack[0], xt, xrb, tn, &sums[0], o, outStride, n, accumulate, next, nextLen)
@@ -340,19 +344,22 @@ func matMulKVNNI(typ Type, w []byte, nblocks, rows int, x []byte, tokens int, ou
 
 // q8KSums fills the table of matMulKVNNI for weights of type typ and one
 // Q8_K block of each of tokens tokens, xstride bytes apart at x. The
-// entry of sub-block b (of 32, or of 16 for Q6_K and Q3_K: nsub a
+// entry of sub-block b (of 32, or of 16 for Q6_K, Q3_K and Q2_K: nsub a
 // super-block) of token t, at ((t>>3)·nsub + b)·8 + t&7, holds the block's
 // d and, from the block sums Σy of the sub-block, −128·Σy as int32
-// (IQ4_XS), d·Σy as float32 (Q4_K, Q5_K), −32·Σy (Q6_K) or −4·Σy (Q3_K)
-// as int32.
+// (IQ4_XS), d·Σy as float32 (Q4_K, Q5_K), −32·Σy (Q6_K), −4·Σy (Q3_K)
+// or 0 (Q2_K) as int32.
 func q8KSums(typ Type, x []byte, xstride, tokens int, sums *[matMulSumEntries * 8]byte) {
 	for t := 0; t < tokens; t++ {
 		b := x[t*xstride : t*xstride+q8_KBytes]
 		d := math.Float32frombits(binary.LittleEndian.Uint32(b))
 		bsum := func(g int) int32 { return int32(int16(binary.LittleEndian.Uint16(b[260+2*g:]))) }
-		if typ == Q6_K || typ == Q3_K {
-			offset := int32(32)
-			if typ == Q3_K {
+		if typ == Q6_K || typ == Q3_K || typ == Q2_K {
+			var offset int32 // Q2_K's codes have none
+			switch typ {
+			case Q6_K:
+				offset = 32
+			case Q3_K:
 				offset = 4
 			}
 			for sb := 0; sb < QK_K/16; sb++ {

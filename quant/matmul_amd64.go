@@ -63,6 +63,13 @@ func packQ6_KVNNI(w *byte, rowBytes, nrows, nblocks int, dst *byte)
 //go:noescape
 func packQ3_KVNNI(w *byte, rowBytes, nrows, nblocks int, dst *byte)
 
+// packQ2_KVNNI packs nblocks Q2_K super-blocks, 5,760 bytes each: codes
+// and scales as packQ6_KVNNI lays out Q6_K's, then the rows' d and dmin,
+// then their 16 mins as int16 pairs.
+//
+//go:noescape
+func packQ2_KVNNI(w *byte, rowBytes, nrows, nblocks int, dst *byte)
+
 //go:noescape
 func packQ5_1VNNI(w *byte, rowBytes, nrows, nblocks int, dst *byte)
 
@@ -113,6 +120,12 @@ func mulPackedKMinVNNI(pack *byte, nblocks int, x *byte, xstride, tokens int, su
 //
 //go:noescape
 func mulPackedQ6_KVNNI(pack *byte, x *byte, xstride, tokens int, sums *byte, out *float32, outStride, nrows, accumulate int, prefetch *byte, prefetchLen int)
+
+// mulPackedQ2_KVNNI is mulPackedQ6_KVNNI for a packed Q2_K super-block,
+// the min term −dmin·Σ m·Σy taken from the Q8_K blocks' bsums.
+//
+//go:noescape
+func mulPackedQ2_KVNNI(pack *byte, x *byte, xstride, tokens int, sums *byte, out *float32, outStride, nrows, accumulate int, prefetch *byte, prefetchLen int)
 
 //go:noescape
 func mulPackedQ4_0AVX2(pack *byte, nblocks int, x *byte, xstride, tokens int, sums *byte, out *float32, outStride, nrows, accumulate int, prefetch *byte, prefetchLen int)

@@ -279,6 +279,117 @@ done: \
 	VZEROUPPER; \
 	RET
 
+// MUL_PACKED_Q6 is the body of the Q6_K and Q2_K products (see below),
+// FINISH8 and FINISH1 scaling and storing the sums of a tile of eight
+// tokens and of one.
+#define MUL_PACKED_Q6(FINISH8, FINISH1) \
+	MOVQ x+8(FP), SI; \
+	MOVQ xstride+16(FP), R8; \
+	LEAQ (R8)(R8*2), R9; \
+	MOVQ tokens+24(FP), R14; \
+	MOVQ sums+32(FP), DX; \
+	MOVQ out+40(FP), R12; \
+	MOVQ outStride+48(FP), R13; \
+	SHLQ $2, R13; \
+	MOVQ nrows+56(FP), CX; \
+	MOVL $1, AX; \
+	SHLL CX, AX; \
+	DECL AX; \
+	KMOVW AX, K1; \
+	MOVQ accumulate+64(FP), BX; \
+	NEGQ BX; \
+	ANDL BX, AX; \
+	KMOVW AX, K2; \
+	MOVQ prefetch+72(FP), R10; \
+	MOVQ prefetchLen+80(FP), R11; \
+	ADDQ R10, R11; \
+tile8: \
+	CMPQ R14, $8; \
+	JL tail; \
+	MOVQ pack+0(FP), DI; \
+	MOVQ $8, CX; \
+	MOVQ SI, AX; \
+	LEAQ (SI)(R8*4), BX; \
+	VPXORD Z24, Z24, Z24; \
+	VPXORD Z25, Z25, Z25; \
+	VPXORD Z26, Z26, Z26; \
+	VPXORD Z27, Z27, Z27; \
+	VPXORD Z28, Z28, Z28; \
+	VPXORD Z29, Z29, Z29; \
+	VPXORD Z30, Z30, Z30; \
+	VPXORD Z31, Z31, Z31; \
+blocks8: \
+	CMPQ R10, R11; \
+	JAE loaded8; \
+	PREFETCHT0 (R10); \
+	ADDQ $64, R10; \
+loaded8: \
+	LOAD_PACK_Q6; \
+	START_CORRECTION8; \
+	DOT8(2, Z0); \
+	DOT8(6, Z1); \
+	DOT8(10, Z2); \
+	DOT8(14, Z3); \
+	SCALE_Q6_8(Z8); \
+	ADDQ $64, DX; \
+	START_CORRECTION8; \
+	DOT8(18, Z4); \
+	DOT8(22, Z5); \
+	DOT8(26, Z6); \
+	DOT8(30, Z7); \
+	SCALE_Q6_8(Z9); \
+	ADDQ $64, DX; \
+	ADDQ $640, DI; \
+	ADDQ $32, AX; \
+	ADDQ $32, BX; \
+	DECQ CX; \
+	JNZ blocks8; \
+	FINISH8; \
+	LEAQ (SI)(R8*8), SI; \
+	LEAQ (R12)(R13*8), R12; \
+	SUBQ $8, R14; \
+	JMP tile8; \
+tail: \
+	MOVQ DX, R11; \
+tail1: \
+	TESTQ R14, R14; \
+	JZ done; \
+	MOVQ pack+0(FP), DI; \
+	MOVQ $8, CX; \
+	MOVQ SI, AX; \
+	MOVQ R11, DX; \
+	VPXORD Z24, Z24, Z24; \
+blocks1: \
+	LOAD_PACK_Q6; \
+	VPBROADCASTD 4(DX), Z16; \
+	VPDPBUSD.BCST 2(AX), Z0, Z16; \
+	VPDPBUSD.BCST 6(AX), Z1, Z16; \
+	VPDPBUSD.BCST 10(AX), Z2, Z16; \
+	VPDPBUSD.BCST 14(AX), Z3, Z16; \
+	VPMULLD Z8, Z16, Z16; \
+	VPADDD Z16, Z24, Z24; \
+	VPBROADCASTD 68(DX), Z16; \
+	VPDPBUSD.BCST 18(AX), Z4, Z16; \
+	VPDPBUSD.BCST 22(AX), Z5, Z16; \
+	VPDPBUSD.BCST 26(AX), Z6, Z16; \
+	VPDPBUSD.BCST 30(AX), Z7, Z16; \
+	VPMULLD Z9, Z16, Z16; \
+	VPADDD Z16, Z24, Z24; \
+	ADDQ $128, DX; \
+	ADDQ $640, DI; \
+	ADDQ $32, AX; \
+	DECQ CX; \
+	JNZ blocks1; \
+	FINISH1; \
+	ADDQ R8, SI; \
+	ADDQ R13, R12; \
+	ADDQ $8, R11; \
+	DECQ R14; \
+	JMP tail1; \
+done: \
+	VZEROUPPER; \
+	RET
+
 // Q8_SUMS is the body of the table functions: STORE_SUM stores the
 // entry's second word from the block's code sum in X0 and scale in X2, at
 // (AX). The table's layout is q8SumsAVX2's (matmul_amd64.go).
@@ -1504,6 +1615,131 @@ gather:
 	VZEROUPPER
 	RET
 
+// packQ2_KVNNI packs each Q2_K super-block for mulPackedQ2_KVNNI: the
+// codes and scales (low nibbles) as packQ6_KVNNI lays out Q6_K's, the
+// rows' d at 5120 and dmin at 5184 as float32, and at 5248 the 16 mins
+// (high nibbles) as int16 pairs, dword k holding mins 2k and 2k+1 as the
+// Q8_K block's bsums pair them: 5,760 bytes. Codes 32h+32t+l are bit pair
+// t of qs byte 32h+l (at 16). Z13 holds bytes 0x0f, Z14 bytes 0x03, Z15
+// dwords 0x0f and Z22 dwords 0xf0000.
+
+// Q2_MIN_PAIR stores at off the words (s>>lo)&15, (s>>hi)&15 <<16 of the
+// scale dwords s, whose bytes' high nibbles are mins. Clobbers Z16, Z17.
+#define Q2_MIN_PAIR(s, lo, sh, hi, off) \
+	VPSRLD $lo, s, Z16; \
+	VPANDD Z15, Z16, Z16; \
+	sh $hi, s, Z17; \
+	VPANDD Z22, Z17, Z17; \
+	VPORD Z17, Z16, Z16; \
+	VMOVDQU32 Z16, off(DI)
+
+// Q2_SCALES stores the scales and mins from the scale dwords in Z0-Z3
+// and d, dmin from the dwords in dd. Clobbers Z4-Z7, Z16, Z17, Z20.
+#define Q2_SCALES(dd) \
+	Q2_MIN_PAIR(Z0, 4, VPSLLD, 4, 5248); \
+	Q2_MIN_PAIR(Z0, 20, VPSRLD, 12, 5312); \
+	Q2_MIN_PAIR(Z1, 4, VPSLLD, 4, 5376); \
+	Q2_MIN_PAIR(Z1, 20, VPSRLD, 12, 5440); \
+	Q2_MIN_PAIR(Z2, 4, VPSLLD, 4, 5504); \
+	Q2_MIN_PAIR(Z2, 20, VPSRLD, 12, 5568); \
+	Q2_MIN_PAIR(Z3, 4, VPSLLD, 4, 5632); \
+	Q2_MIN_PAIR(Z3, 20, VPSRLD, 12, 5696); \
+	VPANDD Z13, Z0, Z4; \
+	VPANDD Z13, Z1, Z5; \
+	VPANDD Z13, Z2, Z6; \
+	VPANDD Z13, Z3, Z7; \
+	Q6_SCALES4(Z4, 512, 576, 1152, 1216); \
+	Q6_SCALES4(Z5, 1792, 1856, 2432, 2496); \
+	Q6_SCALES4(Z6, 3072, 3136, 3712, 3776); \
+	Q6_SCALES4(Z7, 4352, 4416, 4992, 5056); \
+	VPMOVDW dd, Y20; \
+	VCVTPH2PS Y20, Z20; \
+	VMOVUPS Z20, 5120(DI); \
+	VPSRLD $16, dd, dd; \
+	VPMOVDW dd, Y20; \
+	VCVTPH2PS Y20, Z20; \
+	VMOVUPS Z20, 5184(DI)
+
+// Q2_CODE stores bit pair nn/2 of the qs bytes of z at off.
+#define Q2_CODE(z, nn, off) \
+	VPSRLD $nn, z, Z20; \
+	VPANDD Z14, Z20, Z20; \
+	VMOVDQU32 Z20, off(DI)
+
+#define Q2_BLOCK(nn, off) \
+	Q2_CODE(Z0, nn, off); \
+	Q2_CODE(Z1, nn, off+64); \
+	Q2_CODE(Z2, nn, off+128); \
+	Q2_CODE(Z3, nn, off+192); \
+	Q2_CODE(Z4, nn, off+256); \
+	Q2_CODE(Z5, nn, off+320); \
+	Q2_CODE(Z6, nn, off+384); \
+	Q2_CODE(Z7, nn, off+448)
+
+// Q2_HALF packs the four blocks of a half at base, LOAD loading its qs.
+#define Q2_HALF(LOAD, base) \
+	LOAD; \
+	Q2_BLOCK(0, base); \
+	Q2_BLOCK(2, base+640); \
+	Q2_BLOCK(4, base+1280); \
+	Q2_BLOCK(6, base+1920)
+
+// func packQ2_KVNNI(w *byte, rowBytes, nrows, nblocks int, dst *byte)
+TEXT ·packQ2_KVNNI(SB), NOSPLIT, $0-40
+	MOVQ w+0(FP), SI
+	MOVQ rowBytes+8(FP), AX
+	MOVQ nrows+16(FP), BX
+	MOVQ nblocks+24(FP), CX
+	MOVQ dst+32(FP), DI
+	MOVL $0x0f0f0f0f, DX
+	VPBROADCASTD DX, Z13
+	MOVL $0x03030303, DX
+	VPBROADCASTD DX, Z14
+	MOVL $0x0f, DX
+	VPBROADCASTD DX, Z15
+	MOVL $0xf0000, DX
+	VPBROADCASTD DX, Z22
+	CMPQ BX, $16
+	JNE partial
+	ROW_BASES
+
+full:
+	// The scales are bytes 0-15; d and dmin, bytes 80-83, are dword 3 of
+	// the 16 bytes at 68.
+	LOAD16_Z(68, Z8, Z9, Z10, Z11, X8, X9, X10, X11)
+	TRANSPOSE4(Z8, Z9, Z10, Z11, Z16, Z17, Z18, Z19)
+	LOAD16_Z(0, Z0, Z1, Z2, Z3, X0, X1, X2, X3)
+	TRANSPOSE4(Z0, Z1, Z2, Z3, Z16, Z17, Z18, Z19)
+	Q2_SCALES(Z11)
+	Q2_HALF(LOAD32_Z(16, 32), 0)
+	Q2_HALF(LOAD32_Z(48, 64), 2560)
+	ADDQ $5760, DI
+	NEXT_BLOCK_Z(84)
+	DECQ CX
+	JNZ full
+	VZEROUPPER
+	RET
+
+partial:
+	ROW_OFFSETS_Z(AX, BX)
+	MOVL $0xffff, DX
+
+gather:
+	GATHER_Z(0, Z0)
+	GATHER_Z(4, Z1)
+	GATHER_Z(8, Z2)
+	GATHER_Z(12, Z3)
+	GATHER_Z(80, Z8)
+	Q2_SCALES(Z8)
+	Q2_HALF(GATHER32_Z(16, 20, 24, 28, 32, 36, 40, 44), 0)
+	Q2_HALF(GATHER32_Z(48, 52, 56, 60, 64, 68, 72, 76), 2560)
+	ADDQ $5760, DI
+	ADDQ $84, SI
+	DECQ CX
+	JNZ gather
+	VZEROUPPER
+	RET
+
 // The products also prefetch the prefetchLen bytes at prefetch, a cache
 // line per block of a full tile: the next row group's weights, which
 // packing reads in 16 (8) interleaved streams that the hardware prefetcher
@@ -1667,132 +1903,102 @@ TEXT ·mulPackedKMinVNNI(SB), NOSPLIT, $0-96
 	VMULPS Z9, acc, acc; \
 	STORE_Z(acc)
 
+// Q6_FINISH8 and Q6_FINISH1 scale and store the sums of eight tokens and
+// of one, DI at the rows' d after the blocks.
+#define Q6_FINISH8 \
+	VMOVUPS (DI), Z8; \
+	MOVQ R12, AX; \
+	STORE_Q6(Z24, -1024); \
+	STORE_Q6(Z25, -1016); \
+	STORE_Q6(Z26, -1008); \
+	STORE_Q6(Z27, -1000); \
+	STORE_Q6(Z28, -992); \
+	STORE_Q6(Z29, -984); \
+	STORE_Q6(Z30, -976); \
+	STORE_Q6(Z31, -968)
+
+#define Q6_FINISH1 \
+	VMOVUPS (DI), Z8; \
+	MOVQ R12, AX; \
+	STORE_Q6(Z24, -1024)
+
 // func mulPackedQ6_KVNNI(pack *byte, x *byte, xstride, tokens int, sums *byte, out *float32, outStride, nrows, accumulate int, prefetch *byte, prefetchLen int)
 TEXT ·mulPackedQ6_KVNNI(SB), NOSPLIT, $0-88
-	MOVQ x+8(FP), SI
-	MOVQ xstride+16(FP), R8
-	LEAQ (R8)(R8*2), R9
-	MOVQ tokens+24(FP), R14
-	MOVQ sums+32(FP), DX
-	MOVQ out+40(FP), R12
-	MOVQ outStride+48(FP), R13
-	SHLQ $2, R13
-	MOVQ nrows+56(FP), CX
-	MOVL $1, AX
-	SHLL CX, AX
-	DECL AX
-	KMOVW AX, K1
-	MOVQ accumulate+64(FP), BX
-	NEGQ BX
-	ANDL BX, AX
-	KMOVW AX, K2
-	MOVQ prefetch+72(FP), R10
-	MOVQ prefetchLen+80(FP), R11
-	ADDQ R10, R11
+	MUL_PACKED_Q6(Q6_FINISH8, Q6_FINISH1)
 
-tile8:
-	CMPQ R14, $8
-	JL tail
-	MOVQ pack+0(FP), DI
-	MOVQ $8, CX
-	MOVQ SI, AX
-	LEAQ (SI)(R8*4), BX
-	VPXORD Z24, Z24, Z24
-	VPXORD Z25, Z25, Z25
-	VPXORD Z26, Z26, Z26
-	VPXORD Z27, Z27, Z27
-	VPXORD Z28, Z28, Z28
-	VPXORD Z29, Z29, Z29
-	VPXORD Z30, Z30, Z30
-	VPXORD Z31, Z31, Z31
+// The Q2_K product is the Q6_K one with the table's corrections zero, and
+// with the min term −dmin·Σ m·Σy of each row and token added at the end:
+// the mins, two int16 a dword (packQ2_KVNNI), meet the Q8_K block's bsums
+// (at 2 past the activations' pointer after the blocks) in eight
+// VPDPWSSD a token.
 
-blocks8:
-	CMPQ R10, R11
-	JAE loaded8
-	PREFETCHT0 (R10)
-	ADDQ $64, R10
+// Q2_MINS_TOKEN sets acc to Σ m·Σy of the rows' mins in Z0-Z7 and the
+// bsums of the token whose Q8_K block's bsums lie at 2 past x.
+#define Q2_MINS_TOKEN(x, acc) \
+	VPXORD acc, acc, acc; \
+	VPDPWSSD.BCST (2)x, Z0, acc; \
+	VPDPWSSD.BCST (6)x, Z1, acc; \
+	VPDPWSSD.BCST (10)x, Z2, acc; \
+	VPDPWSSD.BCST (14)x, Z3, acc; \
+	VPDPWSSD.BCST (18)x, Z4, acc; \
+	VPDPWSSD.BCST (22)x, Z5, acc; \
+	VPDPWSSD.BCST (26)x, Z6, acc; \
+	VPDPWSSD.BCST (30)x, Z7, acc
 
-loaded8:
-	LOAD_PACK_Q6
-	START_CORRECTION8
-	DOT8(2, Z0)
-	DOT8(6, Z1)
-	DOT8(10, Z2)
-	DOT8(14, Z3)
-	SCALE_Q6_8(Z8)
-	ADDQ $64, DX
-	START_CORRECTION8
-	DOT8(18, Z4)
-	DOT8(22, Z5)
-	DOT8(26, Z6)
-	DOT8(30, Z7)
-	SCALE_Q6_8(Z9)
-	ADDQ $64, DX
-	ADDQ $640, DI
-	ADDQ $32, AX
-	ADDQ $32, BX
-	DECQ CX
-	JNZ blocks8
-	VMOVUPS (DI), Z8
-	MOVQ R12, AX
-	STORE_Q6(Z24, -1024)
-	STORE_Q6(Z25, -1016)
-	STORE_Q6(Z26, -1008)
-	STORE_Q6(Z27, -1000)
-	STORE_Q6(Z28, -992)
-	STORE_Q6(Z29, -984)
-	STORE_Q6(Z30, -976)
-	STORE_Q6(Z31, -968)
-	LEAQ (SI)(R8*8), SI
-	LEAQ (R12)(R13*8), R12
-	SUBQ $8, R14
-	JMP tile8
+// LOAD_MINS_Q2 loads the rows' d to Z8, dmin to Z10 and mins to Z0-Z7
+// from DI, at the rows' d after the blocks.
+#define LOAD_MINS_Q2 \
+	VMOVUPS (DI), Z8; \
+	VMOVUPS 64(DI), Z10; \
+	VMOVDQU32 128(DI), Z0; \
+	VMOVDQU32 192(DI), Z1; \
+	VMOVDQU32 256(DI), Z2; \
+	VMOVDQU32 320(DI), Z3; \
+	VMOVDQU32 384(DI), Z4; \
+	VMOVDQU32 448(DI), Z5; \
+	VMOVDQU32 512(DI), Z6; \
+	VMOVDQU32 576(DI), Z7
 
-tail:
-	MOVQ DX, R11
+// STORE_Q2 is STORE_Q6 less the min sums m times dmin (Z10) times the
+// token's d.
+#define STORE_Q2(acc, m, s) \
+	VCVTDQ2PS acc, acc; \
+	VMULPS.BCST s(DX), Z8, Z9; \
+	VMULPS Z9, acc, acc; \
+	VCVTDQ2PS m, m; \
+	VMULPS.BCST s(DX), Z10, Z9; \
+	VFNMADD231PS Z9, m, acc; \
+	STORE_Z(acc)
 
-tail1:
-	TESTQ R14, R14
-	JZ done
-	MOVQ pack+0(FP), DI
-	MOVQ $8, CX
-	MOVQ SI, AX
-	MOVQ R11, DX
-	VPXORD Z24, Z24, Z24
+#define Q2_FINISH8 \
+	LOAD_MINS_Q2; \
+	Q2_MINS_TOKEN((AX), Z16); \
+	Q2_MINS_TOKEN((AX)(R8*1), Z17); \
+	Q2_MINS_TOKEN((AX)(R8*2), Z18); \
+	Q2_MINS_TOKEN((AX)(R9*1), Z19); \
+	Q2_MINS_TOKEN((BX), Z20); \
+	Q2_MINS_TOKEN((BX)(R8*1), Z21); \
+	Q2_MINS_TOKEN((BX)(R8*2), Z22); \
+	Q2_MINS_TOKEN((BX)(R9*1), Z23); \
+	MOVQ R12, AX; \
+	STORE_Q2(Z24, Z16, -1024); \
+	STORE_Q2(Z25, Z17, -1016); \
+	STORE_Q2(Z26, Z18, -1008); \
+	STORE_Q2(Z27, Z19, -1000); \
+	STORE_Q2(Z28, Z20, -992); \
+	STORE_Q2(Z29, Z21, -984); \
+	STORE_Q2(Z30, Z22, -976); \
+	STORE_Q2(Z31, Z23, -968)
 
-blocks1:
-	LOAD_PACK_Q6
-	VPBROADCASTD 4(DX), Z16
-	VPDPBUSD.BCST 2(AX), Z0, Z16
-	VPDPBUSD.BCST 6(AX), Z1, Z16
-	VPDPBUSD.BCST 10(AX), Z2, Z16
-	VPDPBUSD.BCST 14(AX), Z3, Z16
-	VPMULLD Z8, Z16, Z16
-	VPADDD Z16, Z24, Z24
-	VPBROADCASTD 68(DX), Z16
-	VPDPBUSD.BCST 18(AX), Z4, Z16
-	VPDPBUSD.BCST 22(AX), Z5, Z16
-	VPDPBUSD.BCST 26(AX), Z6, Z16
-	VPDPBUSD.BCST 30(AX), Z7, Z16
-	VPMULLD Z9, Z16, Z16
-	VPADDD Z16, Z24, Z24
-	ADDQ $128, DX
-	ADDQ $640, DI
-	ADDQ $32, AX
-	DECQ CX
-	JNZ blocks1
-	VMOVUPS (DI), Z8
-	MOVQ R12, AX
-	STORE_Q6(Z24, -1024)
-	ADDQ R8, SI
-	ADDQ R13, R12
-	ADDQ $8, R11
-	DECQ R14
-	JMP tail1
+#define Q2_FINISH1 \
+	LOAD_MINS_Q2; \
+	Q2_MINS_TOKEN((AX), Z16); \
+	MOVQ R12, AX; \
+	STORE_Q2(Z24, Z16, -1024)
 
-done:
-	VZEROUPPER
-	RET
+// func mulPackedQ2_KVNNI(pack *byte, x *byte, xstride, tokens int, sums *byte, out *float32, outStride, nrows, accumulate int, prefetch *byte, prefetchLen int)
+TEXT ·mulPackedQ2_KVNNI(SB), NOSPLIT, $0-88
+	MUL_PACKED_Q6(Q2_FINISH8, Q2_FINISH1)
 
 // ROW_OFFSETS_Y sets Y10 to the byte offsets of 8 rows rowBytes apart,
 // rows past nrows repeating the last. Clobbers nrows and Y11.

@@ -22,6 +22,7 @@ func packQ4_KVNNI(w *byte, rowBytes, nrows, nblocks int, dst *byte)   { panic("u
 func packQ5_KVNNI(w *byte, rowBytes, nrows, nblocks int, dst *byte)   { panic("unreachable") }
 func packQ6_KVNNI(w *byte, rowBytes, nrows, nblocks int, dst *byte)   { panic("unreachable") }
 func packQ3_KVNNI(w *byte, rowBytes, nrows, nblocks int, dst *byte)   { panic("unreachable") }
+func packQ2_KVNNI(w *byte, rowBytes, nrows, nblocks int, dst *byte)   { panic("unreachable") }
 func packQ4_0AVX2(w *byte, rowBytes, nrows, nblocks int, dst *byte)   { panic("unreachable") }
 func packQ8_0AVX2(w *byte, rowBytes, nrows, nblocks int, dst *byte)   { panic("unreachable") }
 func packIQ4_NLAVX2(w *byte, rowBytes, nrows, nblocks int, dst *byte) { panic("unreachable") }
@@ -44,5 +45,8 @@ func mulPackedQ4_0AVX2(pack *byte, nblocks int, x *byte, xstride, tokens int, su
 	panic("unreachable")
 }
 func mulPackedQ8_0AVX2(pack *byte, nblocks int, x *byte, xstride, tokens int, sums *byte, out *float32, outStride, nrows, accumulate int, prefetch *byte, prefetchLen int) {
+	panic("unreachable")
+}
+func mulPackedQ2_KVNNI(pack *byte, x *byte, xstride, tokens int, sums *byte, out *float32, outStride, nrows, accumulate int, prefetch *byte, prefetchLen int) {
 	panic("unreachable")
 }
