@@ -7,13 +7,26 @@ var useAVX512 = useAVX2 && hasAVX512F()
 
 // The float32 kernels in f32_amd64.s; their Go callers check the lengths.
 
-// matMulF32TAVX512 sets c[i*ldc+j] = Σ_l a[i*lda+l]·b[j*ldb+l] for i < m
-// and j < 4 (strides in elements, k > 0 a multiple of 16, m > 0), and
-// prefetches 8·k bytes from pf (four F16 or BF16 rows of k) while it
-// computes the first six rows.
+// matMulFloatPanelAVX512 sets c[i*ldc+j] = Σ_l x[i*ldx+l]·p[l*48+j] for
+// tokens i < m (m > 0) and the panel's rows j < 48 whose bit of mask is
+// set (strides in elements, k > 0), and prefetches pfLines > 0 lines of 64
+// bytes from pf, the weights packed next, while it computes.
 //
 //go:noescape
-func matMulF32TAVX512(a *float32, lda int, b *float32, ldb int, k int, c *float32, ldc int, m int, pf *byte)
+func matMulFloatPanelAVX512(x *float32, ldx int, p *float32, k int, c *float32, ldc int, m int, mask uint64, pf *byte, pfLines int)
+
+// The pack*PanelAVX512 functions set p[l*48+i] to the float32 value of
+// row i's weight l, for 16 rows of k weights (k > 0, a multiple of 16)
+// ldw bytes apart at w.
+//
+//go:noescape
+func packF32PanelAVX512(w *float32, ldw int, p *float32, k int)
+
+//go:noescape
+func packF16PanelAVX512(w *uint16, ldw int, p *float32, k int)
+
+//go:noescape
+func packBF16PanelAVX512(w *uint16, ldw int, p *float32, k int)
 
 // matMulF32AVX2 computes rows 0-3 of C = A·B for tiles×16 columns (see
 // MatMulF32; strides in elements, k > 0), adding to C when accumulate is 1.

@@ -90,236 +90,425 @@ store:
 	VZEROUPPER
 	RET
 
-// The ZMM kernel matMulF32TAVX512 multiplies rows of A by four rows of B,
-// both along k: C = A·Bᵀ. Z24-Z27 hold 16 floats of each row of B, and each
-// row of A takes a register of accumulators per row of B (Z0-Z23 for six
-// rows), summed across their lanes once at the end: 10 loads for 24 FMAs
-// of 16 lanes, against 6 for 8 of 8 in matMulF32AVX2 (Zen 4 runs a ZMM FMA
-// as two halves, so there the gain is in instructions and loads; Zen 5,
-// this machine kind, has full-width ZMM FMAs).
+// The ZMM kernel matMulFloatPanelAVX512 multiplies tokens by a panel of
+// 48 weight rows stored column by column (the pack*PanelAVX512 functions
+// fill it): the 48 weights of a column are three registers, Z24-Z26, and a
+// token's value in that column, broadcast, is multiplied into the token's
+// three registers of accumulators (Z0-Z23 for eight tokens). A token's 48
+// results are then its accumulators as they stand, stored side by side in
+// the output, with no sums across lanes. A column step is 11 loads for 24
+// FMAs: three of the panel, which streams from L2, and eight broadcasts
+// from the tokens' rows.
 
-// F32T_LOADB loads the four rows of B at column block off.
-#define F32T_LOADB \
+// FP_LOADW loads the panel's 48 weights of the column at R14.
+#define FP_LOADW \
 	VMOVUPS (R14), Z24; \
-	VMOVUPS (R14)(R9*1), Z25; \
-	VMOVUPS (R14)(R9*2), Z26; \
-	VMOVUPS (R15), Z27
+	VMOVUPS 64(R14), Z25; \
+	VMOVUPS 128(R14), Z26
 
-// F32T_ROW adds the products of 16 floats of a row of A at src with the
-// four rows of B to the accumulators c0-c3.
-#define F32T_ROW(src, c0, c1, c2, c3) \
-	VMOVUPS src, Z28; \
+// FP_TOKEN adds the column's weights times the token's value at src to the
+// token's accumulators c0-c2.
+#define FP_TOKEN(src, c0, c1, c2) \
+	VBROADCASTSS src, Z28; \
 	VFMADD231PS Z24, Z28, c0; \
 	VFMADD231PS Z25, Z28, c1; \
-	VFMADD231PS Z26, Z28, c2; \
-	VFMADD231PS Z27, Z28, c3
+	VFMADD231PS Z26, Z28, c2
 
-#define F32T_ZERO(c0, c1, c2, c3) \
+#define FP_ZERO(c0, c1, c2) \
 	VPXORD c0, c0, c0; \
 	VPXORD c1, c1, c1; \
-	VPXORD c2, c2, c2; \
-	VPXORD c3, c3, c3
+	VPXORD c2, c2, c2
 
-// F32T_START points AX and BX at rows 0 and 3 of the group of A at SI, R14
-// and R15 at rows 0 and 3 of B, and R13 at the count of column blocks.
-#define F32T_START \
+// FP_START points AX and BX at column 0 of tokens 0 and 4 of the group at
+// SI, R14 at the panel and R13 at the count of columns.
+#define FP_START \
 	MOVQ SI, AX; \
-	LEAQ (SI)(R8*2), BX; \
-	ADDQ R8, BX; \
+	LEAQ (SI)(R8*4), BX; \
 	MOVQ DI, R14; \
-	LEAQ (DI)(R9*2), R15; \
-	ADDQ R9, R15; \
 	MOVQ R10, R13
 
-#define F32T_NEXT \
-	ADDQ $64, AX; \
-	ADDQ $64, BX; \
-	ADDQ $64, R14; \
-	ADDQ $64, R15
+#define FP_NEXT \
+	ADDQ $4, AX; \
+	ADDQ $4, BX; \
+	ADDQ $192, R14
 
-// F32T_STORE sums each of c0-c3 across its lanes and stores the four sums
-// at dst: the lanes of each pair are interleaved and added, then the pairs
-// of pairs, which leaves the four partial sums side by side in each
-// 128-bit lane, and the lanes are added. Clobbers Z28-Z31.
-#define F32T_STORE(c0, c1, c2, c3, dst) \
-	VUNPCKLPS c1, c0, Z28; \
-	VUNPCKHPS c1, c0, Z29; \
-	VADDPS Z29, Z28, Z28; \
-	VUNPCKLPS c3, c2, Z30; \
-	VUNPCKHPS c3, c2, Z31; \
-	VADDPS Z31, Z30, Z30; \
-	VUNPCKLPD Z30, Z28, Z29; \
-	VUNPCKHPD Z30, Z28, Z31; \
-	VADDPS Z31, Z29, Z29; \
-	VEXTRACTF64X4 $1, Z29, Y30; \
-	VADDPS Y30, Y29, Y29; \
-	VEXTRACTF32X4 $1, Y29, X30; \
-	VADDPS X30, X29, X29; \
-	VMOVUPS X29, dst
+// FP_STORE stores a token's 48 results c0-c2 at DX, each register's 16
+// under its mask of rows, K1-K3, and moves DX to the next token.
+#define FP_STORE(c0, c1, c2) \
+	VMOVUPS c0, K1, (DX); \
+	VMOVUPS c1, K2, 64(DX); \
+	VMOVUPS c2, K3, 128(DX); \
+	ADDQ R11, DX
 
-#define F32T_ROWS6 \
-	F32T_ROW((AX), Z0, Z1, Z2, Z3); \
-	F32T_ROW((AX)(R8*1), Z4, Z5, Z6, Z7); \
-	F32T_ROW((AX)(R8*2), Z8, Z9, Z10, Z11); \
-	F32T_ROW((BX), Z12, Z13, Z14, Z15); \
-	F32T_ROW((BX)(R8*1), Z16, Z17, Z18, Z19); \
-	F32T_ROW((BX)(R8*2), Z20, Z21, Z22, Z23)
-
-// func matMulF32TAVX512(a *float32, lda int, b *float32, ldb int, k int, c *float32, ldc int, m int, pf *byte)
+// func matMulFloatPanelAVX512(x *float32, ldx int, p *float32, k int, c *float32, ldc int, m int, mask uint64, pf *byte, pfLines int)
 //
-// Six rows of A at a time, then a tail of one to five. The first group
-// prefetches the next four rows of weights the caller widens (pf): 128
-// bytes a column block is 4 rows of 16 F16 or BF16 values.
-TEXT ·matMulF32TAVX512(SB), NOSPLIT, $0-72
-	MOVQ a+0(FP), SI
-	MOVQ lda+8(FP), R8
+// Eight tokens at a time, then four, two and one as m has them. Each
+// column step of the eight-token loop prefetches a line of the weights the
+// caller packs next (pfLines lines from pf), and once past them the last
+// line again.
+TEXT ·matMulFloatPanelAVX512(SB), NOSPLIT, $0-80
+	MOVQ x+0(FP), SI
+	MOVQ ldx+8(FP), R8
 	SHLQ $2, R8
-	MOVQ b+16(FP), DI
-	MOVQ ldb+24(FP), R9
-	SHLQ $2, R9
-	MOVQ k+32(FP), R10
-	SHRQ $4, R10
-	MOVQ c+40(FP), DX
-	MOVQ ldc+48(FP), R11
+	LEAQ (R8)(R8*2), R9 // 3 tokens
+	MOVQ p+16(FP), DI
+	MOVQ k+24(FP), R10
+	MOVQ c+32(FP), DX
+	MOVQ ldc+40(FP), R11
 	SHLQ $2, R11
-	MOVQ m+56(FP), R12
+	MOVQ m+48(FP), R12
+	MOVQ mask+56(FP), AX
+	KMOVW AX, K1
+	SHRQ $16, AX
+	KMOVW AX, K2
+	SHRQ $16, AX
+	KMOVW AX, K3
 	MOVQ pf+64(FP), CX
-	CMPQ R12, $6
-	JLT  tail
+	MOVQ pfLines+72(FP), R15
+	DECQ R15
+	SHLQ $6, R15
+	ADDQ CX, R15 // the last line to prefetch
+	CMPQ R12, $8
+	JLT  tail4
 
-	F32T_ZERO(Z0, Z1, Z2, Z3)
-	F32T_ZERO(Z4, Z5, Z6, Z7)
-	F32T_ZERO(Z8, Z9, Z10, Z11)
-	F32T_ZERO(Z12, Z13, Z14, Z15)
-	F32T_ZERO(Z16, Z17, Z18, Z19)
-	F32T_ZERO(Z20, Z21, Z22, Z23)
-	F32T_START
+group8:
+	FP_ZERO(Z0, Z1, Z2)
+	FP_ZERO(Z3, Z4, Z5)
+	FP_ZERO(Z6, Z7, Z8)
+	FP_ZERO(Z9, Z10, Z11)
+	FP_ZERO(Z12, Z13, Z14)
+	FP_ZERO(Z15, Z16, Z17)
+	FP_ZERO(Z18, Z19, Z20)
+	FP_ZERO(Z21, Z22, Z23)
+	FP_START
 
-first:
+loop8:
 	PREFETCHT0 (CX)
-	PREFETCHT0 64(CX)
-	ADDQ $128, CX
-	F32T_LOADB
-	F32T_ROWS6
-	F32T_NEXT
+	ADDQ    $64, CX
+	CMPQ    CX, R15
+	CMOVQHI R15, CX
+	FP_LOADW
+	FP_TOKEN((AX), Z0, Z1, Z2)
+	FP_TOKEN((AX)(R8*1), Z3, Z4, Z5)
+	FP_TOKEN((AX)(R8*2), Z6, Z7, Z8)
+	FP_TOKEN((AX)(R9*1), Z9, Z10, Z11)
+	FP_TOKEN((BX), Z12, Z13, Z14)
+	FP_TOKEN((BX)(R8*1), Z15, Z16, Z17)
+	FP_TOKEN((BX)(R8*2), Z18, Z19, Z20)
+	FP_TOKEN((BX)(R9*1), Z21, Z22, Z23)
+	FP_NEXT
 	DECQ R13
-	JNZ  first
-	JMP  store6
+	JNZ  loop8
+	FP_STORE(Z0, Z1, Z2)
+	FP_STORE(Z3, Z4, Z5)
+	FP_STORE(Z6, Z7, Z8)
+	FP_STORE(Z9, Z10, Z11)
+	FP_STORE(Z12, Z13, Z14)
+	FP_STORE(Z15, Z16, Z17)
+	FP_STORE(Z18, Z19, Z20)
+	FP_STORE(Z21, Z22, Z23)
+	LEAQ (SI)(R8*8), SI
+	SUBQ $8, R12
+	CMPQ R12, $8
+	JGE  group8
 
-group6:
-	F32T_ZERO(Z0, Z1, Z2, Z3)
-	F32T_ZERO(Z4, Z5, Z6, Z7)
-	F32T_ZERO(Z8, Z9, Z10, Z11)
-	F32T_ZERO(Z12, Z13, Z14, Z15)
-	F32T_ZERO(Z16, Z17, Z18, Z19)
-	F32T_ZERO(Z20, Z21, Z22, Z23)
-	F32T_START
-
-loop6:
-	F32T_LOADB
-	F32T_ROWS6
-	F32T_NEXT
-	DECQ R13
-	JNZ  loop6
-
-store6:
-	LEAQ (DX)(R11*2), R14
-	ADDQ R11, R14 // row 3 of C
-	F32T_STORE(Z0, Z1, Z2, Z3, (DX))
-	F32T_STORE(Z4, Z5, Z6, Z7, (DX)(R11*1))
-	F32T_STORE(Z8, Z9, Z10, Z11, (DX)(R11*2))
-	F32T_STORE(Z12, Z13, Z14, Z15, (R14))
-	F32T_STORE(Z16, Z17, Z18, Z19, (R14)(R11*1))
-	F32T_STORE(Z20, Z21, Z22, Z23, (R14)(R11*2))
-	LEAQ (SI)(R8*4), SI
-	LEAQ (SI)(R8*2), SI // 6 rows of A on
-	LEAQ (DX)(R11*4), DX
-	LEAQ (DX)(R11*2), DX
-	SUBQ $6, R12
-	CMPQ R12, $6
-	JGE  group6
-
-tail:
-	CMPQ R12, $0
-	JEQ  done
-	F32T_ZERO(Z0, Z1, Z2, Z3)
-	F32T_ZERO(Z4, Z5, Z6, Z7)
-	F32T_ZERO(Z8, Z9, Z10, Z11)
-	F32T_ZERO(Z12, Z13, Z14, Z15)
-	F32T_ZERO(Z16, Z17, Z18, Z19)
-	F32T_START
-	LEAQ (DX)(R11*2), CX
-	ADDQ R11, CX // row 3 of C
-	CMPQ R12, $2
-	JLT  loop1
-	JEQ  loop2
-	CMPQ R12, $4
-	JLT  loop3
-	JEQ  loop4
-
-loop5:
-	F32T_LOADB
-	F32T_ROW((AX), Z0, Z1, Z2, Z3)
-	F32T_ROW((AX)(R8*1), Z4, Z5, Z6, Z7)
-	F32T_ROW((AX)(R8*2), Z8, Z9, Z10, Z11)
-	F32T_ROW((BX), Z12, Z13, Z14, Z15)
-	F32T_ROW((BX)(R8*1), Z16, Z17, Z18, Z19)
-	F32T_NEXT
-	DECQ R13
-	JNZ  loop5
-	F32T_STORE(Z16, Z17, Z18, Z19, (CX)(R11*1))
-	JMP  store4
+tail4:
+	TESTQ $4, R12
+	JZ    tail2
+	FP_ZERO(Z0, Z1, Z2)
+	FP_ZERO(Z3, Z4, Z5)
+	FP_ZERO(Z6, Z7, Z8)
+	FP_ZERO(Z9, Z10, Z11)
+	FP_START
 
 loop4:
-	F32T_LOADB
-	F32T_ROW((AX), Z0, Z1, Z2, Z3)
-	F32T_ROW((AX)(R8*1), Z4, Z5, Z6, Z7)
-	F32T_ROW((AX)(R8*2), Z8, Z9, Z10, Z11)
-	F32T_ROW((BX), Z12, Z13, Z14, Z15)
-	F32T_NEXT
+	FP_LOADW
+	FP_TOKEN((AX), Z0, Z1, Z2)
+	FP_TOKEN((AX)(R8*1), Z3, Z4, Z5)
+	FP_TOKEN((AX)(R8*2), Z6, Z7, Z8)
+	FP_TOKEN((AX)(R9*1), Z9, Z10, Z11)
+	FP_NEXT
 	DECQ R13
 	JNZ  loop4
+	FP_STORE(Z0, Z1, Z2)
+	FP_STORE(Z3, Z4, Z5)
+	FP_STORE(Z6, Z7, Z8)
+	FP_STORE(Z9, Z10, Z11)
+	LEAQ (SI)(R8*4), SI
 
-store4:
-	F32T_STORE(Z12, Z13, Z14, Z15, (CX))
-	JMP  store3
-
-loop3:
-	F32T_LOADB
-	F32T_ROW((AX), Z0, Z1, Z2, Z3)
-	F32T_ROW((AX)(R8*1), Z4, Z5, Z6, Z7)
-	F32T_ROW((AX)(R8*2), Z8, Z9, Z10, Z11)
-	F32T_NEXT
-	DECQ R13
-	JNZ  loop3
-
-store3:
-	F32T_STORE(Z8, Z9, Z10, Z11, (DX)(R11*2))
-	JMP  store2
+tail2:
+	TESTQ $2, R12
+	JZ    tail1
+	FP_ZERO(Z0, Z1, Z2)
+	FP_ZERO(Z3, Z4, Z5)
+	FP_START
 
 loop2:
-	F32T_LOADB
-	F32T_ROW((AX), Z0, Z1, Z2, Z3)
-	F32T_ROW((AX)(R8*1), Z4, Z5, Z6, Z7)
-	F32T_NEXT
+	FP_LOADW
+	FP_TOKEN((AX), Z0, Z1, Z2)
+	FP_TOKEN((AX)(R8*1), Z3, Z4, Z5)
+	FP_NEXT
 	DECQ R13
 	JNZ  loop2
+	FP_STORE(Z0, Z1, Z2)
+	FP_STORE(Z3, Z4, Z5)
+	LEAQ (SI)(R8*2), SI
 
-store2:
-	F32T_STORE(Z4, Z5, Z6, Z7, (DX)(R11*1))
-	JMP  store1
+tail1:
+	TESTQ $1, R12
+	JZ    done
+	FP_ZERO(Z0, Z1, Z2)
+	FP_START
 
 loop1:
-	F32T_LOADB
-	F32T_ROW((AX), Z0, Z1, Z2, Z3)
-	F32T_NEXT
+	FP_LOADW
+	FP_TOKEN((AX), Z0, Z1, Z2)
+	FP_NEXT
 	DECQ R13
 	JNZ  loop1
-
-store1:
-	F32T_STORE(Z0, Z1, Z2, Z3, (DX))
+	FP_STORE(Z0, Z1, Z2)
 
 done:
+	VZEROUPPER
+	RET
+
+// The pack*PanelAVX512 functions widen 16 rows of k weights (k > 0, a
+// multiple of 16) and store them transposed into a 48-row panel: p[l*48+i]
+// is row i's weight l. Each 16×16 block is 16 registers of rows,
+// transposed in four rounds of shuffles: pairs of rows interleaved, then
+// pairs of pairs, which leaves in each 128-bit lane four rows of one
+// column, then the lanes exchanged twice. That is 64 shuffles for 256
+// weights, which the products then use once per token.
+
+// PANEL_T16 transposes the 16×16 block in Z0-Z15 (row i in Zi) into
+// Z0-Z15 (column j in Zj). Clobbers Z16-Z31.
+#define PANEL_T16 \
+	VUNPCKLPS Z1, Z0, Z16 \
+	VUNPCKHPS Z1, Z0, Z17 \
+	VUNPCKLPS Z3, Z2, Z18 \
+	VUNPCKHPS Z3, Z2, Z19 \
+	VUNPCKLPS Z5, Z4, Z20 \
+	VUNPCKHPS Z5, Z4, Z21 \
+	VUNPCKLPS Z7, Z6, Z22 \
+	VUNPCKHPS Z7, Z6, Z23 \
+	VUNPCKLPS Z9, Z8, Z24 \
+	VUNPCKHPS Z9, Z8, Z25 \
+	VUNPCKLPS Z11, Z10, Z26 \
+	VUNPCKHPS Z11, Z10, Z27 \
+	VUNPCKLPS Z13, Z12, Z28 \
+	VUNPCKHPS Z13, Z12, Z29 \
+	VUNPCKLPS Z15, Z14, Z30 \
+	VUNPCKHPS Z15, Z14, Z31 \
+	VUNPCKLPD Z18, Z16, Z0 \
+	VUNPCKHPD Z18, Z16, Z1 \
+	VUNPCKLPD Z19, Z17, Z2 \
+	VUNPCKHPD Z19, Z17, Z3 \
+	VUNPCKLPD Z22, Z20, Z4 \
+	VUNPCKHPD Z22, Z20, Z5 \
+	VUNPCKLPD Z23, Z21, Z6 \
+	VUNPCKHPD Z23, Z21, Z7 \
+	VUNPCKLPD Z26, Z24, Z8 \
+	VUNPCKHPD Z26, Z24, Z9 \
+	VUNPCKLPD Z27, Z25, Z10 \
+	VUNPCKHPD Z27, Z25, Z11 \
+	VUNPCKLPD Z30, Z28, Z12 \
+	VUNPCKHPD Z30, Z28, Z13 \
+	VUNPCKLPD Z31, Z29, Z14 \
+	VUNPCKHPD Z31, Z29, Z15 \
+	VSHUFF32X4 $0x88, Z4, Z0, Z16 \
+	VSHUFF32X4 $0xdd, Z4, Z0, Z20 \
+	VSHUFF32X4 $0x88, Z12, Z8, Z24 \
+	VSHUFF32X4 $0xdd, Z12, Z8, Z28 \
+	VSHUFF32X4 $0x88, Z5, Z1, Z17 \
+	VSHUFF32X4 $0xdd, Z5, Z1, Z21 \
+	VSHUFF32X4 $0x88, Z13, Z9, Z25 \
+	VSHUFF32X4 $0xdd, Z13, Z9, Z29 \
+	VSHUFF32X4 $0x88, Z6, Z2, Z18 \
+	VSHUFF32X4 $0xdd, Z6, Z2, Z22 \
+	VSHUFF32X4 $0x88, Z14, Z10, Z26 \
+	VSHUFF32X4 $0xdd, Z14, Z10, Z30 \
+	VSHUFF32X4 $0x88, Z7, Z3, Z19 \
+	VSHUFF32X4 $0xdd, Z7, Z3, Z23 \
+	VSHUFF32X4 $0x88, Z15, Z11, Z27 \
+	VSHUFF32X4 $0xdd, Z15, Z11, Z31 \
+	VSHUFF32X4 $0x88, Z24, Z16, Z0 \
+	VSHUFF32X4 $0xdd, Z24, Z16, Z8 \
+	VSHUFF32X4 $0x88, Z28, Z20, Z4 \
+	VSHUFF32X4 $0xdd, Z28, Z20, Z12 \
+	VSHUFF32X4 $0x88, Z25, Z17, Z1 \
+	VSHUFF32X4 $0xdd, Z25, Z17, Z9 \
+	VSHUFF32X4 $0x88, Z29, Z21, Z5 \
+	VSHUFF32X4 $0xdd, Z29, Z21, Z13 \
+	VSHUFF32X4 $0x88, Z26, Z18, Z2 \
+	VSHUFF32X4 $0xdd, Z26, Z18, Z10 \
+	VSHUFF32X4 $0x88, Z30, Z22, Z6 \
+	VSHUFF32X4 $0xdd, Z30, Z22, Z14 \
+	VSHUFF32X4 $0x88, Z27, Z19, Z3 \
+	VSHUFF32X4 $0xdd, Z27, Z19, Z11 \
+	VSHUFF32X4 $0x88, Z31, Z23, Z7 \
+	VSHUFF32X4 $0xdd, Z31, Z23, Z15
+
+// PANEL_STORE16 stores Z0-Z15, 16 columns, at DI and every 192 bytes on.
+#define PANEL_STORE16 \
+	VMOVUPS Z0, (DI) \
+	VMOVUPS Z1, 192(DI) \
+	VMOVUPS Z2, 384(DI) \
+	VMOVUPS Z3, 576(DI) \
+	VMOVUPS Z4, 768(DI) \
+	VMOVUPS Z5, 960(DI) \
+	VMOVUPS Z6, 1152(DI) \
+	VMOVUPS Z7, 1344(DI) \
+	VMOVUPS Z8, 1536(DI) \
+	VMOVUPS Z9, 1728(DI) \
+	VMOVUPS Z10, 1920(DI) \
+	VMOVUPS Z11, 2112(DI) \
+	VMOVUPS Z12, 2304(DI) \
+	VMOVUPS Z13, 2496(DI) \
+	VMOVUPS Z14, 2688(DI) \
+	VMOVUPS Z15, 2880(DI)
+
+// PANEL_LOAD16_F32 loads 16 columns of 16 F32 rows, R8 bytes apart,
+// from SI into Z0-Z15 as float32. Clobbers AX.
+#define PANEL_LOAD16_F32 \
+	MOVQ SI, AX \
+	VMOVUPS (AX), Z0 \
+	VMOVUPS (AX)(R8*1), Z1 \
+	VMOVUPS (AX)(R8*2), Z2 \
+	VMOVUPS (AX)(R9*1), Z3 \
+	LEAQ (AX)(R8*4), AX \
+	VMOVUPS (AX), Z4 \
+	VMOVUPS (AX)(R8*1), Z5 \
+	VMOVUPS (AX)(R8*2), Z6 \
+	VMOVUPS (AX)(R9*1), Z7 \
+	LEAQ (AX)(R8*4), AX \
+	VMOVUPS (AX), Z8 \
+	VMOVUPS (AX)(R8*1), Z9 \
+	VMOVUPS (AX)(R8*2), Z10 \
+	VMOVUPS (AX)(R9*1), Z11 \
+	LEAQ (AX)(R8*4), AX \
+	VMOVUPS (AX), Z12 \
+	VMOVUPS (AX)(R8*1), Z13 \
+	VMOVUPS (AX)(R8*2), Z14 \
+	VMOVUPS (AX)(R9*1), Z15
+
+// PANEL_LOAD16_F16 loads 16 columns of 16 F16 rows, R8 bytes apart,
+// from SI into Z0-Z15 as float32. Clobbers AX.
+#define PANEL_LOAD16_F16 \
+	MOVQ SI, AX \
+	VCVTPH2PS (AX), Z0 \
+	VCVTPH2PS (AX)(R8*1), Z1 \
+	VCVTPH2PS (AX)(R8*2), Z2 \
+	VCVTPH2PS (AX)(R9*1), Z3 \
+	LEAQ (AX)(R8*4), AX \
+	VCVTPH2PS (AX), Z4 \
+	VCVTPH2PS (AX)(R8*1), Z5 \
+	VCVTPH2PS (AX)(R8*2), Z6 \
+	VCVTPH2PS (AX)(R9*1), Z7 \
+	LEAQ (AX)(R8*4), AX \
+	VCVTPH2PS (AX), Z8 \
+	VCVTPH2PS (AX)(R8*1), Z9 \
+	VCVTPH2PS (AX)(R8*2), Z10 \
+	VCVTPH2PS (AX)(R9*1), Z11 \
+	LEAQ (AX)(R8*4), AX \
+	VCVTPH2PS (AX), Z12 \
+	VCVTPH2PS (AX)(R8*1), Z13 \
+	VCVTPH2PS (AX)(R8*2), Z14 \
+	VCVTPH2PS (AX)(R9*1), Z15
+
+// PANEL_LOAD16_BF16 loads 16 columns of 16 BF16 rows, R8 bytes apart,
+// from SI into Z0-Z15 as float32. Clobbers AX.
+#define PANEL_LOAD16_BF16 \
+	MOVQ SI, AX \
+	VPMOVZXWD (AX), Z0; \
+	VPSLLD $16, Z0, Z0 \
+	VPMOVZXWD (AX)(R8*1), Z1; \
+	VPSLLD $16, Z1, Z1 \
+	VPMOVZXWD (AX)(R8*2), Z2; \
+	VPSLLD $16, Z2, Z2 \
+	VPMOVZXWD (AX)(R9*1), Z3; \
+	VPSLLD $16, Z3, Z3 \
+	LEAQ (AX)(R8*4), AX \
+	VPMOVZXWD (AX), Z4; \
+	VPSLLD $16, Z4, Z4 \
+	VPMOVZXWD (AX)(R8*1), Z5; \
+	VPSLLD $16, Z5, Z5 \
+	VPMOVZXWD (AX)(R8*2), Z6; \
+	VPSLLD $16, Z6, Z6 \
+	VPMOVZXWD (AX)(R9*1), Z7; \
+	VPSLLD $16, Z7, Z7 \
+	LEAQ (AX)(R8*4), AX \
+	VPMOVZXWD (AX), Z8; \
+	VPSLLD $16, Z8, Z8 \
+	VPMOVZXWD (AX)(R8*1), Z9; \
+	VPSLLD $16, Z9, Z9 \
+	VPMOVZXWD (AX)(R8*2), Z10; \
+	VPSLLD $16, Z10, Z10 \
+	VPMOVZXWD (AX)(R9*1), Z11; \
+	VPSLLD $16, Z11, Z11 \
+	LEAQ (AX)(R8*4), AX \
+	VPMOVZXWD (AX), Z12; \
+	VPSLLD $16, Z12, Z12 \
+	VPMOVZXWD (AX)(R8*1), Z13; \
+	VPSLLD $16, Z13, Z13 \
+	VPMOVZXWD (AX)(R8*2), Z14; \
+	VPSLLD $16, Z14, Z14 \
+	VPMOVZXWD (AX)(R9*1), Z15; \
+	VPSLLD $16, Z15, Z15
+
+// func packF32PanelAVX512(w *float32, ldw int, p *float32, k int)
+TEXT ·packF32PanelAVX512(SB), NOSPLIT, $0-32
+	MOVQ w+0(FP), SI
+	MOVQ ldw+8(FP), R8
+	MOVQ p+16(FP), DI
+	MOVQ k+24(FP), CX
+	LEAQ (R8)(R8*2), R9 // 3 rows
+
+packf32loop:
+	PANEL_LOAD16_F32
+	PANEL_T16
+	PANEL_STORE16
+	ADDQ $64, SI
+	ADDQ $3072, DI // 16 columns of the panel
+	SUBQ $16, CX
+	JNZ  packf32loop
+	VZEROUPPER
+	RET
+
+// func packF16PanelAVX512(w *uint16, ldw int, p *float32, k int)
+TEXT ·packF16PanelAVX512(SB), NOSPLIT, $0-32
+	MOVQ w+0(FP), SI
+	MOVQ ldw+8(FP), R8
+	MOVQ p+16(FP), DI
+	MOVQ k+24(FP), CX
+	LEAQ (R8)(R8*2), R9 // 3 rows
+
+packf16loop:
+	PANEL_LOAD16_F16
+	PANEL_T16
+	PANEL_STORE16
+	ADDQ $32, SI
+	ADDQ $3072, DI // 16 columns of the panel
+	SUBQ $16, CX
+	JNZ  packf16loop
+	VZEROUPPER
+	RET
+
+// func packBF16PanelAVX512(w *uint16, ldw int, p *float32, k int)
+TEXT ·packBF16PanelAVX512(SB), NOSPLIT, $0-32
+	MOVQ w+0(FP), SI
+	MOVQ ldw+8(FP), R8
+	MOVQ p+16(FP), DI
+	MOVQ k+24(FP), CX
+	LEAQ (R8)(R8*2), R9 // 3 rows
+
+packbf16loop:
+	PANEL_LOAD16_BF16
+	PANEL_T16
+	PANEL_STORE16
+	ADDQ $32, SI
+	ADDQ $3072, DI // 16 columns of the panel
+	SUBQ $16, CX
+	JNZ  packbf16loop
 	VZEROUPPER
 	RET
 

@@ -7,9 +7,12 @@ package quant
 
 const useAVX512 = false
 
-func matMulF32TAVX512(a *float32, lda int, b *float32, ldb int, k int, c *float32, ldc int, m int, pf *byte) {
+func matMulFloatPanelAVX512(x *float32, ldx int, p *float32, k int, c *float32, ldc int, m int, mask uint64, pf *byte, pfLines int) {
 	panic("unreachable")
 }
+func packF32PanelAVX512(w *float32, ldw int, p *float32, k int) { panic("unreachable") }
+func packF16PanelAVX512(w *uint16, ldw int, p *float32, k int)  { panic("unreachable") }
+func packBF16PanelAVX512(w *uint16, ldw int, p *float32, k int) { panic("unreachable") }
 
 func matMulF32AVX2(a *float32, lda int, b *float32, ldb int, k int, c *float32, ldc int, tiles int, accumulate int) {
 	panic("unreachable")
@@ -21,5 +24,3 @@ func dotF16F32AVX2(w *uint16, x *float32, n int) float32  { panic("unreachable")
 func dotBF16F32AVX2(w *uint16, x *float32, n int) float32 { panic("unreachable") }
 func widenF16AVX2(w *uint16, dst *float32, n int)         { panic("unreachable") }
 func widenBF16AVX2(w *uint16, dst *float32, n int)        { panic("unreachable") }
-func widenF16AVX512(w *uint16, dst *float32, n int)       { panic("unreachable") }
-func widenBF16AVX512(w *uint16, dst *float32, n int)      { panic("unreachable") }

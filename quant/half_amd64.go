@@ -16,9 +16,3 @@ func widenF16AVX2(w *uint16, dst *float32, n int)
 
 //go:noescape
 func widenBF16AVX2(w *uint16, dst *float32, n int)
-
-//go:noescape
-func widenF16AVX512(w *uint16, dst *float32, n int)
-
-//go:noescape
-func widenBF16AVX512(w *uint16, dst *float32, n int)

@@ -1,7 +1,9 @@
 package quant
 
 import (
+	"encoding/binary"
 	"fmt"
+	"math"
 	"unsafe"
 )
 
@@ -10,20 +12,31 @@ import (
 // rows and transposed activations.
 func MatMulFloatFast() bool { return useAVX512 }
 
+// MatMulFloatPanelRows is the weight rows MatMulFloat's kernel packs and
+// multiplies at a time (three ZMM registers of a column): rows past a
+// multiple of it cost as many as a whole panel.
+const MatMulFloatPanelRows = 48
+
+// MatMulFloatScratch is the scratch, in floats, that MatMulFloat needs for
+// rows of cols elements.
+func MatMulFloatScratch(cols int) int { return MatMulFloatPanelRows * cols }
+
 // MatMulFloat computes rows weight rows of type t (F32, F16 or BF16; cols
 // elements each, stored one after another in w) times tokens activation
 // vectors (cols floats each, one after another in x): out[i*outStride+r] =
 // row r · x[i*cols:(i+1)*cols]. Other elements of out are left untouched.
-// scratch holds at least 4·cols floats, the widened rows; more lets it
-// widen more rows at a time.
+// scratch holds at least MatMulFloatScratch(cols) floats.
 //
-// The AVX-512 kernel widens four rows at a time into scratch, where they
-// stay in L1 while every token goes by, and prefetches the rows that
-// follow while it multiplies: a widening pass over rows not yet in cache
-// waited on memory. The activations need no transposition (the kernel
-// multiplies along k and sums across lanes at the end), and each token's
-// four results are stored side by side in out. Rows past a multiple of 4,
-// and every row where cols is not a multiple of 16, take the Go code.
+// The AVX-512 kernel widens 48 rows at a time into a panel in scratch,
+// transposed so that the 48 weights of a column are side by side, and
+// multiplies it by every token: each token's value of a column, broadcast,
+// times the column's three registers of weights. The 48 results of a token
+// are then its accumulators' lanes in order, stored as they are, where a
+// product along k, a row against a token, would end in a sum across the
+// lanes of each accumulator. The activations need no transposition. While
+// it multiplies, the kernel prefetches the rows it packs next: a widening
+// pass over rows not yet in cache waited on memory. Where cols is not a
+// multiple of 16 the Go code does the product a row at a time.
 func MatMulFloat(t Type, w []byte, cols, rows int, x []float32, tokens int, out []float32, outStride int, scratch []float32) {
 	if t != F32 && t != F16 && t != BF16 {
 		panic(fmt.Sprintf("quant: MatMulFloat: %v is not a float type", t))
@@ -37,8 +50,8 @@ func MatMulFloat(t Type, w []byte, cols, rows int, x []float32, tokens int, out 
 		panic(fmt.Sprintf("quant: MatMulFloat: %d bytes of weights, %d rows of %d need %d", len(w), rows, rb, rows*rb))
 	case len(x) < tokens*cols:
 		panic(fmt.Sprintf("quant: MatMulFloat: %d activations, %d tokens of %d need %d", len(x), tokens, cols, tokens*cols))
-	case len(scratch) < 4*cols:
-		panic(fmt.Sprintf("quant: MatMulFloat: %d floats of scratch, need %d", len(scratch), 4*cols))
+	case len(scratch) < MatMulFloatScratch(cols):
+		panic(fmt.Sprintf("quant: MatMulFloat: %d floats of scratch, need %d", len(scratch), MatMulFloatScratch(cols)))
 	}
 	if rows == 0 || tokens == 0 {
 		return
@@ -49,47 +62,65 @@ func MatMulFloat(t Type, w []byte, cols, rows int, x []float32, tokens int, out 
 	if need := (tokens-1)*outStride + rows; len(out) < need {
 		panic(fmt.Sprintf("quant: MatMulFloat: %d outputs, need %d", len(out), need))
 	}
-	r4 := 0
-	if useAVX512 && cols%16 == 0 {
-		r4 = rows &^ 3
-		per := min(len(scratch)/cols&^3, r4)
-		for r0 := 0; r0 < r4; r0 += per {
-			nr := min(per, r4-r0)
-			a := widenRows(t, w[r0*rb:(r0+nr)*rb], scratch[:nr*cols])
-			for i := 0; i < nr; i += 4 {
-				// The rows that come after these, the next block's or,
-				// past the end, these again.
-				pf := &w[r0*rb]
-				if next := (r0 + nr + i) * rb; next < len(w) {
-					pf = &w[next]
-				}
-				matMulF32TAVX512(&x[0], cols, &a[i*cols], cols, cols, &out[r0+i], outStride, tokens, pf)
-			}
-		}
+	if !useAVX512 || cols%16 != 0 {
+		matMulFloatGeneric(t, w[:rows*rb], cols, x, tokens, out, outStride, scratch[:cols])
+		return
 	}
-	if r4 < rows {
-		matMulFloatGeneric(t, w[r4*rb:rows*rb], cols, x, tokens, out[r4:], outStride, scratch[:cols])
+	p := scratch[:MatMulFloatPanelRows*cols]
+	for r0 := 0; r0 < rows; r0 += MatMulFloatPanelRows {
+		nr := min(MatMulFloatPanelRows, rows-r0)
+		packPanel(t, w[r0*rb:(r0+nr)*rb], cols, p)
+		// The rows packed next or, after the last, these again.
+		next := w[r0*rb : r0*rb+1]
+		if r0+nr < rows {
+			next = w[(r0+nr)*rb : min(r0+nr+MatMulFloatPanelRows, rows)*rb]
+		}
+		mask := uint64(1)<<nr - 1
+		matMulFloatPanelAVX512(&x[0], cols, &p[0], cols, &out[r0], outStride, tokens, mask,
+			&next[0], (len(next)+63)/64)
 	}
 }
 
-// widenRows returns the float32 values of the float rows in src: src
-// itself for F32, otherwise dst widened from it (len(dst) a multiple of 16
-// where useAVX512 is set, as MatMulFloat's kernel path has it).
-func widenRows(t Type, src []byte, dst []float32) []float32 {
-	switch {
-	case t == F32:
-		return unsafe.Slice((*float32)(unsafe.Pointer(&src[0])), len(src)/4)
-	case useAVX512 && t == F16:
-		widenF16AVX512((*uint16)(unsafe.Pointer(&src[0])), &dst[0], len(dst))
-		return dst
-	case useAVX512:
-		widenBF16AVX512((*uint16)(unsafe.Pointer(&src[0])), &dst[0], len(dst))
-		return dst
+// packPanel fills the panel p (MatMulFloatPanelRows × cols, column by column)
+// with the float32 values of the rows in w, cols a multiple of 16, and
+// zeros for rows past them. Whole blocks of 16 rows take the AVX-512 code.
+func packPanel(t Type, w []byte, cols int, p []float32) {
+	rb := cols * t.BlockBytes()
+	rows := len(w) / rb
+	for b := 0; b < MatMulFloatPanelRows; b += 16 {
+		if b+16 <= rows {
+			src := unsafe.Pointer(&w[b*rb])
+			switch t {
+			case F32:
+				packF32PanelAVX512((*float32)(src), rb, &p[b], cols)
+			case F16:
+				packF16PanelAVX512((*uint16)(src), rb, &p[b], cols)
+			default:
+				packBF16PanelAVX512((*uint16)(src), rb, &p[b], cols)
+			}
+			continue
+		}
+		for l := 0; l < cols; l++ {
+			col := p[l*MatMulFloatPanelRows+b:][:16]
+			for i := range col {
+				col[i] = 0
+				if r := b + i; r < rows {
+					col[i] = floatAt(t, w[r*rb:], l)
+				}
+			}
+		}
 	}
-	if err := Widen(t, src, dst); err != nil {
-		panic(err) // MatMulFloat checked the type and sizes
+}
+
+// floatAt returns element l of the float row w of type t.
+func floatAt(t Type, w []byte, l int) float32 {
+	switch t {
+	case F32:
+		return math.Float32frombits(binary.LittleEndian.Uint32(w[4*l:]))
+	case F16:
+		return F16ToF32(binary.LittleEndian.Uint16(w[2*l:]))
 	}
-	return dst
+	return BF16ToF32(binary.LittleEndian.Uint16(w[2*l:]))
 }
 
 // matMulFloatGeneric is MatMulFloat one row at a time, each widened into

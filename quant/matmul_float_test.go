@@ -33,25 +33,25 @@ func randFloatRows(rng *rand.Rand, t Type, rows, cols int) ([]byte, []float32) {
 }
 
 // TestMatMulFloat multiplies random float rows by random tokens, for row,
-// column and token counts on and off the kernel's tiles (4 rows, 16
-// columns, 6 tokens), several scratch sizes and output strides wider than
-// the rows, and checks every result against a float64 product and that
-// out is untouched elsewhere.
+// column and token counts on and off the kernel's tiles (panels of 48 rows
+// packed 16 at a time, 16 columns, 8 tokens, then 4, 2, 1), scratch larger than needed
+// and output strides wider than the rows, and checks every result against
+// a float64 product and that out is untouched elsewhere.
 func TestMatMulFloat(t *testing.T) {
 	rng := rand.New(rand.NewPCG(72, 73))
 	for _, typ := range []Type{F32, F16, BF16} {
-		for _, rows := range []int{1, 3, 4, 5, 8, 13, 16, 36} {
+		for _, rows := range []int{1, 3, 13, 16, 17, 36, 47, 48, 49, 64, 96, 100, 150} {
 			for _, cols := range []int{7, 16, 48, 256} {
-				for _, tokens := range []int{1, 2, 3, 4, 5, 6, 7, 11, 12, 13, 64} {
-					scratchRows := []int{4, 9, 16}[rng.IntN(3)]
+				for _, tokens := range []int{1, 2, 3, 4, 5, 6, 7, 8, 9, 11, 12, 13, 15, 16, 64} {
+					scratch := MatMulFloatScratch(cols) + rng.IntN(2)*cols
 					outStride := rows + rng.IntN(3)
-					at := fmt.Sprintf("%v %d rows × %d columns × %d tokens (scratch %d rows, stride %d)",
-						typ, rows, cols, tokens, scratchRows, outStride)
+					at := fmt.Sprintf("%v %d rows × %d columns × %d tokens (scratch %d, stride %d)",
+						typ, rows, cols, tokens, scratch, outStride)
 					w, wv := randFloatRows(rng, typ, rows, cols)
 					x := randF32(rng, tokens*cols)
 					out := randF32(rng, tokens*outStride+3)
 					out0 := append([]float32(nil), out...)
-					MatMulFloat(typ, w, cols, rows, x, tokens, out, outStride, make([]float32, scratchRows*cols))
+					MatMulFloat(typ, w, cols, rows, x, tokens, out, outStride, make([]float32, scratch))
 					for i := 0; i < tokens; i++ {
 						for r := 0; r < outStride; r++ {
 							got := out[i*outStride+r]
@@ -82,14 +82,14 @@ func TestMatMulFloat(t *testing.T) {
 }
 
 func TestMatMulFloatPanics(t *testing.T) {
-	w, x, out, sc := make([]byte, 4*16*2), make([]float32, 8*16), make([]float32, 8*4), make([]float32, 4*16)
+	w, x, out, sc := make([]byte, 4*16*2), make([]float32, 8*16), make([]float32, 8*4), make([]float32, MatMulFloatScratch(16))
 	cases := map[string]func(){
 		"type":          func() { MatMulFloat(Q8_0, w, 16, 4, x, 8, out, 4, sc) },
 		"short w":       func() { MatMulFloat(F16, w[:127], 16, 4, x, 8, out, 4, sc) },
 		"short x":       func() { MatMulFloat(F16, w, 16, 4, x[:127], 8, out, 4, sc) },
 		"short out":     func() { MatMulFloat(F16, w, 16, 4, x, 8, out[:31], 4, sc) },
 		"narrow stride": func() { MatMulFloat(F16, w, 16, 4, x, 8, out, 3, sc) },
-		"short scratch": func() { MatMulFloat(F16, w, 16, 4, x, 8, out, 4, sc[:63]) },
+		"short scratch": func() { MatMulFloat(F16, w, 16, 4, x, 8, out, 4, sc[:len(sc)-1]) },
 		"no columns":    func() { MatMulFloat(F16, w, 0, 4, x, 8, out, 4, sc) },
 	}
 	for name, f := range cases {
@@ -114,7 +114,7 @@ func BenchmarkMatMulFloat(b *testing.B) {
 			w, _ := randFloatRows(rng, F16, sh.rows, sh.cols)
 			x := randF32(rng, tokens*sh.cols)
 			out := make([]float32, tokens*sh.rows)
-			sc := make([]float32, 4*sh.cols)
+			sc := make([]float32, MatMulFloatScratch(sh.cols))
 			b.SetBytes(int64(2 * sh.rows * sh.cols * tokens)) // FLOPs, reported as MB/s
 			for b.Loop() {
 				MatMulFloat(F16, w, sh.cols, sh.rows, x, tokens, out, sh.rows, sc)

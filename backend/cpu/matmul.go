@@ -142,14 +142,19 @@ type product struct {
 // (or gate and up) cost one synchronization, and each weight row is read
 // once for all T tokens.
 func (b *Backend) matmul(x *activations, ps ...product) {
-	total := 0
+	total, grain := 0, 16
 	for _, p := range ps {
 		switch {
 		case needsQ8(p.w.Type):
 			x.quantize()
 		case usesQ8K(p.w):
 			x.quantizeK()
-		case floatTiled(p.w, x.t) && !quant.MatMulFloatFast():
+		case !floatTiled(p.w, x.t):
+		case quant.MatMulFloatFast():
+			// Ranges of whole panels: a range of 64 rows was a full
+			// panel and one of 16 rows, a third of it wasted.
+			grain = quant.MatMulFloatPanelRows
+		default:
 			x.transpose()
 		}
 		total += p.w.Rows
@@ -157,7 +162,7 @@ func (b *Backend) matmul(x *activations, ps ...product) {
 	if len(b.tiles) < b.pool.workers {
 		b.tiles = make([]tileScratch, b.pool.workers)
 	}
-	b.pool.parallelFor(total, 16, func(worker, lo, hi int) {
+	b.pool.parallelFor(total, grain, func(worker, lo, hi int) {
 		base := 0
 		for _, p := range ps {
 			rlo, rhi := max(lo-base, 0), min(hi-base, p.w.Rows)
@@ -262,15 +267,15 @@ const floatTileRows = 16
 // by side: written a row at a time, every result was a store to another
 // line of the output (a fifth of an F16 prefill's time).
 //
-// With AVX-512, quant.MatMulFloat does it all: it widens four rows at a
-// time, multiplies them by the tokens as they are (not transposed) and
+// With AVX-512, quant.MatMulFloat does it all: it widens a panel of rows
+// at a time, multiplies it by the tokens as they are (not transposed) and
 // writes the results in place.
 func floatRowsTiled(x *activations, p product, lo, hi int, sc *tileScratch) {
 	w := p.w
 	n, rb, tp := w.Cols, w.RowBytes(), x.tPad()
 	if quant.MatMulFloatFast() {
 		quant.MatMulFloat(w.Type, w.Data[lo*rb:hi*rb], n, hi-lo, x.f32[:x.t*n], x.t,
-			p.out[p.outOff+lo:], p.outStride, sc.floats(4*n))
+			p.out[p.outOff+lo:], p.outStride, sc.floats(quant.MatMulFloatScratch(n)))
 		return
 	}
 	buf := sc.floats(floatTileRows * (n + tileTokens))
