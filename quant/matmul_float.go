@@ -25,7 +25,9 @@ func MatMulFloatScratch(cols int) int { return MatMulFloatPanelRows * cols }
 // elements each, stored one after another in w) times tokens activation
 // vectors (cols floats each, one after another in x): out[i*outStride+r] =
 // row r · x[i*cols:(i+1)*cols]. Other elements of out are left untouched.
-// scratch holds at least MatMulFloatScratch(cols) floats.
+// scratch holds at least MatMulFloatScratch(cols) floats. w may go on past
+// the rows, with the rows a caller multiplies next, which the kernel then
+// prefetches.
 //
 // The AVX-512 kernel widens 48 rows at a time into a panel in scratch,
 // transposed so that the 48 weights of a column are side by side, and
@@ -34,8 +36,11 @@ func MatMulFloatScratch(cols int) int { return MatMulFloatPanelRows * cols }
 // are then its accumulators' lanes in order, stored as they are, where a
 // product along k, a row against a token, would end in a sum across the
 // lanes of each accumulator. The activations need no transposition. While
-// it multiplies, the kernel prefetches the rows it packs next: a widening
-// pass over rows not yet in cache waited on memory. Where cols is not a
+// it multiplies, the kernel prefetches the two panels' rows that follow in
+// w: a widening pass over rows not yet in cache waited on memory, and
+// where the CPU backend's workers take one panel at a time, the next is
+// often the other worker's and the one after it this worker's (two were
+// ~2% faster than one in a SmolLM prefill). Where cols is not a
 // multiple of 16 the Go code does the product a row at a time.
 func MatMulFloat(t Type, w []byte, cols, rows int, x []float32, tokens int, out []float32, outStride int, scratch []float32) {
 	if t != F32 && t != F16 && t != BF16 {
@@ -70,10 +75,10 @@ func MatMulFloat(t Type, w []byte, cols, rows int, x []float32, tokens int, out 
 	for r0 := 0; r0 < rows; r0 += MatMulFloatPanelRows {
 		nr := min(MatMulFloatPanelRows, rows-r0)
 		packPanel(t, w[r0*rb:(r0+nr)*rb], cols, p)
-		// The rows packed next or, after the last, these again.
+		// The rows that follow, up to len(w), or at its end these again.
 		next := w[r0*rb : r0*rb+1]
-		if r0+nr < rows {
-			next = w[(r0+nr)*rb : min(r0+nr+MatMulFloatPanelRows, rows)*rb]
+		if end := (r0 + nr) * rb; end < len(w) {
+			next = w[end:min(end+2*MatMulFloatPanelRows*rb, len(w))]
 		}
 		mask := uint64(1)<<nr - 1
 		matMulFloatPanelAVX512(&x[0], cols, &p[0], cols, &out[r0], outStride, tokens, mask,

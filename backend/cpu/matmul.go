@@ -274,7 +274,8 @@ func floatRowsTiled(x *activations, p product, lo, hi int, sc *tileScratch) {
 	w := p.w
 	n, rb, tp := w.Cols, w.RowBytes(), x.tPad()
 	if quant.MatMulFloatFast() {
-		quant.MatMulFloat(w.Type, w.Data[lo*rb:hi*rb], n, hi-lo, x.f32[:x.t*n], x.t,
+		// The rows past hi go too, for the kernel to prefetch.
+		quant.MatMulFloat(w.Type, w.Data[lo*rb:], n, hi-lo, x.f32[:x.t*n], x.t,
 			p.out[p.outOff+lo:], p.outStride, sc.floats(quant.MatMulFloatScratch(n)))
 		return
 	}
