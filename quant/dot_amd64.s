@@ -956,6 +956,90 @@ done:
 	VXORPS Y7, Y7, Y7; \
 	VXORPS Y8, Y8, Y8
 
+// MATVEC4_VNNI is the body of the 4-row kernels below, after the TEXT
+// has loaded w to SI, x to R10, nblocks to R11, out to R8 and rows to R9
+// (go vet checks the frame references line by line): groups of four rows
+// with SHARED preparing each activation block and ROWS4 adding the four
+// rows' terms (bytes a block, the prefetch stream four blocks a step),
+// then the rows past the last four with the row kernel's BLOCK.
+#define MATVEC4_VNNI(bytes, step, SHARED, ROWS4, BLOCK, rows4, blocks4, rows1, row, loop2, tail, done, end) \
+	SETUP_Q5_CONSTS; \
+	VMOVDQU32 Y7, Y20; \
+	MOVQ R11, R12; \
+	IMULQ $bytes, R12; \
+rows4: \
+	CMPQ R9, $4; \
+	JL rows1; \
+	MATVEC4_START; \
+blocks4: \
+	PREFETCHT0 (R14); \
+	PREFETCHT0 64(R14); \
+	ADDQ $step, R14; \
+	SHARED; \
+	ROWS4; \
+	ADDQ $bytes, SI; \
+	ADDQ $bytes, R13; \
+	ADDQ $34, DI; \
+	DECQ CX; \
+	JNZ blocks4; \
+	MATVEC4_STORE; \
+	JMP rows4; \
+rows1: \
+	TESTQ R9, R9; \
+	JZ end; \
+	SETUP_Q5_CONSTS; \
+row: \
+	MOVQ R10, DI; \
+	MOVQ R11, CX; \
+	ROW_LOOP(BLOCK, bytes, loop2, tail, done); \
+	HSUM(Y0, X0, X1); \
+	VMOVSS X0, (R8); \
+	ADDQ $4, R8; \
+	DECQ R9; \
+	JNZ row; \
+end: \
+	VZEROUPPER; \
+	RET
+
+// The four rows' terms of each type: rows 0-2 at SI + k·R12, row 3 at R13.
+#define Q4_1_ROWS4 \
+	CODES_ROW(4(SI)); \
+	MIN_ROW_TERM((SI), 2(SI), Y0); \
+	CODES_ROW(4(SI)(R12*1)); \
+	MIN_ROW_TERM((SI)(R12*1), 2(SI)(R12*1), Y1); \
+	CODES_ROW(4(SI)(R12*2)); \
+	MIN_ROW_TERM((SI)(R12*2), 2(SI)(R12*2), Y7); \
+	CODES_ROW(4(R13)); \
+	MIN_ROW_TERM((R13), 2(R13), Y8)
+
+#define Q5_0_ROWS4 \
+	CODES_ROW(6(SI)); \
+	FIFTH_ROW(2(SI)); \
+	Q5_0_ROW_TERM((SI), Y0); \
+	CODES_ROW(6(SI)(R12*1)); \
+	FIFTH_ROW(2(SI)(R12*1)); \
+	Q5_0_ROW_TERM((SI)(R12*1), Y1); \
+	CODES_ROW(6(SI)(R12*2)); \
+	FIFTH_ROW(2(SI)(R12*2)); \
+	Q5_0_ROW_TERM((SI)(R12*2), Y7); \
+	CODES_ROW(6(R13)); \
+	FIFTH_ROW(2(R13)); \
+	Q5_0_ROW_TERM((R13), Y8)
+
+#define Q5_1_ROWS4 \
+	CODES_ROW(8(SI)); \
+	FIFTH_ROW(4(SI)); \
+	MIN_ROW_TERM((SI), 2(SI), Y0); \
+	CODES_ROW(8(SI)(R12*1)); \
+	FIFTH_ROW(4(SI)(R12*1)); \
+	MIN_ROW_TERM((SI)(R12*1), 2(SI)(R12*1), Y1); \
+	CODES_ROW(8(SI)(R12*2)); \
+	FIFTH_ROW(4(SI)(R12*2)); \
+	MIN_ROW_TERM((SI)(R12*2), 2(SI)(R12*2), Y7); \
+	CODES_ROW(8(R13)); \
+	FIFTH_ROW(4(R13)); \
+	MIN_ROW_TERM((R13), 2(R13), Y8)
+
 // func matVecQ4_1Q8_0VNNI(w, x *byte, nblocks int, out *float32, rows int)
 TEXT ·matVecQ4_1Q8_0VNNI(SB), NOSPLIT, $0-40
 	MOVQ w+0(FP), SI
@@ -963,55 +1047,7 @@ TEXT ·matVecQ4_1Q8_0VNNI(SB), NOSPLIT, $0-40
 	MOVQ nblocks+16(FP), R11
 	MOVQ out+24(FP), R8
 	MOVQ rows+32(FP), R9
-	SETUP_Q5_CONSTS
-	VMOVDQU32 Y7, Y20
-	MOVQ R11, R12
-	IMULQ $20, R12 // row stride
-
-rows4:
-	CMPQ R9, $4
-	JL rows1
-	MATVEC4_START
-
-blocks4:
-	PREFETCHT0 (R14)
-	PREFETCHT0 64(R14)
-	ADDQ $80, R14
-	MATVEC4_SHARED_MIN
-	CODES_ROW(4(SI))
-	MIN_ROW_TERM((SI), 2(SI), Y0)
-	CODES_ROW(4(SI)(R12*1))
-	MIN_ROW_TERM((SI)(R12*1), 2(SI)(R12*1), Y1)
-	CODES_ROW(4(SI)(R12*2))
-	MIN_ROW_TERM((SI)(R12*2), 2(SI)(R12*2), Y7)
-	CODES_ROW(4(R13))
-	MIN_ROW_TERM((R13), 2(R13), Y8)
-	ADDQ $20, SI
-	ADDQ $20, R13
-	ADDQ $34, DI
-	DECQ CX
-	JNZ blocks4
-	MATVEC4_STORE
-	JMP rows4
-
-rows1:
-	TESTQ R9, R9
-	JZ end
-	SETUP_Q5_CONSTS // Y7 was an accumulator
-
-row:
-	MOVQ R10, DI
-	MOVQ R11, CX
-	ROW_LOOP(Q4_1_BLOCK, 20, loop2, tail, done)
-	HSUM(Y0, X0, X1)
-	VMOVSS X0, (R8)
-	ADDQ $4, R8
-	DECQ R9
-	JNZ row
-
-end:
-	VZEROUPPER
-	RET
+	MATVEC4_VNNI(20, 80, MATVEC4_SHARED_MIN, Q4_1_ROWS4, Q4_1_BLOCK, rows4, blocks4, rows1, row, loop2, tail, done, end)
 
 // func matVecQ5_0Q8_0VNNI(w, x *byte, nblocks int, out *float32, rows int)
 TEXT ·matVecQ5_0Q8_0VNNI(SB), NOSPLIT, $0-40
@@ -1020,58 +1056,7 @@ TEXT ·matVecQ5_0Q8_0VNNI(SB), NOSPLIT, $0-40
 	MOVQ nblocks+16(FP), R11
 	MOVQ out+24(FP), R8
 	MOVQ rows+32(FP), R9
-	SETUP_Q5_CONSTS
-	MOVQ R11, R12
-	IMULQ $22, R12 // row stride
-
-rows4:
-	CMPQ R9, $4
-	JL rows1
-	MATVEC4_START
-
-blocks4:
-	PREFETCHT0 (R14)
-	PREFETCHT0 64(R14)
-	ADDQ $88, R14
-	MATVEC4_SHARED_Q5_0
-	CODES_ROW(6(SI))
-	FIFTH_ROW(2(SI))
-	Q5_0_ROW_TERM((SI), Y0)
-	CODES_ROW(6(SI)(R12*1))
-	FIFTH_ROW(2(SI)(R12*1))
-	Q5_0_ROW_TERM((SI)(R12*1), Y1)
-	CODES_ROW(6(SI)(R12*2))
-	FIFTH_ROW(2(SI)(R12*2))
-	Q5_0_ROW_TERM((SI)(R12*2), Y7)
-	CODES_ROW(6(R13))
-	FIFTH_ROW(2(R13))
-	Q5_0_ROW_TERM((R13), Y8)
-	ADDQ $22, SI
-	ADDQ $22, R13
-	ADDQ $34, DI
-	DECQ CX
-	JNZ blocks4
-	MATVEC4_STORE
-	JMP rows4
-
-rows1:
-	TESTQ R9, R9
-	JZ end
-	SETUP_Q5_CONSTS // Y7 was an accumulator
-
-row:
-	MOVQ R10, DI
-	MOVQ R11, CX
-	ROW_LOOP(Q5_0_BLOCK, 22, loop2, tail, done)
-	HSUM(Y0, X0, X1)
-	VMOVSS X0, (R8)
-	ADDQ $4, R8
-	DECQ R9
-	JNZ row
-
-end:
-	VZEROUPPER
-	RET
+	MATVEC4_VNNI(22, 88, MATVEC4_SHARED_Q5_0, Q5_0_ROWS4, Q5_0_BLOCK, rows4, blocks4, rows1, row, loop2, tail, done, end)
 
 // func matVecQ5_1Q8_0VNNI(w, x *byte, nblocks int, out *float32, rows int)
 TEXT ·matVecQ5_1Q8_0VNNI(SB), NOSPLIT, $0-40
@@ -1080,59 +1065,7 @@ TEXT ·matVecQ5_1Q8_0VNNI(SB), NOSPLIT, $0-40
 	MOVQ nblocks+16(FP), R11
 	MOVQ out+24(FP), R8
 	MOVQ rows+32(FP), R9
-	SETUP_Q5_CONSTS
-	VMOVDQU32 Y7, Y20
-	MOVQ R11, R12
-	IMULQ $24, R12 // row stride
-
-rows4:
-	CMPQ R9, $4
-	JL rows1
-	MATVEC4_START
-
-blocks4:
-	PREFETCHT0 (R14)
-	PREFETCHT0 64(R14)
-	ADDQ $96, R14
-	MATVEC4_SHARED_MIN
-	CODES_ROW(8(SI))
-	FIFTH_ROW(4(SI))
-	MIN_ROW_TERM((SI), 2(SI), Y0)
-	CODES_ROW(8(SI)(R12*1))
-	FIFTH_ROW(4(SI)(R12*1))
-	MIN_ROW_TERM((SI)(R12*1), 2(SI)(R12*1), Y1)
-	CODES_ROW(8(SI)(R12*2))
-	FIFTH_ROW(4(SI)(R12*2))
-	MIN_ROW_TERM((SI)(R12*2), 2(SI)(R12*2), Y7)
-	CODES_ROW(8(R13))
-	FIFTH_ROW(4(R13))
-	MIN_ROW_TERM((R13), 2(R13), Y8)
-	ADDQ $24, SI
-	ADDQ $24, R13
-	ADDQ $34, DI
-	DECQ CX
-	JNZ blocks4
-	MATVEC4_STORE
-	JMP rows4
-
-rows1:
-	TESTQ R9, R9
-	JZ end
-	SETUP_Q5_CONSTS // Y7 was an accumulator
-
-row:
-	MOVQ R10, DI
-	MOVQ R11, CX
-	ROW_LOOP(Q5_1_BLOCK, 24, loop2, tail, done)
-	HSUM(Y0, X0, X1)
-	VMOVSS X0, (R8)
-	ADDQ $4, R8
-	DECQ R9
-	JNZ row
-
-end:
-	VZEROUPPER
-	RET
+	MATVEC4_VNNI(24, 96, MATVEC4_SHARED_MIN, Q5_1_ROWS4, Q5_1_BLOCK, rows4, blocks4, rows1, row, loop2, tail, done, end)
 
 // IQ4_NL's table (iq4_amd64.s's iq4tab) plus 128: unsigned codes for
 // VPDPBUSD, whose −128·Σy the shared term takes off again.
