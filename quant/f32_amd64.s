@@ -371,144 +371,39 @@ done:
 	VMOVUPS Z14, 2688(DI); \
 	VMOVUPS Z15, 2880(DI)
 
-// PANEL_LOAD16_F32 loads 16 columns of 16 F32 rows, R8 bytes apart,
-// from SI into Z0-Z15 as float32, and prefetches each row 512 bytes on.
-// Clobbers AX.
-#define PANEL_LOAD16_F32 \
-	MOVQ SI, AX; \
-	VMOVUPS (AX), Z0; \
-	PREFETCHT0 512(AX); \
-	VMOVUPS (AX)(R8*1), Z1; \
-	PREFETCHT0 512(AX)(R8*1); \
-	VMOVUPS (AX)(R8*2), Z2; \
-	PREFETCHT0 512(AX)(R8*2); \
-	VMOVUPS (AX)(R9*1), Z3; \
-	PREFETCHT0 512(AX)(R9*1); \
-	LEAQ (AX)(R8*4), AX; \
-	VMOVUPS (AX), Z4; \
-	PREFETCHT0 512(AX); \
-	VMOVUPS (AX)(R8*1), Z5; \
-	PREFETCHT0 512(AX)(R8*1); \
-	VMOVUPS (AX)(R8*2), Z6; \
-	PREFETCHT0 512(AX)(R8*2); \
-	VMOVUPS (AX)(R9*1), Z7; \
-	PREFETCHT0 512(AX)(R9*1); \
-	LEAQ (AX)(R8*4), AX; \
-	VMOVUPS (AX), Z8; \
-	PREFETCHT0 512(AX); \
-	VMOVUPS (AX)(R8*1), Z9; \
-	PREFETCHT0 512(AX)(R8*1); \
-	VMOVUPS (AX)(R8*2), Z10; \
-	PREFETCHT0 512(AX)(R8*2); \
-	VMOVUPS (AX)(R9*1), Z11; \
-	PREFETCHT0 512(AX)(R9*1); \
-	LEAQ (AX)(R8*4), AX; \
-	VMOVUPS (AX), Z12; \
-	PREFETCHT0 512(AX); \
-	VMOVUPS (AX)(R8*1), Z13; \
-	PREFETCHT0 512(AX)(R8*1); \
-	VMOVUPS (AX)(R8*2), Z14; \
-	PREFETCHT0 512(AX)(R8*2); \
-	VMOVUPS (AX)(R9*1), Z15; \
-	PREFETCHT0 512(AX)(R9*1)
+// ROW_F32, ROW_F16 and ROW_BF16 load one row's 16 columns at m into z as
+// float32 and prefetch pm, the row 512 bytes on.
+#define ROW_F32(m, pm, z) \
+	VMOVUPS m, z; \
+	PREFETCHT0 pm
 
-// PANEL_LOAD16_F16 loads 16 columns of 16 F16 rows, R8 bytes apart,
-// from SI into Z0-Z15 as float32, and prefetches each row 512 bytes on.
-// Clobbers AX.
-#define PANEL_LOAD16_F16 \
-	MOVQ SI, AX; \
-	VCVTPH2PS (AX), Z0; \
-	PREFETCHT0 512(AX); \
-	VCVTPH2PS (AX)(R8*1), Z1; \
-	PREFETCHT0 512(AX)(R8*1); \
-	VCVTPH2PS (AX)(R8*2), Z2; \
-	PREFETCHT0 512(AX)(R8*2); \
-	VCVTPH2PS (AX)(R9*1), Z3; \
-	PREFETCHT0 512(AX)(R9*1); \
-	LEAQ (AX)(R8*4), AX; \
-	VCVTPH2PS (AX), Z4; \
-	PREFETCHT0 512(AX); \
-	VCVTPH2PS (AX)(R8*1), Z5; \
-	PREFETCHT0 512(AX)(R8*1); \
-	VCVTPH2PS (AX)(R8*2), Z6; \
-	PREFETCHT0 512(AX)(R8*2); \
-	VCVTPH2PS (AX)(R9*1), Z7; \
-	PREFETCHT0 512(AX)(R9*1); \
-	LEAQ (AX)(R8*4), AX; \
-	VCVTPH2PS (AX), Z8; \
-	PREFETCHT0 512(AX); \
-	VCVTPH2PS (AX)(R8*1), Z9; \
-	PREFETCHT0 512(AX)(R8*1); \
-	VCVTPH2PS (AX)(R8*2), Z10; \
-	PREFETCHT0 512(AX)(R8*2); \
-	VCVTPH2PS (AX)(R9*1), Z11; \
-	PREFETCHT0 512(AX)(R9*1); \
-	LEAQ (AX)(R8*4), AX; \
-	VCVTPH2PS (AX), Z12; \
-	PREFETCHT0 512(AX); \
-	VCVTPH2PS (AX)(R8*1), Z13; \
-	PREFETCHT0 512(AX)(R8*1); \
-	VCVTPH2PS (AX)(R8*2), Z14; \
-	PREFETCHT0 512(AX)(R8*2); \
-	VCVTPH2PS (AX)(R9*1), Z15; \
-	PREFETCHT0 512(AX)(R9*1)
+#define ROW_F16(m, pm, z) \
+	VCVTPH2PS m, z; \
+	PREFETCHT0 pm
 
-// PANEL_LOAD16_BF16 loads 16 columns of 16 BF16 rows, R8 bytes apart,
-// from SI into Z0-Z15 as float32, and prefetches each row 512 bytes on.
-// Clobbers AX.
-#define PANEL_LOAD16_BF16 \
+#define ROW_BF16(m, pm, z) \
+	VPMOVZXWD m, z; \
+	VPSLLD $16, z, z; \
+	PREFETCHT0 pm
+
+// ROWS4 loads four rows, R8 bytes apart from AX (R9 three of them), into
+// z0-z3 with ROW, then moves AX on four rows.
+#define ROWS4(ROW, z0, z1, z2, z3) \
+	ROW((AX), 512(AX), z0); \
+	ROW((AX)(R8*1), 512(AX)(R8*1), z1); \
+	ROW((AX)(R8*2), 512(AX)(R8*2), z2); \
+	ROW((AX)(R9*1), 512(AX)(R9*1), z3); \
+	LEAQ (AX)(R8*4), AX
+
+// PANEL_LOAD16 loads 16 columns of 16 rows, R8 bytes apart, from SI into
+// Z0-Z15 as float32 with ROW (ROW_F32, ROW_F16 or ROW_BF16), prefetching
+// each row 512 bytes on. Clobbers AX.
+#define PANEL_LOAD16(ROW) \
 	MOVQ SI, AX; \
-	VPMOVZXWD (AX), Z0; \
-	VPSLLD $16, Z0, Z0; \
-	PREFETCHT0 512(AX); \
-	VPMOVZXWD (AX)(R8*1), Z1; \
-	VPSLLD $16, Z1, Z1; \
-	PREFETCHT0 512(AX)(R8*1); \
-	VPMOVZXWD (AX)(R8*2), Z2; \
-	VPSLLD $16, Z2, Z2; \
-	PREFETCHT0 512(AX)(R8*2); \
-	VPMOVZXWD (AX)(R9*1), Z3; \
-	VPSLLD $16, Z3, Z3; \
-	PREFETCHT0 512(AX)(R9*1); \
-	LEAQ (AX)(R8*4), AX; \
-	VPMOVZXWD (AX), Z4; \
-	VPSLLD $16, Z4, Z4; \
-	PREFETCHT0 512(AX); \
-	VPMOVZXWD (AX)(R8*1), Z5; \
-	VPSLLD $16, Z5, Z5; \
-	PREFETCHT0 512(AX)(R8*1); \
-	VPMOVZXWD (AX)(R8*2), Z6; \
-	VPSLLD $16, Z6, Z6; \
-	PREFETCHT0 512(AX)(R8*2); \
-	VPMOVZXWD (AX)(R9*1), Z7; \
-	VPSLLD $16, Z7, Z7; \
-	PREFETCHT0 512(AX)(R9*1); \
-	LEAQ (AX)(R8*4), AX; \
-	VPMOVZXWD (AX), Z8; \
-	VPSLLD $16, Z8, Z8; \
-	PREFETCHT0 512(AX); \
-	VPMOVZXWD (AX)(R8*1), Z9; \
-	VPSLLD $16, Z9, Z9; \
-	PREFETCHT0 512(AX)(R8*1); \
-	VPMOVZXWD (AX)(R8*2), Z10; \
-	VPSLLD $16, Z10, Z10; \
-	PREFETCHT0 512(AX)(R8*2); \
-	VPMOVZXWD (AX)(R9*1), Z11; \
-	VPSLLD $16, Z11, Z11; \
-	PREFETCHT0 512(AX)(R9*1); \
-	LEAQ (AX)(R8*4), AX; \
-	VPMOVZXWD (AX), Z12; \
-	VPSLLD $16, Z12, Z12; \
-	PREFETCHT0 512(AX); \
-	VPMOVZXWD (AX)(R8*1), Z13; \
-	VPSLLD $16, Z13, Z13; \
-	PREFETCHT0 512(AX)(R8*1); \
-	VPMOVZXWD (AX)(R8*2), Z14; \
-	VPSLLD $16, Z14, Z14; \
-	PREFETCHT0 512(AX)(R8*2); \
-	VPMOVZXWD (AX)(R9*1), Z15; \
-	VPSLLD $16, Z15, Z15; \
-	PREFETCHT0 512(AX)(R9*1)
+	ROWS4(ROW, Z0, Z1, Z2, Z3); \
+	ROWS4(ROW, Z4, Z5, Z6, Z7); \
+	ROWS4(ROW, Z8, Z9, Z10, Z11); \
+	ROWS4(ROW, Z12, Z13, Z14, Z15)
 
 // func packF32PanelAVX512(w *float32, ldw int, p *float32, k int)
 TEXT ·packF32PanelAVX512(SB), NOSPLIT, $0-32
@@ -519,7 +414,7 @@ TEXT ·packF32PanelAVX512(SB), NOSPLIT, $0-32
 	LEAQ (R8)(R8*2), R9 // 3 rows
 
 packf32loop:
-	PANEL_LOAD16_F32
+	PANEL_LOAD16(ROW_F32)
 	PANEL_T16
 	PANEL_STORE16
 	ADDQ $64, SI
@@ -538,7 +433,7 @@ TEXT ·packF16PanelAVX512(SB), NOSPLIT, $0-32
 	LEAQ (R8)(R8*2), R9 // 3 rows
 
 packf16loop:
-	PANEL_LOAD16_F16
+	PANEL_LOAD16(ROW_F16)
 	PANEL_T16
 	PANEL_STORE16
 	ADDQ $32, SI
@@ -557,7 +452,7 @@ TEXT ·packBF16PanelAVX512(SB), NOSPLIT, $0-32
 	LEAQ (R8)(R8*2), R9 // 3 rows
 
 packbf16loop:
-	PANEL_LOAD16_BF16
+	PANEL_LOAD16(ROW_BF16)
 	PANEL_T16
 	PANEL_STORE16
 	ADDQ $32, SI
