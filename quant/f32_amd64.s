@@ -405,24 +405,30 @@ done:
 	ROWS4(ROW, Z8, Z9, Z10, Z11); \
 	ROWS4(ROW, Z12, Z13, Z14, Z15)
 
+// PANEL_PACK is the body of the pack functions: 16 columns at a time of
+// the 16 rows at SI (R8 bytes apart), loaded with ROW, transposed and
+// stored at DI, SI moving on colBytes, until CX columns are done. The
+// TEXT loads SI, R8, DI and CX itself.
+#define PANEL_PACK(ROW, colBytes, loop) \
+	LEAQ (R8)(R8*2), R9; \
+loop: \
+	PANEL_LOAD16(ROW); \
+	PANEL_T16; \
+	PANEL_STORE16; \
+	ADDQ $colBytes, SI; \
+	ADDQ $3072, DI; \
+	SUBQ $16, CX; \
+	JNZ loop; \
+	VZEROUPPER; \
+	RET
+
 // func packF32PanelAVX512(w *float32, ldw int, p *float32, k int)
 TEXT ·packF32PanelAVX512(SB), NOSPLIT, $0-32
 	MOVQ w+0(FP), SI
 	MOVQ ldw+8(FP), R8
 	MOVQ p+16(FP), DI
 	MOVQ k+24(FP), CX
-	LEAQ (R8)(R8*2), R9 // 3 rows
-
-packf32loop:
-	PANEL_LOAD16(ROW_F32)
-	PANEL_T16
-	PANEL_STORE16
-	ADDQ $64, SI
-	ADDQ $3072, DI // 16 columns of the panel
-	SUBQ $16, CX
-	JNZ  packf32loop
-	VZEROUPPER
-	RET
+	PANEL_PACK(ROW_F32, 64, packf32loop)
 
 // func packF16PanelAVX512(w *uint16, ldw int, p *float32, k int)
 TEXT ·packF16PanelAVX512(SB), NOSPLIT, $0-32
@@ -430,18 +436,7 @@ TEXT ·packF16PanelAVX512(SB), NOSPLIT, $0-32
 	MOVQ ldw+8(FP), R8
 	MOVQ p+16(FP), DI
 	MOVQ k+24(FP), CX
-	LEAQ (R8)(R8*2), R9 // 3 rows
-
-packf16loop:
-	PANEL_LOAD16(ROW_F16)
-	PANEL_T16
-	PANEL_STORE16
-	ADDQ $32, SI
-	ADDQ $3072, DI // 16 columns of the panel
-	SUBQ $16, CX
-	JNZ  packf16loop
-	VZEROUPPER
-	RET
+	PANEL_PACK(ROW_F16, 32, packf16loop)
 
 // func packBF16PanelAVX512(w *uint16, ldw int, p *float32, k int)
 TEXT ·packBF16PanelAVX512(SB), NOSPLIT, $0-32
@@ -449,18 +444,7 @@ TEXT ·packBF16PanelAVX512(SB), NOSPLIT, $0-32
 	MOVQ ldw+8(FP), R8
 	MOVQ p+16(FP), DI
 	MOVQ k+24(FP), CX
-	LEAQ (R8)(R8*2), R9 // 3 rows
-
-packbf16loop:
-	PANEL_LOAD16(ROW_BF16)
-	PANEL_T16
-	PANEL_STORE16
-	ADDQ $32, SI
-	ADDQ $3072, DI // 16 columns of the panel
-	SUBQ $16, CX
-	JNZ  packbf16loop
-	VZEROUPPER
-	RET
+	PANEL_PACK(ROW_BF16, 32, packbf16loop)
 
 // Constants of expSumAVX2 that do not fit in registers, 8 copies each.
 #define CONST8(name, bits) \

@@ -321,20 +321,27 @@ GLOBL shufK4<>(SB), RODATA|NOPTR, $256
 	VHADDPS x, x, x; \
 	VHADDPS x, x, x
 
+// ROW_DOT is the body of the row kernels whose sum ends in Y10: CONSTS,
+// then BLOCK over the CX blocks at SI and DI, then ROW_RESULT (the sum in
+// X10). The TEXT loads SI, DI and CX itself (go vet checks the frame
+// references line by line).
+#define ROW_DOT(CONSTS, BLOCK, loop, done) \
+	CONSTS; \
+	TESTQ CX, CX; \
+	JLE done; \
+loop: \
+	BLOCK; \
+	DECQ CX; \
+	JNZ loop; \
+done: \
+	ROW_RESULT
+
 // func dotQ4KRowAVX2(w, x *byte, nblocks int) float32
 TEXT ·dotQ4KRowAVX2(SB), NOSPLIT, $0-28
 	MOVQ w+0(FP), SI
 	MOVQ x+8(FP), DI
 	MOVQ nblocks+16(FP), CX
-	ROW_CONSTS
-	TESTQ CX, CX
-	JLE q4rdone
-q4rloop:
-	Q4K_ROW_BLOCK
-	DECQ CX
-	JNZ q4rloop
-q4rdone:
-	ROW_RESULT
+	ROW_DOT(ROW_CONSTS, Q4K_ROW_BLOCK, q4rloop, q4rdone)
 	MOVSS X10, ret+24(FP)
 	RET
 
@@ -343,15 +350,7 @@ TEXT ·dotQ5KRowAVX2(SB), NOSPLIT, $0-28
 	MOVQ w+0(FP), SI
 	MOVQ x+8(FP), DI
 	MOVQ nblocks+16(FP), CX
-	ROW_CONSTS
-	TESTQ CX, CX
-	JLE q5rdone
-q5rloop:
-	Q5K_ROW_BLOCK
-	DECQ CX
-	JNZ q5rloop
-q5rdone:
-	ROW_RESULT
+	ROW_DOT(ROW_CONSTS, Q5K_ROW_BLOCK, q5rloop, q5rdone)
 	MOVSS X10, ret+24(FP)
 	RET
 
@@ -1065,15 +1064,7 @@ TEXT ·dotQ2KRowAVX2(SB), NOSPLIT, $0-28
 	MOVQ w+0(FP), SI
 	MOVQ x+8(FP), DI
 	MOVQ nblocks+16(FP), CX
-	Q2K_ROW_CONSTS
-	TESTQ CX, CX
-	JLE q2rdone
-q2rloop:
-	Q2K_ROW_BLOCK
-	DECQ CX
-	JNZ q2rloop
-q2rdone:
-	ROW_RESULT
+	ROW_DOT(Q2K_ROW_CONSTS, Q2K_ROW_BLOCK, q2rloop, q2rdone)
 	MOVSS X10, ret+24(FP)
 	RET
 
@@ -1082,15 +1073,7 @@ TEXT ·dotQ3KRowAVX2(SB), NOSPLIT, $0-28
 	MOVQ w+0(FP), SI
 	MOVQ x+8(FP), DI
 	MOVQ nblocks+16(FP), CX
-	Q3K_ROW_CONSTS
-	TESTQ CX, CX
-	JLE q3rdone
-q3rloop:
-	Q3K_ROW_BLOCK
-	DECQ CX
-	JNZ q3rloop
-q3rdone:
-	ROW_RESULT
+	ROW_DOT(Q3K_ROW_CONSTS, Q3K_ROW_BLOCK, q3rloop, q3rdone)
 	MOVSS X10, ret+24(FP)
 	RET
 
