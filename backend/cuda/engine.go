@@ -148,10 +148,13 @@ func tuningFor(c *model.Config, ffn gpuType) tuning {
 	if c.Dim >= largeModelDim {
 		t.attnOBlocks = 8
 		t.attnWarpsLong = 4
-		// The FFN split in two kernels for the mixed family, and for Q8_0
+		// The FFN split in two kernels for the mixed family, for Q8_0
 		// from the 8B shape's width (µs a token @100, 4 layers: fused 736,
-		// split 711).
-		t.ffnSplit = ffn == wtMix || ffn == wtQ8_0 && c.Dim >= 4096
+		// split 711), and for Q4_0, whose split kernels take act_q8's
+		// int8 activations and int8 hidden units (H200, µs a token @100,
+		// fused → split: Llama-1B 725 → 616, Llama-8B shape, 4 layers,
+		// 773 → 643).
+		t.ffnSplit = ffn == wtMix || ffn == wtQ4_0 || ffn == wtQ8_0 && c.Dim >= 4096
 		// Long contexts merge their splits in one block a head group,
 		// which then projected all of W_o's rows alone: 162 µs a layer at
 		// 2148 positions on the Llama-8B shape (Q8_0, H200).
@@ -165,6 +168,8 @@ func tuningFor(c *model.Config, ffn gpuType) tuning {
 		// µs a token @100, staged → act_q8): Llama-8B shape (4 layers)
 		// Q4_K_M 802 → 727, Llama-1B Q4_K_M 891 → 813; the QKV kernel
 		// 15.7 → 6.1 µs a layer (8B, Q4_K), the split gate/up 43 → 25.
+		// Q4_0, whose kernels take int8 activations from here only: 8B
+		// shape 802 → 773, 1B 739 → 725 (fused FFN).
 		// The fused FFN (Q8_0) stages still: with act_q8 it took 98 → 119
 		// µs a layer (8B).
 		t.act8 = true
@@ -416,11 +421,13 @@ func (b *Backend) layerInt8(l *launcher, i int) (attn, ffn, down bool) {
 	if b.tune.ffnSplit {
 		fa.h, fa.h8 = b.ffnH, b.ffnH8
 	}
+	attn = l.k.rounds8(fq, qa.x8 != 0)
 	_, ff, err := l.ffnPick(fa)
 	if err != nil {
-		return l.k.int8[fq], false, false
+		return attn, false, false
 	}
-	return l.k.int8[fq], l.k.int8[ff], l.ffnInt8Down(fa, ff) != nil
+	// The fused FFN kernel stages its input (ffnArgs.x8).
+	return attn, l.k.rounds8(ff, b.tune.act8 && fa.h != 0), l.ffnInt8Down(fa, ff) != nil
 }
 
 // newLauncher is a launcher on b's stream with b's tuned shapes.

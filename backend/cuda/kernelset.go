@@ -47,8 +47,8 @@ type kernelSet struct {
 	attentionClusterCap [numGPUTypes][attMaxNQ + 1]*cu.Function
 	ffn                 [numGPUTypes][len(ffnShapes)]*cu.Function
 	// matvecAdd: the down projection of the split FFN (wide models);
-	// matvecAdd8 on int8 hidden units, Q8_0's only (the typed families':
-	// typedKernels.matvecAdd8).
+	// matvecAdd8 on int8 hidden units, Q4_0's and Q8_0's (the typed
+	// families': typedKernels.matvecAdd8).
 	matvecAdd, matvecAdd8 [numGPUTypes]*cu.Function
 	sampleChain           *cu.Function
 	// qkNorm, postnorm and actQ8Post: the block features of other
@@ -66,6 +66,10 @@ type kernelSet struct {
 	// head for Q8_0 and the typed mixed families. Their q8_stage takes
 	// rows of whole 32-element blocks, which these types' rows are.
 	int8 map[*cu.Function]bool
+	// int8X8 are the decode kernels that multiply int8 activations only
+	// when act_q8 gives them (Q4_0's QKV and FFN kernels, x8): staging
+	// their input, they keep float ones (decode.cuh's xq8).
+	int8X8 map[*cu.Function]bool
 	// decode are the decode step's kernels, which share one shared-memory
 	// carveout (setCarveout).
 	decode []*cu.Function
@@ -175,7 +179,7 @@ func loadKernels(c *cu.Context) (_ *kernelSet, err error) {
 		case "logits":
 			names = append(names, "logits_wide_q8_0")
 		case "matvec_add":
-			names = append(names, "matvec_add8_q8_0")
+			names = append(names, "matvec_add8_q4_0", "matvec_add8_q8_0")
 		case "sampler":
 			names = []string{"sample_chain"}
 		case "qk_norm", "postnorm":
@@ -230,7 +234,8 @@ func loadKernels(c *cu.Context) (_ *kernelSet, err error) {
 			tk.logitsWide)
 	}
 	k.logitsWide[wtQ8_0], k.matvecAdd8[wtQ8_0] = funcs["logits_wide_q8_0"], funcs["matvec_add8_q8_0"]
-	decode = append(decode, k.logitsWide[wtQ8_0], k.matvecAdd8[wtQ8_0])
+	k.matvecAdd8[wtQ4_0] = funcs["matvec_add8_q4_0"]
+	decode = append(decode, k.logitsWide[wtQ8_0], k.matvecAdd8[wtQ8_0], k.matvecAdd8[wtQ4_0])
 	// The kernels that round their normed input to int8 (kernels/decode.cuh,
 	// xq8). matvec_add8 is not one: its input comes as int8 already
 	// (ffnInt8Down says when it runs).
@@ -247,6 +252,14 @@ func loadKernels(c *cu.Context) (_ *kernelSet, err error) {
 		k.int8[tk.qkvRopeV6], k.int8[tk.qkvRopeExtV6], k.int8[tk.logitsWide] = true, true, true
 	}
 	delete(k.int8, nil)
+	k.int8X8 = map[*cu.Function]bool{}
+	for _, f := range []*cu.Function{k.qkvRope[wtQ4_0], k.qkvRope2[wtQ4_0], k.qkvRopeExt[wtQ4_0], k.qkvRopeExt2[wtQ4_0]} {
+		k.int8X8[f] = true
+	}
+	for _, f := range k.ffn[wtQ4_0] {
+		k.int8X8[f] = true
+	}
+	delete(k.int8X8, nil)
 	k.sampleChain = funcs["sample_chain"]
 	k.qkNorm, k.postnorm, k.actQ8, k.actQ8Post = funcs["qk_norm"], funcs["postnorm"], funcs["act_q8"], funcs["act_q8_post"]
 	decode = append(decode, k.qkNorm, k.postnorm, k.actQ8, k.actQ8Post)
@@ -283,6 +296,14 @@ func ffnName(t gpuType, i int) string {
 // take more (tuning.carveout): their QKV and FFN blocks stage 37 KiB at
 // d 4096.
 const decodeCarveout = 25
+
+// readsX8 reports whether kernel f takes act_q8's int8 activations
+// (qkvArgs.x8) when given them.
+func (k *kernelSet) readsX8(f *cu.Function) bool { return k.int8[f] || k.int8X8[f] }
+
+// rounds8 reports whether kernel f rounds its normed input to int8, given
+// act_q8's activations (x8) or not.
+func (k *kernelSet) rounds8(f *cu.Function, x8 bool) bool { return k.int8[f] || x8 && k.int8X8[f] }
 
 func (k *kernelSet) unload() {
 	for _, m := range k.modules {

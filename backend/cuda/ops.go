@@ -230,7 +230,7 @@ func act8Words(k int) int { return 13 * ((k + 31) / 32) }
 // waiting post-norm (post, when set) joins res first: in act_q8_post,
 // one kernel with act_q8, or else in postnorm's.
 func (l *launcher) actQ8(f *cu.Function, x8, res, normW cu.DevicePtr, k, staged int, post *postArgs) (cu.DevicePtr, int, error) {
-	if x8 == 0 || !l.k.int8[f] {
+	if x8 == 0 || !l.k.readsX8(f) {
 		if post != nil {
 			if err := l.join(post, res, k); err != nil {
 				return 0, 0, err
@@ -672,10 +672,11 @@ func (l *launcher) ffn(a ffnArgs) error {
 }
 
 // ffnInt8Down is the split FFN's int8 down projection (matvec_add8) when
-// a asks for one (h and h8 set), its gate/up kernel f multiplies int8
-// activations and down's typed family has one; nil otherwise.
+// a asks for one (h and h8 set), its gate/up kernel f writes int8 hidden
+// units (those of the int8 layouts do, staged or not) and down's family
+// has one; nil otherwise.
 func (l *launcher) ffnInt8Down(a ffnArgs, f *cu.Function) *cu.Function {
-	if a.h == 0 || a.h8 == 0 || !l.k.int8[f] {
+	if a.h == 0 || a.h8 == 0 || !l.k.readsX8(f) {
 		return nil
 	}
 	return l.typed(l.k.matvecAdd8[a.down.Type], func(k *typedKernels) *cu.Function { return k.matvecAdd8 }, a.down)

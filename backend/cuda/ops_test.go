@@ -307,13 +307,21 @@ func TestFFNKernel(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
+				// Kernels that multiply int8 activations only from act_q8
+				// (Q4_0's) take them in every other split run, and their
+				// float ones otherwise.
+				var x8 cu.DevicePtr
+				if rn.split && g.l.k.int8X8[f] && (si+shi)%2 == 0 {
+					x8 = g.floats(nil, act8Words(sh.k))
+				}
 				// With an int8 down projection (h8) the reference takes the
 				// kernel's hidden units, checked on their own, rounded as
 				// h8_store rounds them: from its own float64 ones a rounding
 				// could land on the other side of a half.
 				down8 := g.l.ffnInt8Down(ffnArgs{down: down, h: h, h8: h8}, f) != nil
-				name := fmt.Sprintf("%s/%dx%d/u%dw%d/split=%v/h8=%v/%+v", typ, sh.hidden, sh.k, fs.units, fs.perWarp, h != 0, down8, v)
-				n := refNorm(xr, nw, 1e-5, g.l.k.int8[f])
+				name := fmt.Sprintf("%s/%dx%d/u%dw%d/split=%v/h8=%v/x8=%v/%+v", typ, sh.hidden, sh.k, fs.units, fs.perWarp, h != 0, down8,
+					x8 != 0, v)
+				n := refNorm(xr, nw, 1e-5, g.l.k.rounds8(f, x8 != 0))
 				hidden := refGLU(refMatvec(wg, n), refMatvec(wu, n), v.act)
 				output := func(hidden []float64) []float64 {
 					want := refMatvec(wd, hidden)
@@ -332,7 +340,7 @@ func TestFFNKernel(t *testing.T) {
 				for run := 0; run < 2; run++ {
 					out := g.int64s(before)
 					a := ffnArgs{res: res, out: out, poison: poison, normW: dnw, eps: 1e-5, gate: gate, up: up, down: down, h: h,
-						h8: h8, act: v.act, rs: v.rs, noCarry: v.noCarry}
+						h8: h8, act: v.act, rs: v.rs, noCarry: v.noCarry, x8: x8}
 					if err := g.l.ffn(a); err != nil {
 						t.Fatal(err)
 					}
@@ -744,6 +752,11 @@ func TestAttentionStep(t *testing.T) {
 			qa0.x8 = 0
 			f0, _ := g.l.qkvKernel(qa0)
 			f, _ := g.l.qkvKernel(qa)
+			if g.l.k.int8X8[f] && ci%2 == 0 {
+				// Q4_0's kernels multiply int8 activations only from
+				// act_q8: every other case checks their float path.
+				qa.x8 = 0
+			}
 			var q0, k0, v0 []float32
 			if g.l.k.int8[f] && f0 == f {
 				if err := g.l.qkvRope(qa0); err != nil {
@@ -771,7 +784,7 @@ func TestAttentionStep(t *testing.T) {
 			if noNorm {
 				nw = nil
 			}
-			n := refNorm(xr, nw, eps, g.l.k.int8[f])
+			n := refNorm(xr, nw, eps, g.l.k.rounds8(f, qa.x8 != 0))
 			q, k, v := refMatvec(wq, n), refMatvec(wk, n), refMatvec(wv, n)
 			if tc.bias {
 				for i := range q {

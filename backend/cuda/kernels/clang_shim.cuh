@@ -52,6 +52,7 @@ extern "C" __device__ float roundf(float);
 __device__ unsigned __byte_perm(unsigned, unsigned, unsigned);
 __device__ float __ldcg(const float *);
 __device__ float4 __ldcg(const float4 *);
+__device__ long long __ldcg(const long long *);
 __device__ float __fmul_rn(float, float);
 __device__ float __fdiv_rn(float, float);
 __device__ float __fadd_rn(float, float);

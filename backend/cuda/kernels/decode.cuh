@@ -152,8 +152,12 @@ template <> __device__ __forceinline__ float wdot<WT_MIX_Q5K>(const wblk<WT_MIX_
 // products take one for 256 (Q8_K), keeps the rounding small: 1.2%
 // against 1.5% of the logits beside the f16 batched step on a Q4_K_M-like
 // test model (BENCHMARKS.md).
+//
+// Q4_0 takes int8 activations only from act_q8 (x8: wide models), where
+// they save the staging: its staged kernels keep float ones.
 template <int T> struct xq8 {
 	static constexpr bool on = T == WT_Q8_0 || T == WT_MIX_Q4K || T == WT_MIX_Q5K || T == WT_MIX_Q6K;
+	static constexpr bool x8 = on || T == WT_Q4_0;
 };
 
 // xblk8 is a lane's 32 activations as int8 (q, four a word, element 4i
@@ -186,6 +190,19 @@ template <> __device__ __forceinline__ float wdot8<WT_Q8_0>(const wblk<WT_Q8_0> 
 		s1 = dp4a((int)u[4 + j], x.q[4 + j], s1);
 	}
 	return w.d * (x.d0 * (float)s0 + x.d1 * (float)s1);
+}
+
+// Q4_0: byte j of the block holds element j (low nibble) and j+16 (high);
+// the codes are 0…15 for weights c − 8, so the offset comes off Σq.
+template <> __device__ __forceinline__ float wdot8<WT_Q4_0>(const wblk<WT_Q4_0> &w, const xblk8 &x) {
+	const unsigned u[4] = {w.q.x, w.q.y, w.q.z, w.q.w};
+	int a0 = 0, a1 = 0;
+#pragma unroll
+	for (int j = 0; j < 4; j++) {
+		a0 = dp4a((int)(u[j] & 0x0F0F0F0Fu), x.q[j], a0);
+		a1 = dp4a((int)((u[j] >> 4) & 0x0F0F0F0Fu), x.q[4 + j], a1);
+	}
+	return w.d * (x.d0 * (float)(a0 - 8 * x.s0) + x.d1 * (float)(a1 - 8 * x.s1));
 }
 
 // The typed mixed layouts: codes below 128 (up to 6 bits), so a signed

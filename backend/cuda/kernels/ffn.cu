@@ -234,13 +234,13 @@ __device__ __forceinline__ void ffn(const long long *res, long long *out, unsign
 	m.preload(nb);
 	extern __shared__ float4 xs4[]; // the staged residual, then the norm weights (norm_offset)
 	float *gs = (float *)xs4 + norm_offset(k);
-	const bool g8 = xq8<T>::on && x8; // act_q8's int8 activations: nothing staged
-	if (g8)
-		;
-	else if (norm_w)
-		norm_stage(norm_w, k, gs);
-	else
-		norm_ones(k, gs);
+	const bool g8 = xq8<T>::x8 && x8; // act_q8's int8 activations: nothing staged
+	if (!g8) {
+		if (norm_w)
+			norm_stage(norm_w, k, gs);
+		else
+			norm_ones(k, gs);
+	}
 	dseg<T, U> ds[DPRE];
 	if (!h_out) {
 #pragma unroll
@@ -252,18 +252,17 @@ __device__ __forceinline__ void ffn(const long long *res, long long *out, unsign
 	pdl_wait_and_release();
 
 	float acc[R], ss;
-	if constexpr (xq8<T>::on) {
-		if (g8) {
-			m.dot8(nb, x8row{x8, nb}, acc, ss);
-		} else {
-			norm_ready();
-			res_stage(res, k, (float *)xs4);
-			q8_stage((float *)xs4, gs, k);
-			m.dot8(nb, (const float *)xs4, acc, ss);
-		}
+	if (g8) {
+		if constexpr (xq8<T>::x8) m.dot8(nb, x8row{x8, nb}, acc, ss);
 	} else {
 		norm_ready();
-		m.template dot<36, true>(nb, k, res_stage(res, k, (float *)xs4), gs, acc, ss);
+		const float *xs = res_stage(res, k, (float *)xs4);
+		if constexpr (xq8<T>::on) {
+			q8_stage((float *)xs4, gs, k);
+			m.dot8(nb, xs, acc, ss);
+		} else {
+			m.template dot<36, true>(nb, k, xs, gs, acc, ss);
+		}
 	}
 	float scale = norm_w ? rms_factor(ss, k, eps) : 1.f;
 	if (*poison) scale = __int_as_float(0x7fc00000);
@@ -277,7 +276,7 @@ __device__ __forceinline__ void ffn(const long long *res, long long *out, unsign
 		}
 	}
 	if (h_out) {
-		if constexpr (xq8<T>::on) {
+		if constexpr (xq8<T>::x8) {
 			if (h8) { // the block's units as int8 too, for matvec_add8
 				__syncthreads();
 				if (w == 0) h8_store<U>(hs, u0, h8);

@@ -107,6 +107,7 @@ MATVEC_ADD(mixq5k, WT_MIX_Q5K)
 	                       const long long *res, long long *out, unsigned *poison) {                               \
 		matvec_add<T, true>((const float *)x, n, wq, wd, rows, rs, res, out, poison);                              \
 	}
+MATVEC_ADD8(q4_0, WT_Q4_0)
 MATVEC_ADD8(q8_0, WT_Q8_0)
 MATVEC_ADD8(mixq4k, WT_MIX_Q4K)
 MATVEC_ADD8(mixq6k, WT_MIX_Q6K)

@@ -78,7 +78,7 @@ __device__ __forceinline__ void qkv_rope(const long long *res, long long *res_ne
 	float *gs = (float *)xs4 + norm_offset(k);
 	// g8: the activations come as int8 blocks from act_q8 (x8), with
 	// the norm's weights in them; nothing is staged.
-	const bool g8 = xq8<T>::on && x8;
+	const bool g8 = xq8<T>::x8 && x8;
 	if (!g8) {
 		if (!EXT || norm_w)
 			norm_stage(norm_w, k, gs);
@@ -121,13 +121,13 @@ __device__ __forceinline__ void qkv_rope(const long long *res, long long *res_ne
 			}
 		}
 		float acc[R], ss;
-		if constexpr (xq8<T>::on) {
-			if (g8)
-				m.dot8(nb, x8row{x8, nb}, acc, ss);
-			else
-				m.dot8(nb, x, acc, ss);
-		} else
+		if (g8) {
+			if constexpr (xq8<T>::x8) m.dot8(nb, x8row{x8, nb}, acc, ss);
+		} else if constexpr (xq8<T>::on) {
+			m.dot8(nb, x, acc, ss);
+		} else {
 			m.template dot<36, true>(nb, k, x, gs, acc, ss);
+		}
 		float scale = bad ? __int_as_float(0x7fc00000) : !EXT || norm_w ? rms_factor(ss, k, eps) : 1.f;
 		float v0 = 0.f, v1 = 0.f;
 #pragma unroll
