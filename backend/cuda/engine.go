@@ -118,6 +118,9 @@ type tuning struct {
 	// (launcher.logitsWide).
 	logitsPerSM int
 	logitsWide  bool
+	// logitsX8 has the head take act_q8's int8 activations where its
+	// layout has a logits_x8 kernel (launcher.logitsX8Kernel).
+	logitsX8 bool
 }
 
 func defaultTuning() tuning {
@@ -181,6 +184,9 @@ func tuningFor(c *model.Config, ffn gpuType) tuning {
 		// group ahead → wide): 8B shape (4 layers) Q8_0 610 → 593, 1B
 		// Q4_K_M 660 → 648, 1B Q8_0 780 → 775.
 		t.logitsWide = true
+		// The head on act_q8's activations, a warp a row group loading
+		// all of its rows at once (logits_x8): see BENCHMARKS.md.
+		t.logitsX8 = true
 		// Half of L1 as shared memory: a quarter (64 KiB) held one QKV or
 		// FFN block of the 8B shape (37 KiB staged) an SM.
 		t.carveout = 50
@@ -289,6 +295,7 @@ type Backend struct {
 	attnTickets  cu.DevicePtr
 	pos          cu.DevicePtr
 	partV, partI cu.DevicePtr // logits kernel's per-block argmax
+	headKey      cu.DevicePtr // logits_x8's best candidate (logitsArgs.key)
 	ticket       cu.DevicePtr
 	best         cu.DevicePtr // the argmax of the (penalized) logits
 	params       cu.DevicePtr // samp_params, copied from io by the embedding
@@ -831,7 +838,7 @@ func (b *Backend) allocState() error {
 		{&b.ropeCS, len(rope)}, {&b.localRopeCS, len(localRope)}, {&b.temp, len(temp)},
 		// Zeroed below: counters, the poison word, the penalty history and
 		// the post-norms' branches (zero between steps: recordStep).
-		{&b.pos, 1}, {&b.next, 2}, {&b.ticket, 1}, {&b.attnTickets, 2 * c.NumHeads}, {&b.poison, 1}, {&b.best, 1}, {&b.params, spWords},
+		{&b.pos, 1}, {&b.next, 2}, {&b.ticket, 1}, {&b.headKey, 2}, {&b.attnTickets, 2 * c.NumHeads}, {&b.poison, 1}, {&b.best, 1}, {&b.params, spWords},
 		{&b.hist, 2 + b.ctxLen}, {&b.counts, c.VocabSize}, {&b.branch[0], branchWords}, {&b.branch[1], branchWords},
 		// Zeroed too: the halves of its last block past FFNDim are never
 		// written.
@@ -1021,13 +1028,16 @@ func (b *Backend) layerRope(i int) (cu.DevicePtr, int) {
 // whose token goes to the host.
 func (b *Backend) recordHead(l *launcher, res cu.DevicePtr, sampled bool) error {
 	c := &b.cfg
-	if l.logitsBlocks(&b.output) > 16*b.c.Info.SMCount {
-		return fmt.Errorf("cuda: logits grid larger than its partials")
-	}
 	result := b.host.Device.Offset(4 * ioResult)
 	a := logitsArgs{res: res, poison: b.poison, normW: b.outNorm, eps: c.RMSEps, w: &b.output, scale: c.Block.LogitScale,
 		softcap: c.Block.FinalSoftcap, logits: b.logits,
 		partV: b.partV, partI: b.partI, ticket: b.ticket, best: b.best, result: result, pos: b.pos, next: b.next}
+	if b.tune.logitsX8 && b.tune.act8 {
+		a.x8, a.key = b.x8, b.headKey
+	}
+	if !l.k.int8X8[l.logitsPick(a)] && l.logitsBlocks(&b.output) > 16*b.c.Info.SMCount {
+		return fmt.Errorf("cuda: logits grid larger than its partials")
+	}
 	if !sampled {
 		return l.logits(a)
 	}

@@ -36,6 +36,9 @@ type kernelSet struct {
 	// logitsWide: the decode step's head on rows wider than 1,024 for
 	// Q8_0 (the typed families': typedKernels.logitsWide).
 	logitsWide [numGPUTypes]*cu.Function
+	// logitsX8: the decode step's head on act_q8's int8 activations, Q4_0's
+	// and Q8_0's (the typed families': typedKernels.logitsX8).
+	logitsX8 [numGPUTypes]*cu.Function
 	// attention by W_o's layout and float4s per lane; ffn by layout and
 	// ffnShapes (nil: not compiled).
 	attention [numGPUTypes][attMaxNQ + 1]*cu.Function
@@ -67,8 +70,9 @@ type kernelSet struct {
 	// rows of whole 32-element blocks, which these types' rows are.
 	int8 map[*cu.Function]bool
 	// int8X8 are the decode kernels that multiply int8 activations only
-	// when act_q8 gives them (Q4_0's QKV and FFN kernels, x8): staging
-	// their input, they keep float ones (decode.cuh's xq8).
+	// when act_q8 gives them (x8): Q4_0's QKV and FFN kernels, which keep
+	// float ones when they stage their input (decode.cuh's xq8), and the
+	// heads of logitsX8, which take nothing else.
 	int8X8 map[*cu.Function]bool
 	// decode are the decode step's kernels, which share one shared-memory
 	// carveout (setCarveout).
@@ -90,6 +94,8 @@ type typedKernels struct {
 	logitsWide *cu.Function
 	// matvecAdd8: the split FFN's down projection on int8 hidden units.
 	matvecAdd8 *cu.Function
+	// logitsX8: the head on act_q8's int8 activations.
+	logitsX8 *cu.Function
 	// gemm: the prefill's (and batched steps') gemm by epilogue, whose
 	// dequantization of each weight tile bounds it at few rows.
 	gemm [3]*cu.Function
@@ -165,7 +171,7 @@ func loadKernels(c *cu.Context) (_ *kernelSet, err error) {
 					names = append(names, "qkv_rope_"+s+"_v6k_r2", "qkv_rope_ext_"+s+"_v6k_r2")
 				}
 			case "logits":
-				names = append(names, "logits_"+s)
+				names = append(names, "logits_"+s, "logits_x8_"+s)
 				if s == "mixq4k" {
 					names = append(names, "logits_wide_"+s)
 				}
@@ -177,7 +183,7 @@ func loadKernels(c *cu.Context) (_ *kernelSet, err error) {
 		}
 		switch op {
 		case "logits":
-			names = append(names, "logits_wide_q8_0")
+			names = append(names, "logits_wide_q8_0", "logits_x8_q4_0", "logits_x8_q8_0")
 		case "matvec_add":
 			names = append(names, "matvec_add8_q4_0", "matvec_add8_q8_0")
 		case "sampler":
@@ -228,14 +234,15 @@ func loadKernels(c *cu.Context) (_ *kernelSet, err error) {
 		tk := &typedKernels{qkvRope2: funcs["qkv_rope_"+s+"_r2"], qkvRopeExt2: funcs["qkv_rope_ext_"+s+"_r2"],
 			ffn: funcs["ffn_"+s+"_u16w1"], matvecAdd: funcs["matvec_add_"+s], matvecAdd8: funcs["matvec_add8_"+s],
 			logits: funcs["logits_"+s], qkvRopeV6: funcs["qkv_rope_"+s+"_v6k_r2"], qkvRopeExtV6: funcs["qkv_rope_ext_"+s+"_v6k_r2"],
-			logitsWide: funcs["logits_wide_"+s]}
+			logitsWide: funcs["logits_wide_"+s], logitsX8: funcs["logits_x8_"+s]}
 		k.typed[q] = tk
 		decode = append(decode, tk.qkvRope2, tk.qkvRopeExt2, tk.ffn, tk.matvecAdd, tk.matvecAdd8, tk.logits, tk.qkvRopeV6, tk.qkvRopeExtV6,
-			tk.logitsWide)
+			tk.logitsWide, tk.logitsX8)
 	}
 	k.logitsWide[wtQ8_0], k.matvecAdd8[wtQ8_0] = funcs["logits_wide_q8_0"], funcs["matvec_add8_q8_0"]
 	k.matvecAdd8[wtQ4_0] = funcs["matvec_add8_q4_0"]
-	decode = append(decode, k.logitsWide[wtQ8_0], k.matvecAdd8[wtQ8_0], k.matvecAdd8[wtQ4_0])
+	k.logitsX8[wtQ4_0], k.logitsX8[wtQ8_0] = funcs["logits_x8_q4_0"], funcs["logits_x8_q8_0"]
+	decode = append(decode, k.logitsWide[wtQ8_0], k.matvecAdd8[wtQ8_0], k.matvecAdd8[wtQ4_0], k.logitsX8[wtQ4_0], k.logitsX8[wtQ8_0])
 	// The kernels that round their normed input to int8 (kernels/decode.cuh,
 	// xq8). matvec_add8 is not one: its input comes as int8 already
 	// (ffnInt8Down says when it runs).
@@ -258,6 +265,10 @@ func loadKernels(c *cu.Context) (_ *kernelSet, err error) {
 	}
 	for _, f := range k.ffn[wtQ4_0] {
 		k.int8X8[f] = true
+	}
+	k.int8X8[k.logitsX8[wtQ4_0]], k.int8X8[k.logitsX8[wtQ8_0]] = true, true
+	for _, tk := range k.typed {
+		k.int8X8[tk.logitsX8] = true
 	}
 	delete(k.int8X8, nil)
 	k.sampleChain = funcs["sample_chain"]

@@ -742,11 +742,31 @@ func (l *launcher) logitsKernel(w *deviceMatrix) (int, *cu.Function) {
 	return rowsPerWarp(w.Type), l.typed(l.k.logits[w.Type], func(k *typedKernels) *cu.Function { return k.logits }, w)
 }
 
-// logitsPick is the head kernel for a: logitsKernel's, the float row's
+// logitsX8Kernel is the head on act_q8's int8 activations for w and its
+// rows a warp (kernels/logits.cu's LOGITS_X8), or nil where w's layout has
+// none.
+func (l *launcher) logitsX8Kernel(w *deviceMatrix) (*cu.Function, int) {
+	f := l.typed(l.k.logitsX8[w.Type], func(k *typedKernels) *cu.Function { return k.logitsX8 }, w)
+	if w.Type == wtQ4_0 {
+		return f, 2
+	}
+	return f, 1
+}
+
+// logitsX8Warps is the warps a block of the logits_x8 kernels.
+const logitsX8Warps = 8
+
+// logitsPick is the head kernel for a: logitsX8Kernel's when a takes
+// act_q8's activations and w has one, logitsKernel's, or the float row's
 // for a prefill (res unset).
 func (l *launcher) logitsPick(a logitsArgs) *cu.Function {
 	if a.res == 0 {
 		return l.k.logitsFloat[a.w.Type]
+	}
+	if a.x8 != 0 && a.w.Cols%32 == 0 {
+		if f, _ := l.logitsX8Kernel(a.w); f != nil {
+			return f
+		}
 	}
 	_, f := l.logitsKernel(a.w)
 	return f
@@ -783,7 +803,12 @@ type logitsArgs struct {
 	counts       cu.DevicePtr // penalty history counts per token, or 0: no penalties
 	params       cu.DevicePtr // samp_params (read when counts is set)
 	partV, partI cu.DevicePtr // logitsBlocks floats and ints
-	ticket       cu.DevicePtr // a zeroed uint32
+	// x8, when set with res (act8Words(w.Cols) words), has the head take
+	// act_q8's int8 activations where w's layout has a logits_x8 kernel;
+	// key (two zeroed words) then takes the best candidate instead of
+	// partV and partI.
+	x8, key cu.DevicePtr
+	ticket  cu.DevicePtr // a zeroed uint32
 	best         cu.DevicePtr // the argmax (int32, -1: all NaN)
 	result       cu.DevicePtr // the argmax again, or 0: not written
 	// pos, when set, is the step's position: result is then two slots and
@@ -798,6 +823,18 @@ type logitsArgs struct {
 func (l *launcher) logits(a logitsArgs) error {
 	w := a.w
 	f, in := l.logitsPick(a), a.res
+	if f != nil && l.k.int8X8[f] {
+		x8, _, err := l.actQ8(f, a.x8, a.res, a.normW, w.Cols, 0, nil)
+		if err != nil {
+			return err
+		}
+		_, r := l.logitsX8Kernel(w)
+		warps := (w.Rows + r - 1) / r
+		return l.launchWith(f, cu.Launch{Grid: cu.Dim((warps + logitsX8Warps - 1) / logitsX8Warps), Block: cu.Dim(32 * logitsX8Warps),
+			L2Window: l.headWindow}, cu.Args{
+			x8, a.poison, a.eps, i32(w.Cols), w.Q, w.D, i32(w.Rows), a.scale, a.softcap, a.logits, a.counts, a.params,
+			a.key, a.ticket, a.best, a.result, a.pos, a.next})
+	}
 	grid := l.logitsBlocks(w)
 	if in == 0 {
 		in = a.x

@@ -489,114 +489,130 @@ func TestLogitsKernel(t *testing.T) {
 			// the rows are wide (logits_wide_*).
 			g.l.logitsRows, g.l.logitsWide = []int{0, 2}[sh.rows%2], sh.rows%2 == 0
 			blocks := g.l.logitsBlocks(dm)
-			ticket := g.floats([]float32{0}, 0)
-			x, nw := randFloats(r, sh.cols, 1), randFloats(r, sh.cols, 1)
-			var plain []float32
-			poison := g.floats([]float32{0}, 0)
-			for run := 0; run < 4; run++ {
-				if run < 2 {
-					x, nw = randFloats(r, sh.cols, 1), randFloats(r, sh.cols, 1)
-				}
-				a := logitsArgs{normW: g.floats(nw, 0), eps: 1e-5, w: dm, scale: 1, logits: g.floats(nil, sh.rows),
-					partV: g.floats(nil, blocks), partI: g.floats(nil, blocks), ticket: ticket, best: g.floats(nil, 1),
-					result: host.Device}
-				if run == 1 || run == 2 {
-					// A logit multiplier and a final soft-cap (Granite's,
-					// Gemma's), before the penalties.
-					a.scale, a.softcap = 0.5, 3
-				}
-				// With the step's position the token goes to slot pos&1
-				// and, with pos+1, to the chained step's input.
-				slot, pos := 0, int32(r.IntN(4096))
-				if run%2 == 1 {
-					slot = int(pos & 1)
-					a.pos, a.next = g.int32s(pos), g.int32s(-7, -7)
-				}
-				xr := x
-				if run == 0 {
-					a.x = g.floats(x, 0)
-				} else {
-					a.res, xr = g.residual(x)
-					a.poison = poison
-				}
-				if run == 3 {
-					if err := g.c.MemsetD32(poison, 1, 1); err != nil {
-						t.Fatal(err)
+			key := g.floats([]float32{0, 0}, 0)
+			modes := []bool{false}
+			if f, _ := g.l.logitsX8Kernel(dm); f != nil {
+				modes = append(modes, true) // the head on act_q8's activations (logits_x8_*)
+			}
+			for _, onX8 := range modes {
+				ticket := g.floats([]float32{0}, 0)
+				x, nw := randFloats(r, sh.cols, 1), randFloats(r, sh.cols, 1)
+				var plain []float32
+				poison := g.floats([]float32{0}, 0)
+				for run := 0; run < 4; run++ {
+					if run < 2 {
+						x, nw = randFloats(r, sh.cols, 1), randFloats(r, sh.cols, 1)
 					}
-				}
-				var counts []int32
-				var p sample.Params
-				if run == 2 {
-					// The inputs of run 1 again, with penalties.
-					p = sample.Params{RepeatPenalty: 1.3, FrequencyPenalty: 0.25, PresencePenalty: -0.5, PenaltyLastN: 8}
-					counts = make([]int32, sh.rows)
-					for range min(40, sh.rows) {
-						counts[r.IntN(sh.rows)]++
+					a := logitsArgs{normW: g.floats(nw, 0), eps: 1e-5, w: dm, scale: 1, logits: g.floats(nil, sh.rows),
+						partV: g.floats(nil, blocks), partI: g.floats(nil, blocks), ticket: ticket, best: g.floats(nil, 1),
+						result: host.Device}
+					if onX8 {
+						a.x8, a.key = g.floats(nil, act8Words(sh.cols)), key
 					}
-					words := make([]uint32, spWords)
-					encodeParams(words, p, 0, sh.rows)
-					cf := make([]float32, sh.rows)
-					for i, c := range counts {
-						cf[i] = math.Float32frombits(uint32(c))
+					if run == 1 || run == 2 {
+						// A logit multiplier and a final soft-cap (Granite's,
+						// Gemma's), before the penalties.
+						a.scale, a.softcap = 0.5, 3
 					}
-					a.counts, a.params = g.floats(cf, 0), g.int32s(i32s(words)...)
-				}
-				host.Uint32s()[0], host.Uint32s()[1] = 0xfffffffe, 0xfffffffe
-				if err := g.l.logits(a); err != nil {
-					t.Fatal(err)
-				}
-				got := g.read(a.logits, sh.rows)
-				name := fmt.Sprintf("%s/%dx%d run %d", typ, sh.rows, sh.cols, run)
-				if run == 3 {
-					for i, v := range got {
-						if v == v {
-							t.Fatalf("%s: logit %d is %v with the poison word set", name, i, v)
+					// With the step's position the token goes to slot pos&1
+					// and, with pos+1, to the chained step's input.
+					slot, pos := 0, int32(r.IntN(4096))
+					if run%2 == 1 {
+						slot = int(pos & 1)
+						a.pos, a.next = g.int32s(pos), g.int32s(-7, -7)
+					}
+					xr := x
+					if run == 0 {
+						a.x = g.floats(x, 0)
+					} else {
+						a.res, xr = g.residual(x)
+						a.poison = poison
+					}
+					if run == 3 {
+						if err := g.c.MemsetD32(poison, 1, 1); err != nil {
+							t.Fatal(err)
 						}
 					}
-					if tok := int32(host.Uint32s()[slot]); tok != -1 {
-						t.Errorf("%s: token %d with every logit NaN, want -1", name, tok)
+					var counts []int32
+					var p sample.Params
+					if run == 2 {
+						// The inputs of run 1 again, with penalties.
+						p = sample.Params{RepeatPenalty: 1.3, FrequencyPenalty: 0.25, PresencePenalty: -0.5, PenaltyLastN: 8}
+						counts = make([]int32, sh.rows)
+						for range min(40, sh.rows) {
+							counts[r.IntN(sh.rows)]++
+						}
+						words := make([]uint32, spWords)
+						encodeParams(words, p, 0, sh.rows)
+						cf := make([]float32, sh.rows)
+						for i, c := range counts {
+							cf[i] = math.Float32frombits(uint32(c))
+						}
+						a.counts, a.params = g.floats(cf, 0), g.int32s(i32s(words)...)
 					}
-					if p := math.Float32bits(g.read(poison, 1)[0]); p != 0 {
-						t.Errorf("%s: poison word %d after the head, want it cleared", name, p)
+					host.Uint32s()[0], host.Uint32s()[1] = 0xfffffffe, 0xfffffffe
+					if err := g.l.logits(a); err != nil {
+						t.Fatal(err)
 					}
-					continue
-				}
-				tok, best := int(host.Uint32s()[slot]), refArgmax(got)
-				if tok != best {
-					t.Errorf("%s: token %d in slot %d, want argmax %d of the logits", name, tok, slot, best)
-				}
-				if other := host.Uint32s()[1-slot]; other != 0xfffffffe {
-					t.Errorf("%s: slot %d written (%#x), the token goes to slot %d", name, 1-slot, other, slot)
-				}
-				if a.next != 0 {
-					if got, want := g.readInt32s(a.next, 2), []int32{int32(best), pos + 1}; !slices.Equal(got, want) {
-						t.Errorf("%s: the chained step's input is %v, want %v", name, got, want)
+					got := g.read(a.logits, sh.rows)
+					name := fmt.Sprintf("%s/%dx%d/x8=%v run %d", typ, sh.rows, sh.cols, onX8 && run > 0, run)
+					if onX8 && run > 0 && !g.l.k.int8X8[g.l.logitsPick(a)] {
+						t.Fatalf("%s: not the logits_x8 kernel", name)
 					}
-				}
-				if dev := int(math.Float32bits(g.read(a.best, 1)[0])); dev != best {
-					t.Errorf("%s: best %d, want %d", name, dev, best)
-				}
-				if run < 2 {
-					want := refMatvec(w, refNorm(xr, nw, 1e-5, g.l.k.int8[g.l.logitsPick(a)]))
-					for i := range want {
-						want[i] = refSoftcap(want[i]*float64(a.scale), a.softcap)
+					if k := g.readInt32s(key, 2); k[0] != 0 || k[1] != 0 || g.readInt32s(ticket, 1)[0] != 0 {
+						t.Fatalf("%s: the head left its key %v or ticket set", name, k)
 					}
-					check(t, name, got, want, f32Tol)
-					plain = got
-					continue
-				}
-				changed := 0
-				for i, v := range plain {
-					want := v
-					if counts[i] > 0 {
-						want = refPenalize(v, counts[i], p)
-						changed++
+					if run == 3 {
+						for i, v := range got {
+							if v == v {
+								t.Fatalf("%s: logit %d is %v with the poison word set", name, i, v)
+							}
+						}
+						if tok := int32(host.Uint32s()[slot]); tok != -1 {
+							t.Errorf("%s: token %d with every logit NaN, want -1", name, tok)
+						}
+						if p := math.Float32bits(g.read(poison, 1)[0]); p != 0 {
+							t.Errorf("%s: poison word %d after the head, want it cleared", name, p)
+						}
+						continue
 					}
-					if math.Float32bits(got[i]) != math.Float32bits(want) {
-						t.Fatalf("%s: logit %d (count %d) is %v, want %v", name, i, counts[i], got[i], want)
+					tok, best := int(host.Uint32s()[slot]), refArgmax(got)
+					if tok != best {
+						t.Errorf("%s: token %d in slot %d, want argmax %d of the logits", name, tok, slot, best)
 					}
+					if other := host.Uint32s()[1-slot]; other != 0xfffffffe {
+						t.Errorf("%s: slot %d written (%#x), the token goes to slot %d", name, 1-slot, other, slot)
+					}
+					if a.next != 0 {
+						if got, want := g.readInt32s(a.next, 2), []int32{int32(best), pos + 1}; !slices.Equal(got, want) {
+							t.Errorf("%s: the chained step's input is %v, want %v", name, got, want)
+						}
+					}
+					if dev := int(math.Float32bits(g.read(a.best, 1)[0])); dev != best {
+						t.Errorf("%s: best %d, want %d", name, dev, best)
+					}
+					if run < 2 {
+						want := refMatvec(w, refNorm(xr, nw, 1e-5, g.l.k.rounds8(g.l.logitsPick(a), a.x8 != 0)))
+						for i := range want {
+							want[i] = refSoftcap(want[i]*float64(a.scale), a.softcap)
+						}
+						check(t, name, got, want, f32Tol)
+						plain = got
+						continue
+					}
+					changed := 0
+					for i, v := range plain {
+						want := v
+						if counts[i] > 0 {
+							want = refPenalize(v, counts[i], p)
+							changed++
+						}
+						if math.Float32bits(got[i]) != math.Float32bits(want) {
+							t.Fatalf("%s: logit %d (count %d) is %v, want %v", name, i, counts[i], got[i], want)
+						}
+					}
+					t.Logf("%s: %d penalized logits exact", name, changed)
 				}
-				t.Logf("%s: %d penalized logits exact", name, changed)
 			}
 		}
 	}

@@ -35,6 +35,8 @@ __device__ double atomicAdd(double *, double);
 __device__ float atomicAdd(float *, float);
 __device__ void __threadfence();
 __device__ unsigned long long atomicAdd(unsigned long long *, unsigned long long);
+__device__ unsigned long long atomicMax(unsigned long long *, unsigned long long);
+__device__ unsigned long long atomicExch(unsigned long long *, unsigned long long);
 __device__ unsigned atomicOr(unsigned *, unsigned);
 __device__ long long __float2ll_rn(float);
 extern "C" __device__ float fabsf(float);

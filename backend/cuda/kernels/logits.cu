@@ -230,3 +230,134 @@ LOGITS_R(mixq5k, WT_MIX_Q5K, mv_shape<WT_MIX_Q5K>::R, long long)
 // shape's head: 484 against 256 µs, H200).
 LOGITS_WIDE(q8_0, WT_Q8_0)
 LOGITS_WIDE(mixq4k, WT_MIX_Q4K)
+
+// logits_x8_<type>: the decode step's head on act_q8's int8 activations
+// (x8: the final norm's, wide models), shaped as matvec_add: a warp takes
+// R rows whole, every lane loading its C blocks of each (all of a row up
+// to 32·C blocks) before the PDL wait, and the grid has a warp for every
+// row group, so that each warp has one round of loads and nothing is
+// staged. The persistent kernel above, a few blocks an SM walking the rows
+// with one group ahead, read the heads at 0.3-1 TB/s (Llama-8B shape,
+// H200: Q6_K 256 µs, Q4_0 310 µs). Each block's best (value, index) goes
+// to key with one 64-bit atomicMax (the value's bits made orderable above
+// the complement of the index, so that the lower index wins a tie, as
+// better does; 0 is no candidate), and the last block to finish reads
+// and clears it.
+__device__ __forceinline__ unsigned long long best_key(float v, int i) {
+	const unsigned u = __float_as_uint(v);
+	const unsigned o = u & 0x80000000u ? ~u : u | 0x80000000u;
+	return (unsigned long long)o << 32 | (unsigned)~i;
+}
+
+template <int T, int R, int C>
+__device__ __forceinline__ void logits_x8(const unsigned *x8, unsigned *poison, float eps, int k, const u8 *wq,
+                                          const f16 *wd, int rows, float lscale, float cap, float *y, const int *counts,
+                                          const samp_params *params, unsigned long long *key, unsigned *ticket,
+                                          int *best_out, int *out, const int *pos, int *next) {
+	__shared__ float bv[32];
+	__shared__ int bi[32];
+	const int nb = k >> 5, lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = blockDim.x >> 5;
+	const long r0 = (long)grid_warp() * R;
+	wblk<T> wb[R][C];
+	int cnt[R];
+#pragma unroll
+	for (int i = 0; i < R; i++) {
+#pragma unroll
+		for (int c = 0; c < C; c++) {
+			const int b = lane + 32 * c;
+			if (r0 + i < rows && b < nb) wload<T>(wb[i][c], wq, wd, (r0 + i) * nb + b);
+		}
+		// The history counts change only between steps: safe before the wait.
+		cnt[i] = counts && r0 + i < rows ? counts[r0 + i] : 0;
+	}
+	pdl_wait_and_release();
+	samp_params sp;
+	sp.flags = 0;
+	if (counts) sp = *params;
+	const bool pen = counts && (sp.flags & SP_PENALTY);
+	const bool bad = poison && *poison;
+	const x8row xr{x8, nb};
+	float acc[R], ss = 0.f;
+#pragma unroll
+	for (int i = 0; i < R; i++) acc[i] = 0.f;
+#pragma unroll
+	for (int c = 0; c < C; c++) {
+		const int b = lane + 32 * c;
+		if (b < nb) {
+			xblk8 xb;
+			ss += xr.load(xb, b);
+#pragma unroll
+			for (int i = 0; i < R; i++)
+				if (r0 + i < rows) acc[i] += wdot8<T>(wb[i][c], xb);
+		}
+	}
+	for (int b = lane + 32 * C; b < nb; b += 32) { // rows wider than 32·C blocks
+		xblk8 xb;
+		ss += xr.load(xb, b);
+#pragma unroll
+		for (int i = 0; i < R; i++) {
+			if (r0 + i < rows) {
+				wblk<T> v;
+				wload<T>(v, wq, wd, (r0 + i) * nb + b);
+				acc[i] += wdot8<T>(v, xb);
+			}
+		}
+	}
+#pragma unroll
+	for (int o = 16; o > 0; o >>= 1) {
+#pragma unroll
+		for (int i = 0; i < R; i++) acc[i] += __shfl_xor_sync(0xffffffffu, acc[i], o);
+		ss += __shfl_xor_sync(0xffffffffu, ss, o);
+	}
+	const float scale = bad ? __int_as_float(0x7fc00000) : rms_factor(ss, k, eps);
+	float best = -INFINITY;
+	int besti = 0x7fffffff;
+#pragma unroll
+	for (int i = 0; i < R; i++) {
+		if (r0 + i >= rows) continue;
+		float v = softcap(acc[i] * scale * lscale, cap);
+		if (pen && cnt[i] > 0) v = penalize(v, cnt[i], sp);
+		if (lane == i) y[r0 + i] = v;
+		better(best, besti, v, (int)(r0 + i)); // every lane alike
+	}
+	if (lane == 0) {
+		bv[w] = best;
+		bi[w] = besti;
+	}
+	__syncthreads();
+	if (threadIdx.x == 0) {
+		for (int j = 1; j < nw; j++) better(best, besti, bv[j], bi[j]);
+		if (besti != 0x7fffffff) atomicMax(key, best_key(best, besti));
+		__threadfence();
+		if (atomicAdd(ticket, 1u) == gridDim.x - 1) { // the last block
+			__threadfence();
+			const unsigned long long kv = atomicExch(key, 0ull);
+			const int tok = kv == 0 ? -1 : (int)~(unsigned)kv;
+			if (best_out) *best_out = tok;
+			const int p = pos ? *pos : 0;
+			if (out) *(volatile int *)(out + (p & 1)) = tok;
+			if (next) {
+				next[0] = tok;
+				next[1] = p + 1;
+			}
+			if (poison) *poison = 0;
+			*ticket = 0;
+		}
+	}
+}
+
+#define LOGITS_X8(name, T, R, C)                                                                                   \
+	extern "C" __global__ void __launch_bounds__(256)                                                              \
+	    logits_x8_##name(const unsigned *x8, unsigned *poison, float eps, int k, const u8 *wq, const f16 *wd,       \
+	                     int rows, float lscale, float cap, float *y, const int *counts, const samp_params *params, \
+	                     unsigned long long *key, unsigned *ticket, int *best, int *out, const int *pos, int *next) { \
+		logits_x8<T, R, C>(x8, poison, eps, k, wq, wd, rows, lscale, cap, y, counts, params, key, ticket, best, out, \
+		                   pos, next);                                                                             \
+	}
+// Rows a warp and blocks a lane (about 40-60 registers of weights; the
+// launcher's logitsX8Shape mirrors them): all of a 4,096-wide row.
+LOGITS_X8(q4_0, WT_Q4_0, 2, 4)
+LOGITS_X8(q8_0, WT_Q8_0, 1, 4)
+LOGITS_X8(mixq4k, WT_MIX_Q4K, 1, 4)
+LOGITS_X8(mixq5k, WT_MIX_Q5K, 1, 4)
+LOGITS_X8(mixq6k, WT_MIX_Q6K, 1, 4)
