@@ -809,8 +809,8 @@ type logitsArgs struct {
 	// partV and partI.
 	x8, key cu.DevicePtr
 	ticket  cu.DevicePtr // a zeroed uint32
-	best         cu.DevicePtr // the argmax (int32, -1: all NaN)
-	result       cu.DevicePtr // the argmax again, or 0: not written
+	best    cu.DevicePtr // the argmax (int32, -1: all NaN)
+	result  cu.DevicePtr // the argmax again, or 0: not written
 	// pos, when set, is the step's position: result is then two slots and
 	// the argmax goes to slot pos&1.
 	pos cu.DevicePtr
