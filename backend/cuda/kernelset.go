@@ -37,8 +37,10 @@ type kernelSet struct {
 	// Q8_0 (the typed families': typedKernels.logitsWide).
 	logitsWide [numGPUTypes]*cu.Function
 	// logitsX8: the decode step's head on act_q8's int8 activations, Q4_0's
-	// and Q8_0's (the typed families': typedKernels.logitsX8).
-	logitsX8 [numGPUTypes]*cu.Function
+	// and Q8_0's (the typed families': typedKernels.logitsX8), by rows'
+	// width (logitsX8Kernel); logitsPick ends its step.
+	logitsX8   [numGPUTypes][2]*cu.Function
+	logitsPick *cu.Function
 	// attention by W_o's layout and float4s per lane; ffn by layout and
 	// ffnShapes (nil: not compiled).
 	attention [numGPUTypes][attMaxNQ + 1]*cu.Function
@@ -95,7 +97,7 @@ type typedKernels struct {
 	// matvecAdd8: the split FFN's down projection on int8 hidden units.
 	matvecAdd8 *cu.Function
 	// logitsX8: the head on act_q8's int8 activations.
-	logitsX8 *cu.Function
+	logitsX8 [2]*cu.Function
 	// gemm: the prefill's (and batched steps') gemm by epilogue, whose
 	// dequantization of each weight tile bounds it at few rows.
 	gemm [3]*cu.Function
@@ -171,7 +173,7 @@ func loadKernels(c *cu.Context) (_ *kernelSet, err error) {
 					names = append(names, "qkv_rope_"+s+"_v6k_r2", "qkv_rope_ext_"+s+"_v6k_r2")
 				}
 			case "logits":
-				names = append(names, "logits_"+s, "logits_x8_"+s)
+				names = append(names, "logits_"+s, "logits_x8_"+s, "logits_x8_"+s+"_c2")
 				if s == "mixq4k" {
 					names = append(names, "logits_wide_"+s)
 				}
@@ -183,7 +185,10 @@ func loadKernels(c *cu.Context) (_ *kernelSet, err error) {
 		}
 		switch op {
 		case "logits":
-			names = append(names, "logits_wide_q8_0", "logits_x8_q4_0", "logits_x8_q8_0")
+			names = append(names, "logits_wide_q8_0", "logits_pick")
+			for _, s := range []string{"q4_0", "q8_0"} {
+				names = append(names, "logits_x8_"+s, "logits_x8_"+s+"_c2")
+			}
 		case "matvec_add":
 			names = append(names, "matvec_add8_q4_0", "matvec_add8_q8_0")
 		case "sampler":
@@ -234,15 +239,19 @@ func loadKernels(c *cu.Context) (_ *kernelSet, err error) {
 		tk := &typedKernels{qkvRope2: funcs["qkv_rope_"+s+"_r2"], qkvRopeExt2: funcs["qkv_rope_ext_"+s+"_r2"],
 			ffn: funcs["ffn_"+s+"_u16w1"], matvecAdd: funcs["matvec_add_"+s], matvecAdd8: funcs["matvec_add8_"+s],
 			logits: funcs["logits_"+s], qkvRopeV6: funcs["qkv_rope_"+s+"_v6k_r2"], qkvRopeExtV6: funcs["qkv_rope_ext_"+s+"_v6k_r2"],
-			logitsWide: funcs["logits_wide_"+s], logitsX8: funcs["logits_x8_"+s]}
+			logitsWide: funcs["logits_wide_"+s], logitsX8: [2]*cu.Function{funcs["logits_x8_"+s], funcs["logits_x8_"+s+"_c2"]}}
 		k.typed[q] = tk
 		decode = append(decode, tk.qkvRope2, tk.qkvRopeExt2, tk.ffn, tk.matvecAdd, tk.matvecAdd8, tk.logits, tk.qkvRopeV6, tk.qkvRopeExtV6,
-			tk.logitsWide, tk.logitsX8)
+			tk.logitsWide, tk.logitsX8[0], tk.logitsX8[1])
 	}
 	k.logitsWide[wtQ8_0], k.matvecAdd8[wtQ8_0] = funcs["logits_wide_q8_0"], funcs["matvec_add8_q8_0"]
 	k.matvecAdd8[wtQ4_0] = funcs["matvec_add8_q4_0"]
-	k.logitsX8[wtQ4_0], k.logitsX8[wtQ8_0] = funcs["logits_x8_q4_0"], funcs["logits_x8_q8_0"]
-	decode = append(decode, k.logitsWide[wtQ8_0], k.matvecAdd8[wtQ8_0], k.matvecAdd8[wtQ4_0], k.logitsX8[wtQ4_0], k.logitsX8[wtQ8_0])
+	for _, t := range []gpuType{wtQ4_0, wtQ8_0} {
+		k.logitsX8[t] = [2]*cu.Function{funcs["logits_x8_"+t.suffix()], funcs["logits_x8_"+t.suffix()+"_c2"]}
+		decode = append(decode, k.logitsX8[t][0], k.logitsX8[t][1])
+	}
+	k.logitsPick = funcs["logits_pick"]
+	decode = append(decode, k.logitsWide[wtQ8_0], k.matvecAdd8[wtQ8_0], k.matvecAdd8[wtQ4_0], k.logitsPick)
 	// The kernels that round their normed input to int8 (kernels/decode.cuh,
 	// xq8). matvec_add8 is not one: its input comes as int8 already
 	// (ffnInt8Down says when it runs).
@@ -266,9 +275,11 @@ func loadKernels(c *cu.Context) (_ *kernelSet, err error) {
 	for _, f := range k.ffn[wtQ4_0] {
 		k.int8X8[f] = true
 	}
-	k.int8X8[k.logitsX8[wtQ4_0]], k.int8X8[k.logitsX8[wtQ8_0]] = true, true
+	for _, fs := range [][2]*cu.Function{k.logitsX8[wtQ4_0], k.logitsX8[wtQ8_0]} {
+		k.int8X8[fs[0]], k.int8X8[fs[1]] = true, true
+	}
 	for _, tk := range k.typed {
-		k.int8X8[tk.logitsX8] = true
+		k.int8X8[tk.logitsX8[0]], k.int8X8[tk.logitsX8[1]] = true, true
 	}
 	delete(k.int8X8, nil)
 	k.sampleChain = funcs["sample_chain"]

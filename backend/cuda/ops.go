@@ -746,15 +746,21 @@ func (l *launcher) logitsKernel(w *deviceMatrix) (int, *cu.Function) {
 // rows a warp (kernels/logits.cu's LOGITS_X8), or nil where w's layout has
 // none.
 func (l *launcher) logitsX8Kernel(w *deviceMatrix) (*cu.Function, int) {
-	f := l.typed(l.k.logitsX8[w.Type], func(k *typedKernels) *cu.Function { return k.logitsX8 }, w)
+	// Each lane loads four blocks of a row, or (_c2) two of twice the
+	// rows where the rows are 2,048 elements or fewer.
+	c2, r := 0, 1
 	if w.Type == wtQ4_0 {
-		return f, 2
+		r = 2
 	}
-	return f, 1
+	if w.Cols <= 2048 {
+		c2, r = 1, 2*r
+	}
+	f := l.typed(l.k.logitsX8[w.Type][c2], func(k *typedKernels) *cu.Function { return k.logitsX8[c2] }, w)
+	return f, r
 }
 
 // logitsX8Warps is the warps a block of the logits_x8 kernels.
-const logitsX8Warps = 8
+const logitsX8Warps = 4
 
 // logitsPick is the head kernel for a: logitsX8Kernel's when a takes
 // act_q8's activations and w has one, logitsKernel's, or the float row's
@@ -830,10 +836,13 @@ func (l *launcher) logits(a logitsArgs) error {
 		}
 		_, r := l.logitsX8Kernel(w)
 		warps := (w.Rows + r - 1) / r
-		return l.launchWith(f, cu.Launch{Grid: cu.Dim((warps + logitsX8Warps - 1) / logitsX8Warps), Block: cu.Dim(32 * logitsX8Warps),
+		err = l.launchWith(f, cu.Launch{Grid: cu.Dim((warps + logitsX8Warps - 1) / logitsX8Warps), Block: cu.Dim(32 * logitsX8Warps),
 			L2Window: l.headWindow}, cu.Args{
-			x8, a.poison, a.eps, i32(w.Cols), w.Q, w.D, i32(w.Rows), a.scale, a.softcap, a.logits, a.counts, a.params,
-			a.key, a.ticket, a.best, a.result, a.pos, a.next})
+			x8, a.poison, a.eps, i32(w.Cols), w.Q, w.D, i32(w.Rows), a.scale, a.softcap, a.logits, a.counts, a.params, a.key})
+		if err != nil {
+			return err
+		}
+		return l.launch(l.k.logitsPick, cu.Dim(1), 32, 0, cu.Args{a.key, a.poison, a.best, a.result, a.pos, a.next})
 	}
 	grid := l.logitsBlocks(w)
 	if in == 0 {

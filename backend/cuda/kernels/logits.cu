@@ -238,11 +238,11 @@ LOGITS_WIDE(mixq4k, WT_MIX_Q4K)
 // row group, so that each warp has one round of loads and nothing is
 // staged. The persistent kernel above, a few blocks an SM walking the rows
 // with one group ahead, read the heads at 0.3-1 TB/s (Llama-8B shape,
-// H200: Q6_K 256 µs, Q4_0 310 µs). Each block's best (value, index) goes
-// to key with one 64-bit atomicMax (the value's bits made orderable above
-// the complement of the index, so that the lower index wins a tie, as
-// better does; 0 is no candidate), and the last block to finish reads
-// and clears it.
+// H200: Q6_K 256 µs, Q4_0 310 µs). Each warp's best (value, index) goes
+// to key with one 64-bit atomicMax that nothing waits for (the value's
+// bits made orderable, above the complement of the index so that the
+// lower index wins a tie, as better does; 0 is no candidate), and no warp
+// waits for another: logits_pick, the kernel after, reads and clears key.
 __device__ __forceinline__ unsigned long long best_key(float v, int i) {
 	const unsigned u = __float_as_uint(v);
 	const unsigned o = u & 0x80000000u ? ~u : u | 0x80000000u;
@@ -250,14 +250,12 @@ __device__ __forceinline__ unsigned long long best_key(float v, int i) {
 }
 
 template <int T, int R, int C>
-__device__ __forceinline__ void logits_x8(const unsigned *x8, unsigned *poison, float eps, int k, const u8 *wq,
+__device__ __forceinline__ void logits_x8(const unsigned *x8, const unsigned *poison, float eps, int k, const u8 *wq,
                                           const f16 *wd, int rows, float lscale, float cap, float *y, const int *counts,
-                                          const samp_params *params, unsigned long long *key, unsigned *ticket,
-                                          int *best_out, int *out, const int *pos, int *next) {
-	__shared__ float bv[32];
-	__shared__ int bi[32];
-	const int nb = k >> 5, lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = blockDim.x >> 5;
+                                          const samp_params *params, unsigned long long *key) {
+	const int nb = k >> 5, lane = threadIdx.x & 31;
 	const long r0 = (long)grid_warp() * R;
+	if (r0 >= rows) return; // whole warps
 	wblk<T> wb[R][C];
 	int cnt[R];
 #pragma unroll
@@ -320,44 +318,43 @@ __device__ __forceinline__ void logits_x8(const unsigned *x8, unsigned *poison, 
 		if (lane == i) y[r0 + i] = v;
 		better(best, besti, v, (int)(r0 + i)); // every lane alike
 	}
-	if (lane == 0) {
-		bv[w] = best;
-		bi[w] = besti;
-	}
-	__syncthreads();
-	if (threadIdx.x == 0) {
-		for (int j = 1; j < nw; j++) better(best, besti, bv[j], bi[j]);
-		if (besti != 0x7fffffff) atomicMax(key, best_key(best, besti));
-		__threadfence();
-		if (atomicAdd(ticket, 1u) == gridDim.x - 1) { // the last block
-			__threadfence();
-			const unsigned long long kv = atomicExch(key, 0ull);
-			const int tok = kv == 0 ? -1 : (int)~(unsigned)kv;
-			if (best_out) *best_out = tok;
-			const int p = pos ? *pos : 0;
-			if (out) *(volatile int *)(out + (p & 1)) = tok;
-			if (next) {
-				next[0] = tok;
-				next[1] = p + 1;
-			}
-			if (poison) *poison = 0;
-			*ticket = 0;
-		}
-	}
+	if (lane == 0 && besti != 0x7fffffff) atomicMax(key, best_key(best, besti));
 }
 
 #define LOGITS_X8(name, T, R, C)                                                                                   \
-	extern "C" __global__ void __launch_bounds__(256)                                                              \
-	    logits_x8_##name(const unsigned *x8, unsigned *poison, float eps, int k, const u8 *wq, const f16 *wd,       \
-	                     int rows, float lscale, float cap, float *y, const int *counts, const samp_params *params, \
-	                     unsigned long long *key, unsigned *ticket, int *best, int *out, const int *pos, int *next) { \
-		logits_x8<T, R, C>(x8, poison, eps, k, wq, wd, rows, lscale, cap, y, counts, params, key, ticket, best, out, \
-		                   pos, next);                                                                             \
+	extern "C" __global__ void __launch_bounds__(128)                                                              \
+	    logits_x8_##name(const unsigned *x8, const unsigned *poison, float eps, int k, const u8 *wq,                \
+	                     const f16 *wd, int rows, float lscale, float cap, float *y, const int *counts,            \
+	                     const samp_params *params, unsigned long long *key) {                                     \
+		logits_x8<T, R, C>(x8, poison, eps, k, wq, wd, rows, lscale, cap, y, counts, params, key);                   \
 	}
 // Rows a warp and blocks a lane (about 40-60 registers of weights; the
-// launcher's logitsX8Shape mirrors them): all of a 4,096-wide row.
-LOGITS_X8(q4_0, WT_Q4_0, 2, 4)
-LOGITS_X8(q8_0, WT_Q8_0, 1, 4)
-LOGITS_X8(mixq4k, WT_MIX_Q4K, 1, 4)
-LOGITS_X8(mixq5k, WT_MIX_Q5K, 1, 4)
-LOGITS_X8(mixq6k, WT_MIX_Q6K, 1, 4)
+// launcher's logitsX8Kernel mirrors them): all of a 4,096-wide row, and
+// (_c2) twice the rows of up to 2,048.
+#define LOGITS_X8_BOTH(name, T, R) LOGITS_X8(name, T, R, 4) LOGITS_X8(name##_c2, T, 2 * R, 2)
+LOGITS_X8_BOTH(q4_0, WT_Q4_0, 2)
+LOGITS_X8_BOTH(q8_0, WT_Q8_0, 1)
+LOGITS_X8_BOTH(mixq4k, WT_MIX_Q4K, 1)
+LOGITS_X8_BOTH(mixq5k, WT_MIX_Q5K, 1)
+LOGITS_X8_BOTH(mixq6k, WT_MIX_Q6K, 1)
+
+// logits_pick ends logits_x8's step, one thread: the argmax from key (-1
+// when no logit was a candidate: all NaN) to best, to out's slot pos&1
+// and to the chained step's input next, each when set; key and the
+// poison word cleared for the next step.
+extern "C" __global__ void __launch_bounds__(32) logits_pick(unsigned long long *key, unsigned *poison, int *best_out,
+                                                            int *out, const int *pos, int *next) {
+	pdl_wait_and_release();
+	if (threadIdx.x != 0) return;
+	const unsigned long long kv = *key;
+	*key = 0;
+	const int tok = kv == 0 ? -1 : (int)~(unsigned)kv;
+	if (best_out) *best_out = tok;
+	const int p = pos ? *pos : 0;
+	if (out) *(volatile int *)(out + (p & 1)) = tok;
+	if (next) {
+		next[0] = tok;
+		next[1] = p + 1;
+	}
+	if (poison) *poison = 0;
+}
