@@ -167,6 +167,13 @@ func tuningFor(c *model.Config, ffn gpuType) tuning {
 		// 1,261 / 1,506 / 2,017 (16: 1,217 / 1,459 / 1,955, but 128
 		// registers a thread and spills).
 		t.qkvWarps = 8
+		if ffn == wtF16 || ffn == wtBF16 {
+			// Float weights read their activations staged, two rows a
+			// warp: blocks of 4 warps (H200, µs a token @100, 8 → 4
+			// warps, F16): Llama-1B 1,174 → 1,114, 8B shape (4 layers)
+			// 1,035 → 1,017. BF16's kernel is F16's but for the widening.
+			t.qkvWarps = 4
+		}
 		// The int8 layouts' activations from act_q8, once a layer (H200,
 		// µs a token @100, staged → act_q8): Llama-8B shape (4 layers)
 		// Q4_K_M 802 → 727, Llama-1B Q4_K_M 891 → 813; the QKV kernel
