@@ -73,3 +73,17 @@ func hasAVX512F() bool {
 	)
 	return ebx7&(avx512f|avx512vl) == avx512f|avx512vl
 }
+
+// hasAVX512BF16 reports whether the CPU has AVX512_BF16 (VDPBF16PS), with
+// hasAVX512F's conditions.
+func hasAVX512BF16() bool {
+	if !hasAVX512F() {
+		return false
+	}
+	maxSub, _, _, _ := cpuid(7, 0)
+	if maxSub < 1 {
+		return false
+	}
+	eax71, _, _, _ := cpuid(7, 1)
+	return eax71&(1<<5) != 0
+}

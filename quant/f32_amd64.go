@@ -5,6 +5,9 @@ package quant
 // useAVX512 selects the ZMM kernels of f32_amd64.s (MatMulFloat's).
 var useAVX512 = useAVX2 && hasAVX512F()
 
+// useBF16 selects matMulBF16PanelAVX512 (bf16_amd64.s) for MatMulBF16.
+var useBF16 = useAVX512 && hasAVX512BF16()
+
 // The float32 kernels in f32_amd64.s; their Go callers check the lengths.
 
 // matMulFloatPanelAVX512 sets c[i*ldc+j] = Σ_l x[i*ldx+l]·p[l*48+j] for
@@ -14,6 +17,13 @@ var useAVX512 = useAVX2 && hasAVX512F()
 //
 //go:noescape
 func matMulFloatPanelAVX512(x *float32, ldx int, p *float32, k int, c *float32, ldc int, m int, mask uint64, pf *byte, pfLines int)
+
+// matMulBF16PanelAVX512 is matMulFloatPanelAVX512 on bfloat16 pairs: x
+// and p hold two bfloat16 values a word (k pairs of columns, ldx in
+// words), each pair's products summed by VDPBF16PS.
+//
+//go:noescape
+func matMulBF16PanelAVX512(x *uint32, ldx int, p *uint32, k int, c *float32, ldc int, m int, mask uint64, pf *byte, pfLines int)
 
 // The pack*PanelAVX512 functions set p[l*48+i] to the float32 value of
 // row i's weight l, for 16 rows of k weights (k > 0, a multiple of 16)

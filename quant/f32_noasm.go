@@ -5,9 +5,12 @@ package quant
 // Stubs for the kernels of f32_amd64.s; with useAVX2 and useAVX512 false
 // they are never called.
 
-const useAVX512 = false
+const useAVX512, useBF16 = false, false
 
 func matMulFloatPanelAVX512(x *float32, ldx int, p *float32, k int, c *float32, ldc int, m int, mask uint64, pf *byte, pfLines int) {
+	panic("unreachable")
+}
+func matMulBF16PanelAVX512(x *uint32, ldx int, p *uint32, k int, c *float32, ldc int, m int, mask uint64, pf *byte, pfLines int) {
 	panic("unreachable")
 }
 func packF32PanelAVX512(w *float32, ldw int, p *float32, k int) { panic("unreachable") }

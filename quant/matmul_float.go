@@ -140,3 +140,89 @@ func matMulFloatGeneric(t Type, w []byte, cols int, x []float32, tokens int, out
 		}
 	}
 }
+
+// MatMulBF16Fast reports whether MatMulBF16 has its AVX512_BF16 kernel;
+// without it, callers take MatMulFloat.
+func MatMulBF16Fast() bool { return useBF16 }
+
+// ToBF16Pairs rounds x (an even count) to bfloat16 as F32ToBF16 does and
+// packs each pair of elements into a word, the even one low: MatMulBF16's
+// activations.
+func ToBF16Pairs(x []float32, dst []uint32) {
+	if len(x)%2 != 0 || len(dst) < len(x)/2 {
+		panic(fmt.Sprintf("quant: ToBF16Pairs: %d values into %d words", len(x), len(dst)))
+	}
+	for i := range len(x) / 2 {
+		dst[i] = uint32(F32ToBF16(x[2*i])) | uint32(F32ToBF16(x[2*i+1]))<<16
+	}
+}
+
+// MatMulBF16 is MatMulFloat for BF16 weights with the activations rounded
+// to bfloat16 too (ToBF16Pairs: x holds tokens rows of cols/2 words), as
+// llama.cpp multiplies BF16 weights: each step of the kernel takes a pair
+// of columns with VDPBF16PS, two products a lane summed in float32, half
+// the steps of MatMulFloat. The panel packs the rows' words as
+// MatMulFloat's packs floats. cols is a multiple of 32; MatMulBF16Fast
+// must be true.
+func MatMulBF16(w []byte, cols, rows int, x []uint32, tokens int, out []float32, outStride int, scratch []float32) {
+	if !useBF16 {
+		panic("quant: MatMulBF16 without AVX512_BF16")
+	}
+	if cols <= 0 || cols%32 != 0 || rows < 0 || tokens < 0 {
+		panic(fmt.Sprintf("quant: MatMulBF16: bad size %d rows × %d columns × %d tokens", rows, cols, tokens))
+	}
+	rb, k := 2*cols, cols/2
+	switch {
+	case len(w) < rows*rb:
+		panic(fmt.Sprintf("quant: MatMulBF16: %d bytes of weights, %d rows of %d need %d", len(w), rows, rb, rows*rb))
+	case len(x) < tokens*k:
+		panic(fmt.Sprintf("quant: MatMulBF16: %d words of activations, %d tokens of %d need %d", len(x), tokens, k, tokens*k))
+	case len(scratch) < MatMulFloatScratch(cols):
+		panic(fmt.Sprintf("quant: MatMulBF16: %d floats of scratch, need %d", len(scratch), MatMulFloatScratch(cols)))
+	}
+	if rows == 0 || tokens == 0 {
+		return
+	}
+	if tokens > 1 && outStride < rows {
+		panic(fmt.Sprintf("quant: MatMulBF16: out stride %d is less than %d rows", outStride, rows))
+	}
+	if need := (tokens-1)*outStride + rows; len(out) < need {
+		panic(fmt.Sprintf("quant: MatMulBF16: %d outputs, need %d", len(out), need))
+	}
+	p := unsafe.Slice((*uint32)(unsafe.Pointer(&scratch[0])), MatMulFloatPanelRows*k)
+	for r0 := 0; r0 < rows; r0 += MatMulFloatPanelRows {
+		nr := min(MatMulFloatPanelRows, rows-r0)
+		packPairs(w[r0*rb:(r0+nr)*rb], k, p)
+		next := w[r0*rb : r0*rb+1]
+		if end := (r0 + nr) * rb; end < len(w) {
+			next = w[end:min(end+2*MatMulFloatPanelRows*rb, len(w))]
+		}
+		mask := uint64(1)<<nr - 1
+		matMulBF16PanelAVX512(&x[0], k, &p[0], k, &out[r0], outStride, tokens, mask, &next[0], (len(next)+63)/64)
+	}
+}
+
+// packPairs fills the panel p (MatMulFloatPanelRows × k words, column pair
+// by column pair) with the 32-bit words of the rows in w (k words each, a
+// multiple of 16), zeros past them: packPanel's transposition of F32 rows,
+// applied to the words.
+func packPairs(w []byte, k int, p []uint32) {
+	rb := 4 * k
+	rows := len(w) / rb
+	pf := unsafe.Slice((*float32)(unsafe.Pointer(&p[0])), len(p))
+	for b := 0; b < MatMulFloatPanelRows; b += 16 {
+		if b+16 <= rows {
+			packF32PanelAVX512((*float32)(unsafe.Pointer(&w[b*rb])), rb, &pf[b], k)
+			continue
+		}
+		for l := 0; l < k; l++ {
+			col := p[l*MatMulFloatPanelRows+b:][:16]
+			for i := range col {
+				col[i] = 0
+				if r := b + i; r < rows {
+					col[i] = binary.LittleEndian.Uint32(w[r*rb+4*l:])
+				}
+			}
+		}
+	}
+}

@@ -124,3 +124,66 @@ func BenchmarkMatMulFloat(b *testing.B) {
 		})
 	}
 }
+
+// TestMatMulBF16 multiplies random BF16 rows by random tokens rounded to
+// bfloat16 pairs (ToBF16Pairs), on and off the kernel's tiles as
+// TestMatMulFloat, and checks every result against a float64 product of
+// the rounded values and that out is untouched elsewhere.
+func TestMatMulBF16(t *testing.T) {
+	if !MatMulBF16Fast() {
+		t.Skip("no AVX512_BF16 on this CPU")
+	}
+	rng := rand.New(rand.NewPCG(74, 75))
+	for _, rows := range []int{1, 13, 16, 17, 47, 48, 49, 100, 150} {
+		for _, cols := range []int{32, 64, 576} {
+			for _, tokens := range []int{1, 2, 3, 5, 7, 8, 9, 13, 16, 33} {
+				scratch := MatMulFloatScratch(cols) + rng.IntN(2)*cols
+				outStride := rows + rng.IntN(3)
+				at := fmt.Sprintf("%d rows × %d columns × %d tokens (scratch %d, stride %d)", rows, cols, tokens, scratch, outStride)
+				w, wv := randFloatRows(rng, BF16, rows+rng.IntN(2)*50, cols)
+				x := randF32(rng, tokens*cols)
+				xp := make([]uint32, tokens*cols/2+rng.IntN(3))
+				ToBF16Pairs(x, xp)
+				out := randF32(rng, tokens*outStride+3)
+				out0 := append([]float32(nil), out...)
+				MatMulBF16(w, cols, rows, xp, tokens, out, outStride, make([]float32, scratch))
+				for i := 0; i < tokens; i++ {
+					for r := 0; r < outStride; r++ {
+						got := out[i*outStride+r]
+						if r >= rows {
+							if got != out0[i*outStride+r] {
+								t.Fatalf("%s: out[%d][%d] outside the result changed", at, i, r)
+							}
+							continue
+						}
+						var want, mag float64
+						for l := 0; l < cols; l++ {
+							p := float64(wv[r*cols+l]) * float64(BF16ToF32(F32ToBF16(x[i*cols+l])))
+							want += p
+							mag += math.Abs(p)
+						}
+						checkClose(t, fmt.Sprintf("%s: out[%d][%d]", at, i, r), got, want, mag)
+					}
+				}
+				for i := tokens * outStride; i < len(out); i++ {
+					if out[i] != out0[i] {
+						t.Fatalf("%s: wrote past the last token", at)
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestToBF16Pairs checks the packing: element 2i low, 2i+1 high, each
+// rounded as F32ToBF16.
+func TestToBF16Pairs(t *testing.T) {
+	x := []float32{1, -2.5, float32(math.NaN()), 3.1415927, 1e-40, float32(math.Inf(-1))}
+	dst := make([]uint32, 3)
+	ToBF16Pairs(x, dst)
+	for i, w := range dst {
+		if lo, hi := uint16(w), uint16(w>>16); lo != F32ToBF16(x[2*i]) || hi != F32ToBF16(x[2*i+1]) {
+			t.Errorf("word %d is %#x, want %#x|%#x<<16", i, w, F32ToBF16(x[2*i]), F32ToBF16(x[2*i+1]))
+		}
+	}
+}

@@ -27,6 +27,33 @@ type activations struct {
 	// with q8ok).
 	f32T []float32
 	hasT bool
+	// bf16 is the batch rounded to bfloat16 pairs (quant.ToBF16Pairs), t ×
+	// n/2 words, for BF16 weights' products where quant.MatMulBF16 has a
+	// kernel; hasBF16 says it is current (cleared with q8ok).
+	bf16    []uint32
+	hasBF16 bool
+}
+
+// bf16Pairs fills bf16 from f32.
+func (a *activations) bf16Pairs() {
+	a.fresh()
+	if a.hasBF16 {
+		return
+	}
+	if cap(a.bf16) < a.t*a.n/2 {
+		a.bf16 = make([]uint32, a.t*a.n/2)
+	}
+	a.bf16 = a.bf16[:a.t*a.n/2]
+	quant.ToBF16Pairs(a.f32[:a.t*a.n], a.bf16)
+	a.hasBF16 = true
+}
+
+// bf16Tiled reports whether a product of w with a batch of tokens takes
+// quant.MatMulBF16: BF16 weights, rows of whole 32-element pairs of
+// panel columns, and the CPU's AVX512_BF16. The activations are then
+// rounded to bfloat16 as llama.cpp rounds them for BF16 weights.
+func bf16Tiled(w *model.Tensor, tokens int) bool {
+	return floatTiled(w, tokens) && w.Type == quant.BF16 && w.Cols%32 == 0 && quant.MatMulBF16Fast()
 }
 
 // tPad is the batch's token count rounded up to MatMulF32's 16-column tiles.
@@ -95,7 +122,7 @@ func usesQ8K(w *model.Tensor) bool {
 // fresh forgets stale quantized forms once the float values have changed.
 func (a *activations) fresh() {
 	if !a.q8ok {
-		a.hasQ8, a.hasQ8K, a.hasT = false, false, false
+		a.hasQ8, a.hasQ8K, a.hasT, a.hasBF16 = false, false, false, false
 		a.q8ok = true
 	}
 }
@@ -150,6 +177,9 @@ func (b *Backend) matmul(x *activations, ps ...product) {
 		case usesQ8K(p.w):
 			x.quantizeK()
 		case !floatTiled(p.w, x.t):
+		case bf16Tiled(p.w, x.t):
+			x.bf16Pairs()
+			grain = quant.MatMulFloatPanelRows
 		case quant.MatMulFloatFast():
 			// Ranges of whole panels: a range of 64 rows was a full
 			// panel and one of 16 rows, a third of it wasted.
@@ -273,6 +303,11 @@ const floatTileRows = 16
 func floatRowsTiled(x *activations, p product, lo, hi int, sc *tileScratch) {
 	w := p.w
 	n, rb, tp := w.Cols, w.RowBytes(), x.tPad()
+	if bf16Tiled(w, x.t) {
+		quant.MatMulBF16(w.Data[lo*rb:], n, hi-lo, x.bf16, x.t, p.out[p.outOff+lo:], p.outStride,
+			sc.floats(quant.MatMulFloatScratch(n)))
+		return
+	}
 	if quant.MatMulFloatFast() {
 		// The rows past hi go too, for the kernel to prefetch.
 		quant.MatMulFloat(w.Type, w.Data[lo*rb:], n, hi-lo, x.f32[:x.t*n], x.t,

@@ -426,14 +426,22 @@ func TestPrefillMatchesTokenByToken(t *testing.T) {
 		for i, v := range want {
 			w64[i] = float64(v)
 		}
-		if e := relErr(got, w64); !(e < 1e-4) {
+		// BF16 weights' prefill rounds its activations to bfloat16 where
+		// the CPU has AVX512_BF16 (quant.MatMulBF16, as llama.cpp rounds
+		// them), and decode keeps float32 ones: 8 bits of mantissa, 0.5%
+		// of the logits here (measured 0.0051).
+		bound := 1e-4
+		if typ == quant.BF16 && quant.MatMulBF16Fast() {
+			bound = 1e-2
+		}
+		if e := relErr(got, w64); !(e < bound) {
 			t.Fatalf("%s: prefill vs token-by-token relative error %.3g", typ, e)
 		}
 		// Decoding on after the prefill agrees too.
 		next := int32(1)
 		g2, _ := batch.Logits(context.Background(), next, len(prompt))
 		w2, _ := one2(t, m, prompt, next)
-		if e := relErr(g2, w2); !(e < 1e-4) {
+		if e := relErr(g2, w2); !(e < bound) {
 			t.Fatalf("%s: decode after prefill relative error %.3g", typ, e)
 		}
 		batch.Close()
