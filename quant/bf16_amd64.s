@@ -258,3 +258,54 @@ loop1:
 done:
 	VZEROUPPER
 	RET
+
+// func dotBF16PairsAVX512(w *uint16, x *uint32, n int) float32
+//
+// Σ w[i]·x's element i for n > 0, a multiple of 32: w a BF16 row, x its
+// activations as bfloat16 pairs (ToBF16Pairs), 64 elements a step into
+// two accumulators. It prefetches 8 KiB ahead, as dotBF16F32AVX2
+// (half_amd64.s): decode calls it row after row.
+TEXT ·dotBF16PairsAVX512(SB), NOSPLIT, $0-28
+	MOVQ w+0(FP), SI
+	MOVQ x+8(FP), DI
+	MOVQ n+16(FP), CX
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+
+pairs64:
+	CMPQ CX, $64
+	JLT  pairs32
+	PREFETCHT0 8192(SI)
+	PREFETCHT0 8256(SI)
+	VMOVDQU32 (SI), Z2
+	VMOVDQU32 64(SI), Z3
+	VMOVDQU32 (DI), Z4
+	VMOVDQU32 64(DI), Z5
+	// VDPBF16PS Z4, Z2, Z0
+	BYTE $0x62; BYTE $0xF2; BYTE $0x6E; BYTE $0x48; BYTE $0x52; BYTE $0xC4
+	// VDPBF16PS Z5, Z3, Z1
+	BYTE $0x62; BYTE $0xF2; BYTE $0x66; BYTE $0x48; BYTE $0x52; BYTE $0xCD
+	ADDQ $128, SI
+	ADDQ $128, DI
+	SUBQ $64, CX
+	JMP  pairs64
+
+pairs32:
+	TESTQ CX, CX
+	JZ    pairsum
+	VMOVDQU32 (SI), Z2
+	VMOVDQU32 (DI), Z4
+	// VDPBF16PS Z4, Z2, Z0
+	BYTE $0x62; BYTE $0xF2; BYTE $0x6E; BYTE $0x48; BYTE $0x52; BYTE $0xC4
+
+pairsum:
+	VADDPS        Z1, Z0, Z0
+	VEXTRACTF64X4 $1, Z0, Y1
+	VADDPS        Y1, Y0, Y0
+	VEXTRACTF128  $1, Y0, X1
+	VADDPS        X1, X0, X0
+	VHADDPS       X0, X0, X0
+	VHADDPS       X0, X0, X0
+	VZEROUPPER
+	MOVSS         X0, ret+24(FP)
+	RET

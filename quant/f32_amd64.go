@@ -25,6 +25,12 @@ func matMulFloatPanelAVX512(x *float32, ldx int, p *float32, k int, c *float32, 
 //go:noescape
 func matMulBF16PanelAVX512(x *uint32, ldx int, p *uint32, k int, c *float32, ldc int, m int, mask uint64, pf *byte, pfLines int)
 
+// dotBF16PairsAVX512 is Σ w[i]·x's element i for n > 0, a multiple of
+// 32: a BF16 row by activations as bfloat16 pairs.
+//
+//go:noescape
+func dotBF16PairsAVX512(w *uint16, x *uint32, n int) float32
+
 // The pack*PanelAVX512 functions set p[l*48+i] to the float32 value of
 // row i's weight l, for 16 rows of k weights (k > 0, a multiple of 16)
 // ldw bytes apart at w.

@@ -202,6 +202,18 @@ func MatMulBF16(w []byte, cols, rows int, x []uint32, tokens int, out []float32,
 	}
 }
 
+// DotBF16Pairs is the product of a BF16 row w (cols elements, a multiple
+// of 32) with activations as bfloat16 pairs (ToBF16Pairs, cols/2 words):
+// the decode step's twin of MatMulBF16, whose rounding it shares.
+// MatMulBF16Fast must be true.
+func DotBF16Pairs(w []byte, x []uint32) float32 {
+	n := len(w) / 2
+	if !useBF16 || n == 0 || n%32 != 0 || len(x) < n/2 {
+		panic(fmt.Sprintf("quant: DotBF16Pairs: %d elements by %d pairs", n, len(x)))
+	}
+	return dotBF16PairsAVX512((*uint16)(unsafe.Pointer(&w[0])), &x[0], n)
+}
+
 // packPairs fills the panel p (MatMulFloatPanelRows × k words, column pair
 // by column pair) with the 32-bit words of the rows in w (k words each, a
 // multiple of 16), zeros past them: packPanel's transposition of F32 rows,

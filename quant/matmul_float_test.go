@@ -187,3 +187,28 @@ func TestToBF16Pairs(t *testing.T) {
 		}
 	}
 }
+
+// TestDotBF16Pairs checks the decode twin against a float64 product of
+// the rounded values, at lengths with and without the 64-element steps'
+// 32-element tail.
+func TestDotBF16Pairs(t *testing.T) {
+	if !MatMulBF16Fast() {
+		t.Skip("no AVX512_BF16 on this CPU")
+	}
+	rng := rand.New(rand.NewPCG(76, 77))
+	for _, cols := range []int{32, 64, 96, 576, 2048, 2080} {
+		for range 5 {
+			w, wv := randFloatRows(rng, BF16, 1, cols)
+			x := randF32(rng, cols)
+			xp := make([]uint32, cols/2)
+			ToBF16Pairs(x, xp)
+			var want, mag float64
+			for l := range cols {
+				p := float64(wv[l]) * float64(BF16ToF32(F32ToBF16(x[l])))
+				want += p
+				mag += math.Abs(p)
+			}
+			checkClose(t, fmt.Sprintf("%d columns", cols), DotBF16Pairs(w, xp), want, mag)
+		}
+	}
+}

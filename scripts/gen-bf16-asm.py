@@ -131,5 +131,56 @@ loop%d:
 w("""done:
 	VZEROUPPER
 	RET
-""")
+
+// func dotBF16PairsAVX512(w *uint16, x *uint32, n int) float32
+//
+// Σ w[i]·x's element i for n > 0, a multiple of 32: w a BF16 row, x its
+// activations as bfloat16 pairs (ToBF16Pairs), 64 elements a step into
+// two accumulators. It prefetches 8 KiB ahead, as dotBF16F32AVX2
+// (half_amd64.s): decode calls it row after row.
+TEXT ·dotBF16PairsAVX512(SB), NOSPLIT, $0-28
+	MOVQ w+0(FP), SI
+	MOVQ x+8(FP), DI
+	MOVQ n+16(FP), CX
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+
+pairs64:
+	CMPQ CX, $64
+	JLT  pairs32
+	PREFETCHT0 8192(SI)
+	PREFETCHT0 8256(SI)
+	VMOVDQU32 (SI), Z2
+	VMOVDQU32 64(SI), Z3
+	VMOVDQU32 (DI), Z4
+	VMOVDQU32 64(DI), Z5
+	// VDPBF16PS Z4, Z2, Z0
+	%s
+	// VDPBF16PS Z5, Z3, Z1
+	%s
+	ADDQ $128, SI
+	ADDQ $128, DI
+	SUBQ $64, CX
+	JMP  pairs64
+
+pairs32:
+	TESTQ CX, CX
+	JZ    pairsum
+	VMOVDQU32 (SI), Z2
+	VMOVDQU32 (DI), Z4
+	// VDPBF16PS Z4, Z2, Z0
+	%s
+
+pairsum:
+	VADDPS        Z1, Z0, Z0
+	VEXTRACTF64X4 $1, Z0, Y1
+	VADDPS        Y1, Y0, Y0
+	VEXTRACTF128  $1, Y0, X1
+	VADDPS        X1, X0, X0
+	VHADDPS       X0, X0, X0
+	VHADDPS       X0, X0, X0
+	VZEROUPPER
+	MOVSS         X0, ret+24(FP)
+	RET
+""" % (dp(0, 2, 4), dp(1, 3, 5), dp(0, 2, 4)))
 open("quant/bf16_amd64.s", "w").write("\n".join(out))

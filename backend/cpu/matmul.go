@@ -48,13 +48,18 @@ func (a *activations) bf16Pairs() {
 	a.hasBF16 = true
 }
 
-// bf16Tiled reports whether a product of w with a batch of tokens takes
-// quant.MatMulBF16: BF16 weights, rows of whole 32-element pairs of
-// panel columns, and the CPU's AVX512_BF16. The activations are then
-// rounded to bfloat16 as llama.cpp rounds them for BF16 weights.
-func bf16Tiled(w *model.Tensor, tokens int) bool {
-	return floatTiled(w, tokens) && w.Type == quant.BF16 && w.Cols%32 == 0 && quant.MatMulBF16Fast()
+// bf16Pairs reports whether a product of w takes its activations as
+// bfloat16 pairs (quant.MatMulBF16 for a batch, quant.DotBF16Pairs a row
+// at a time): BF16 weights, rows of whole 32-element blocks and the CPU's
+// AVX512_BF16. The activations are then rounded to bfloat16 as llama.cpp
+// rounds them for BF16 weights, in prefill and decode alike.
+func bf16Pairs(w *model.Tensor) bool {
+	return w.Type == quant.BF16 && w.Cols%32 == 0 && quant.MatMulBF16Fast()
 }
+
+// bf16Tiled reports whether a product of w with a batch of tokens takes
+// quant.MatMulBF16.
+func bf16Tiled(w *model.Tensor, tokens int) bool { return floatTiled(w, tokens) && bf16Pairs(w) }
 
 // tPad is the batch's token count rounded up to MatMulF32's 16-column tiles.
 func (a *activations) tPad() int { return (a.t + 15) &^ 15 }
@@ -176,10 +181,12 @@ func (b *Backend) matmul(x *activations, ps ...product) {
 			x.quantize()
 		case usesQ8K(p.w):
 			x.quantizeK()
-		case !floatTiled(p.w, x.t):
-		case bf16Tiled(p.w, x.t):
+		case bf16Pairs(p.w):
 			x.bf16Pairs()
-			grain = quant.MatMulFloatPanelRows
+			if floatTiled(p.w, x.t) {
+				grain = quant.MatMulFloatPanelRows
+			}
+		case !floatTiled(p.w, x.t):
 		case quant.MatMulFloatFast():
 			// Ranges of whole panels: a range of 64 rows was a full
 			// panel and one of 16 rows, a third of it wasted.
@@ -269,6 +276,15 @@ func matRows(x *activations, p product, lo, hi int, sc *tileScratch) {
 		if usesQ8K(w) {
 			quant.MatMulKQ8_K(w.Type, w.Data[lo*rb:hi*rb], w.Cols/quant.QK_K, hi-lo,
 				x.q8k[:x.t*x.n/quant.QK_K*quant.Q8KBytes], x.t, p.out[p.outOff+lo:], p.outStride)
+			return
+		}
+		if bf16Pairs(w) {
+			for r := lo; r < hi; r++ {
+				row := w.Data[r*rb : (r+1)*rb]
+				for t := 0; t < x.t; t++ {
+					*out(t, r) = quant.DotBF16Pairs(row, x.bf16[t*x.n/2:(t+1)*x.n/2])
+				}
+			}
 			return
 		}
 		for r := lo; r < hi; r++ {
