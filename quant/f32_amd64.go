@@ -31,6 +31,11 @@ func matMulBF16PanelAVX512(x *uint32, ldx int, p *uint32, k int, c *float32, ldc
 //go:noescape
 func dotBF16PairsAVX512(w *uint16, x *uint32, n int) float32
 
+// toBF16AVX512 sets dst[i] = F32ToBF16(x[i]) for n > 0, a multiple of 16.
+//
+//go:noescape
+func toBF16AVX512(x *float32, dst *uint16, n int)
+
 // The pack*PanelAVX512 functions set p[l*48+i] to the float32 value of
 // row i's weight l, for 16 rows of k weights (k > 0, a multiple of 16)
 // ldw bytes apart at w.

@@ -671,3 +671,42 @@ done:
 	VZEROUPPER
 	MOVSS X0, ret+16(FP)
 	RET
+
+// func toBF16AVX512(x *float32, dst *uint16, n int)
+//
+// dst[i] = F32ToBF16(x[i]) for n > 0, a multiple of 16: rounded to nearest
+// with ties to even in integer arithmetic, (u + 0x7fff + bit 16 of u) >> 16,
+// so subnormals stay (VCVTNEPS2BF16 would flush them), and a NaN's upper
+// half with its quiet bit set.
+TEXT ·toBF16AVX512(SB), NOSPLIT, $0-24
+	MOVQ x+0(FP), SI
+	MOVQ dst+8(FP), DI
+	MOVQ n+16(FP), CX
+	MOVL $1, AX
+	VPBROADCASTD AX, Z31
+	MOVL $0x7fff, AX
+	VPBROADCASTD AX, Z30
+	MOVL $0x7fffffff, AX
+	VPBROADCASTD AX, Z29
+	MOVL $0x7f800000, AX
+	VPBROADCASTD AX, Z28
+	MOVL $0x40, AX
+	VPBROADCASTD AX, Z27
+
+bf16cvt:
+	VMOVDQU32 (SI), Z0
+	VPSRLD    $16, Z0, Z1
+	VPANDD    Z31, Z1, Z2
+	VPADDD    Z30, Z0, Z3
+	VPADDD    Z2, Z3, Z3
+	VPSRLD    $16, Z3, Z3
+	VPANDD    Z29, Z0, Z4
+	VPCMPUD   $6, Z28, Z4, K1 // |u| > +Inf: NaN
+	VPORD     Z27, Z1, K1, Z3
+	VPMOVDW   Z3, (DI)
+	ADDQ      $64, SI
+	ADDQ      $32, DI
+	SUBQ      $16, CX
+	JNZ       bf16cvt
+	VZEROUPPER
+	RET

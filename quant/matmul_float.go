@@ -152,7 +152,14 @@ func ToBF16Pairs(x []float32, dst []uint32) {
 	if len(x)%2 != 0 || len(dst) < len(x)/2 {
 		panic(fmt.Sprintf("quant: ToBF16Pairs: %d values into %d words", len(x), len(dst)))
 	}
-	for i := range len(x) / 2 {
+	done := 0
+	if useAVX512 {
+		// The words are the elements' halves in order, low first.
+		if done = len(x) &^ 15; done > 0 {
+			toBF16AVX512(&x[0], (*uint16)(unsafe.Pointer(&dst[0])), done)
+		}
+	}
+	for i := done / 2; i < len(x)/2; i++ {
 		dst[i] = uint32(F32ToBF16(x[2*i])) | uint32(F32ToBF16(x[2*i+1]))<<16
 	}
 }

@@ -175,15 +175,28 @@ func TestMatMulBF16(t *testing.T) {
 	}
 }
 
-// TestToBF16Pairs checks the packing: element 2i low, 2i+1 high, each
-// rounded as F32ToBF16.
+// TestToBF16Pairs checks the packing (element 2i low, 2i+1 high, each
+// rounded as F32ToBF16) on lengths on and off the vector kernel's 16, with
+// ties, subnormals, infinities and NaNs among random values.
 func TestToBF16Pairs(t *testing.T) {
-	x := []float32{1, -2.5, float32(math.NaN()), 3.1415927, 1e-40, float32(math.Inf(-1))}
-	dst := make([]uint32, 3)
-	ToBF16Pairs(x, dst)
-	for i, w := range dst {
-		if lo, hi := uint16(w), uint16(w>>16); lo != F32ToBF16(x[2*i]) || hi != F32ToBF16(x[2*i+1]) {
-			t.Errorf("word %d is %#x, want %#x|%#x<<16", i, w, F32ToBF16(x[2*i]), F32ToBF16(x[2*i+1]))
+	rng := rand.New(rand.NewPCG(78, 79))
+	special := []float32{1, -2.5, float32(math.NaN()), math.Float32frombits(0x7f800001), math.Float32frombits(0xffc00000),
+		3.1415927, 1e-40, -1e-45, float32(math.Inf(-1)), float32(math.Inf(1)), 0, float32(math.Copysign(0, -1)),
+		math.Float32frombits(0x3f808000), math.Float32frombits(0x3f818000), math.Float32frombits(0x7f7fffff)}
+	for _, n := range []int{2, 6, 16, 30, 32, 34, 64, 578} {
+		x := randF32(rng, n)
+		for i := range x {
+			if rng.IntN(3) == 0 {
+				x[i] = special[rng.IntN(len(special))]
+			}
+		}
+		dst := make([]uint32, n/2)
+		ToBF16Pairs(x, dst)
+		for i, w := range dst {
+			if lo, hi := uint16(w), uint16(w>>16); lo != F32ToBF16(x[2*i]) || hi != F32ToBF16(x[2*i+1]) {
+				t.Fatalf("n %d: word %d is %#x, want %#x|%#x<<16 (of %#x, %#x)", n, i, w, F32ToBF16(x[2*i]),
+					F32ToBF16(x[2*i+1]), math.Float32bits(x[2*i]), math.Float32bits(x[2*i+1]))
+			}
 		}
 	}
 }
