@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"unsafe"
 )
 
 // Matrix–matrix products for batched prefill.
@@ -350,33 +351,40 @@ func matMulKVNNI(typ Type, w []byte, nblocks, rows int, x []byte, tokens int, ou
 // (IQ4_XS), d·Σy as float32 (Q4_K, Q5_K), −32·Σy (Q6_K), −4·Σy (Q3_K)
 // or 0 (Q2_K) as int32.
 func q8KSums(typ Type, x []byte, xstride, tokens int, sums *[matMulSumEntries * 8]byte) {
+	// The table as words: entry e is words 2e (d) and 2e+1. A token's
+	// entries are 8 apart, one per sub-block.
+	s32 := (*[matMulSumEntries * 2]uint32)(unsafe.Pointer(sums))
+	if typ == Q6_K || typ == Q3_K || typ == Q2_K {
+		var offset int32 // Q2_K's codes have none
+		switch typ {
+		case Q6_K:
+			offset = 32
+		case Q3_K:
+			offset = 4
+		}
+		for t := 0; t < tokens; t++ {
+			b := x[t*xstride : t*xstride+q8_KBytes]
+			d := binary.LittleEndian.Uint32(b)
+			e := 2 * ((t>>3)*16<<3 + t&7)
+			for sb := 0; sb < QK_K/16; sb, e = sb+1, e+16 {
+				s32[e] = d
+				s32[e+1] = uint32(-offset * int32(int16(binary.LittleEndian.Uint16(b[260+2*sb:]))))
+			}
+		}
+		return
+	}
 	for t := 0; t < tokens; t++ {
 		b := x[t*xstride : t*xstride+q8_KBytes]
-		d := math.Float32frombits(binary.LittleEndian.Uint32(b))
-		bsum := func(g int) int32 { return int32(int16(binary.LittleEndian.Uint16(b[260+2*g:]))) }
-		if typ == Q6_K || typ == Q3_K || typ == Q2_K {
-			var offset int32 // Q2_K's codes have none
-			switch typ {
-			case Q6_K:
-				offset = 32
-			case Q3_K:
-				offset = 4
-			}
-			for sb := 0; sb < QK_K/16; sb++ {
-				e := 8 * (((t>>3)*16+sb)<<3 + t&7)
-				copy(sums[e:e+4], b[0:4])
-				binary.LittleEndian.PutUint32(sums[e+4:], uint32(-offset*bsum(sb)))
-			}
-			continue
-		}
-		for sb := 0; sb < QK_K/32; sb++ {
-			s := bsum(2*sb) + bsum(2*sb+1)
-			e := 8 * (((t>>3)*8+sb)<<3 + t&7)
-			copy(sums[e:e+4], b[0:4])
+		db := binary.LittleEndian.Uint32(b)
+		d := math.Float32frombits(db)
+		e := 2 * ((t>>3)*8<<3 + t&7)
+		for sb := 0; sb < QK_K/32; sb, e = sb+1, e+16 {
+			s := int32(int16(binary.LittleEndian.Uint16(b[260+4*sb:]))) + int32(int16(binary.LittleEndian.Uint16(b[262+4*sb:])))
+			s32[e] = db
 			if typ == IQ4_XS {
-				binary.LittleEndian.PutUint32(sums[e+4:], uint32(-128*s))
+				s32[e+1] = uint32(-128 * s)
 			} else {
-				binary.LittleEndian.PutUint32(sums[e+4:], math.Float32bits(d*float32(s)))
+				s32[e+1] = math.Float32bits(d * float32(s))
 			}
 		}
 	}

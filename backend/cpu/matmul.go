@@ -169,6 +169,12 @@ type product struct {
 	outOff    int
 }
 
+// kQuantGrain is the fewest rows a worker's range of a K-quant batch
+// product takes: each range builds its table of the tokens' block sums
+// (quant.MatMulKQ8_K), which at 48-row ranges was 15-20% of a prefill on
+// the test-256 shape.
+const kQuantGrain = 128
+
 // matmul computes every product over the batch in one parallel region:
 // their rows are concatenated and split across the workers, so Q, K and V
 // (or gate and up) cost one synchronization, and each weight row is read
@@ -181,6 +187,9 @@ func (b *Backend) matmul(x *activations, ps ...product) {
 			x.quantize()
 		case usesQ8K(p.w):
 			x.quantizeK()
+			if x.t > 1 {
+				grain = max(grain, kQuantGrain)
+			}
 		case bf16Pairs(p.w):
 			x.bf16Pairs()
 			if floatTiled(p.w, x.t) {
