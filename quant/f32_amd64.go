@@ -55,6 +55,11 @@ func packBF16PanelAVX512(w *uint16, ldw int, p *float32, k int)
 //go:noescape
 func matMulF32AVX2(a *float32, lda int, b *float32, ldb int, k int, c *float32, ldc int, tiles int, accumulate int)
 
+// matMulF32AVX512 is matMulF32AVX2 for tiles of 32 columns.
+//
+//go:noescape
+func matMulF32AVX512(a *float32, lda int, b *float32, ldb int, k int, c *float32, ldc int, tiles int, accumulate int)
+
 // expSumAVX2 is ExpSum for n > 0, a multiple of 8, elements.
 //
 //go:noescape

@@ -90,6 +90,89 @@ store:
 	VZEROUPPER
 	RET
 
+// func matMulF32AVX512(a *float32, lda int, b *float32, ldb int, k int, c *float32, ldc int, tiles int, accumulate int)
+//
+// matMulF32AVX2 on ZMM registers: 32-column tiles, Z0-Z7 the 4×32 tile
+// of C, twice the columns an FMA.
+TEXT ·matMulF32AVX512(SB), NOSPLIT, $0-72
+	MOVQ a+0(FP), SI
+	MOVQ lda+8(FP), R8
+	SHLQ $2, R8
+	MOVQ b+16(FP), DI
+	MOVQ ldb+24(FP), R9
+	SHLQ $2, R9
+	MOVQ k+32(FP), R10
+	MOVQ c+40(FP), DX
+	MOVQ ldc+48(FP), R11
+	SHLQ $2, R11
+	MOVQ tiles+56(FP), R12
+	LEAQ (SI)(R8*2), BX
+	ADDQ R8, BX // row 3 of A
+
+ztile:
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	MOVQ SI, AX  // rows 0-2 of A, at column l
+	MOVQ BX, R14 // row 3 of A
+	MOVQ DI, CX  // row l of B, this tile
+	MOVQ R10, R13
+
+zkloop:
+	VMOVUPS (CX), Z8
+	VMOVUPS 64(CX), Z9
+	VBROADCASTSS (AX), Z10
+	VFMADD231PS Z8, Z10, Z0
+	VFMADD231PS Z9, Z10, Z1
+	VBROADCASTSS (AX)(R8*1), Z11
+	VFMADD231PS Z8, Z11, Z2
+	VFMADD231PS Z9, Z11, Z3
+	VBROADCASTSS (AX)(R8*2), Z12
+	VFMADD231PS Z8, Z12, Z4
+	VFMADD231PS Z9, Z12, Z5
+	VBROADCASTSS (R14), Z13
+	VFMADD231PS Z8, Z13, Z6
+	VFMADD231PS Z9, Z13, Z7
+	ADDQ $4, AX
+	ADDQ $4, R14
+	ADDQ R9, CX
+	DECQ R13
+	JNZ zkloop
+
+	LEAQ (DX)(R11*2), CX
+	ADDQ R11, CX // row 3 of C
+	CMPQ accumulate+64(FP), $0
+	JEQ zstore
+	VADDPS (DX), Z0, Z0
+	VADDPS 64(DX), Z1, Z1
+	VADDPS (DX)(R11*1), Z2, Z2
+	VADDPS 64(DX)(R11*1), Z3, Z3
+	VADDPS (DX)(R11*2), Z4, Z4
+	VADDPS 64(DX)(R11*2), Z5, Z5
+	VADDPS (CX), Z6, Z6
+	VADDPS 64(CX), Z7, Z7
+
+zstore:
+	VMOVUPS Z0, (DX)
+	VMOVUPS Z1, 64(DX)
+	VMOVUPS Z2, (DX)(R11*1)
+	VMOVUPS Z3, 64(DX)(R11*1)
+	VMOVUPS Z4, (DX)(R11*2)
+	VMOVUPS Z5, 64(DX)(R11*2)
+	VMOVUPS Z6, (CX)
+	VMOVUPS Z7, 64(CX)
+	ADDQ $128, DI
+	ADDQ $128, DX
+	DECQ R12
+	JNZ ztile
+	VZEROUPPER
+	RET
+
 // The ZMM kernel matMulFloatPanelAVX512 multiplies tokens by a panel of
 // 48 weight rows stored column by column (the pack*PanelAVX512 functions
 // fill it): the 48 weights of a column are three registers, Z24-Z26, and a

@@ -22,6 +22,9 @@ func packBF16PanelAVX512(w *uint16, ldw int, p *float32, k int) { panic("unreach
 func matMulF32AVX2(a *float32, lda int, b *float32, ldb int, k int, c *float32, ldc int, tiles int, accumulate int) {
 	panic("unreachable")
 }
+func matMulF32AVX512(a *float32, lda int, b *float32, ldb int, k int, c *float32, ldc int, tiles int, accumulate int) {
+	panic("unreachable")
+}
 func expSumAVX2(x *float32, n int, shift float32) float32 { panic("unreachable") }
 func swiGLUAVX2(dst, gate, up *float32, n int)            { panic("unreachable") }
 func maxAVX2(x *float32, n int) float32                   { panic("unreachable") }

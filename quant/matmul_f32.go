@@ -36,8 +36,18 @@ func MatMulF32(m, n, k int, a []float32, lda int, b []float32, ldb int, c []floa
 		if accumulate {
 			acc = 1
 		}
+		n32 := 0
+		if useAVX512 {
+			// Tiles of 32 columns on ZMM registers, the last 16 on YMM.
+			n32 = n16 &^ 31
+		}
 		for i := 0; i < m4; i += 4 {
-			matMulF32AVX2(&a[i*lda], lda, &b[0], ldb, k, &c[i*ldc], ldc, n16/16, acc)
+			if n32 > 0 {
+				matMulF32AVX512(&a[i*lda], lda, &b[0], ldb, k, &c[i*ldc], ldc, n32/32, acc)
+			}
+			if n16 > n32 {
+				matMulF32AVX2(&a[i*lda], lda, &b[n32], ldb, k, &c[i*ldc+n32], ldc, (n16-n32)/16, acc)
+			}
 		}
 	} else {
 		m4 = 0

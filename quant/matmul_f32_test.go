@@ -48,7 +48,7 @@ func TestMatMulF32(t *testing.T) {
 	rng := rand.New(rand.NewPCG(70, 71))
 	for _, impl := range matMulF32Impls() {
 		for _, m := range []int{1, 3, 4, 8, 9, 12} {
-			for _, n := range []int{1, 5, 16, 17, 32, 64, 80} {
+			for _, n := range []int{1, 5, 16, 17, 32, 48, 64, 80, 96} {
 				for _, k := range []int{1, 2, 7, 64, 130} {
 					if impl.name == "avx2" && (m%4 != 0 || n%16 != 0) {
 						continue
