@@ -1,6 +1,7 @@
 //go:build amd64 && !purego
 
 #include "textflag.h"
+#include "panel_amd64.h"
 
 // Float32 kernels for attention: a small matrix product and the softmax
 // exponential. AVX2 + FMA.
@@ -183,12 +184,6 @@ zstore:
 // FMAs: three of the panel, which streams from L2, and eight broadcasts
 // from the tokens' rows.
 
-// FP_LOADW loads the panel's 48 weights of the column at R14.
-#define FP_LOADW \
-	VMOVUPS (R14), Z24; \
-	VMOVUPS 64(R14), Z25; \
-	VMOVUPS 128(R14), Z26
-
 // FP_TOKEN adds the column's weights times the token's value at src to the
 // token's accumulators c0-c2.
 #define FP_TOKEN(src, c0, c1, c2) \
@@ -196,32 +191,6 @@ zstore:
 	VFMADD231PS Z24, Z28, c0; \
 	VFMADD231PS Z25, Z28, c1; \
 	VFMADD231PS Z26, Z28, c2
-
-#define FP_ZERO(c0, c1, c2) \
-	VPXORD c0, c0, c0; \
-	VPXORD c1, c1, c1; \
-	VPXORD c2, c2, c2
-
-// FP_START points AX and BX at column 0 of tokens 0 and 4 of the group at
-// SI, R14 at the panel and R13 at the count of columns.
-#define FP_START \
-	MOVQ SI, AX; \
-	LEAQ (SI)(R8*4), BX; \
-	MOVQ DI, R14; \
-	MOVQ R10, R13
-
-#define FP_NEXT \
-	ADDQ $4, AX; \
-	ADDQ $4, BX; \
-	ADDQ $192, R14
-
-// FP_STORE stores a token's 48 results c0-c2 at DX, each register's 16
-// under its mask of rows, K1-K3, and moves DX to the next token.
-#define FP_STORE(c0, c1, c2) \
-	VMOVUPS c0, K1, (DX); \
-	VMOVUPS c1, K2, 64(DX); \
-	VMOVUPS c2, K3, 128(DX); \
-	ADDQ R11, DX
 
 // func matMulFloatPanelAVX512(x *float32, ldx int, p *float32, k int, c *float32, ldc int, m int, mask uint64, pf *byte, pfLines int)
 //

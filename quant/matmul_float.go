@@ -75,15 +75,21 @@ func MatMulFloat(t Type, w []byte, cols, rows int, x []float32, tokens int, out 
 	for r0 := 0; r0 < rows; r0 += MatMulFloatPanelRows {
 		nr := min(MatMulFloatPanelRows, rows-r0)
 		packPanel(t, w[r0*rb:(r0+nr)*rb], cols, p)
-		// The rows that follow, up to len(w), or at its end these again.
-		next := w[r0*rb : r0*rb+1]
-		if end := (r0 + nr) * rb; end < len(w) {
-			next = w[end:min(end+2*MatMulFloatPanelRows*rb, len(w))]
-		}
+		next := panelNext(w, rb, r0, nr)
 		mask := uint64(1)<<nr - 1
 		matMulFloatPanelAVX512(&x[0], cols, &p[0], cols, &out[r0], outStride, tokens, mask,
 			&next[0], (len(next)+63)/64)
 	}
+}
+
+// panelNext is what a panel kernel prefetches while it multiplies rows
+// [r0, r0+nr) of w (rb bytes each): the rows that follow, two panels of
+// them up to len(w), or at its end these rows again.
+func panelNext(w []byte, rb, r0, nr int) []byte {
+	if end := (r0 + nr) * rb; end < len(w) {
+		return w[end:min(end+2*MatMulFloatPanelRows*rb, len(w))]
+	}
+	return w[r0*rb : r0*rb+1]
 }
 
 // packPanel fills the panel p (MatMulFloatPanelRows × cols, column by column)
@@ -200,10 +206,7 @@ func MatMulBF16(w []byte, cols, rows int, x []uint32, tokens int, out []float32,
 	for r0 := 0; r0 < rows; r0 += MatMulFloatPanelRows {
 		nr := min(MatMulFloatPanelRows, rows-r0)
 		packPairs(w[r0*rb:(r0+nr)*rb], k, p)
-		next := w[r0*rb : r0*rb+1]
-		if end := (r0 + nr) * rb; end < len(w) {
-			next = w[end:min(end+2*MatMulFloatPanelRows*rb, len(w))]
-		}
+		next := panelNext(w, rb, r0, nr)
 		mask := uint64(1)<<nr - 1
 		matMulBF16PanelAVX512(&x[0], k, &p[0], k, &out[r0], outStride, tokens, mask, &next[0], (len(next)+63)/64)
 	}

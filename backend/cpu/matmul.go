@@ -48,18 +48,18 @@ func (a *activations) bf16Pairs() {
 	a.hasBF16 = true
 }
 
-// bf16Pairs reports whether a product of w takes its activations as
+// takesBF16Pairs reports whether a product of w takes its activations as
 // bfloat16 pairs (quant.MatMulBF16 for a batch, quant.DotBF16Pairs a row
 // at a time): BF16 weights, rows of whole 32-element blocks and the CPU's
 // AVX512_BF16. The activations are then rounded to bfloat16 as llama.cpp
 // rounds them for BF16 weights, in prefill and decode alike.
-func bf16Pairs(w *model.Tensor) bool {
+func takesBF16Pairs(w *model.Tensor) bool {
 	return w.Type == quant.BF16 && w.Cols%32 == 0 && quant.MatMulBF16Fast()
 }
 
 // bf16Tiled reports whether a product of w with a batch of tokens takes
 // quant.MatMulBF16.
-func bf16Tiled(w *model.Tensor, tokens int) bool { return floatTiled(w, tokens) && bf16Pairs(w) }
+func bf16Tiled(w *model.Tensor, tokens int) bool { return floatTiled(w, tokens) && takesBF16Pairs(w) }
 
 // tPad is the batch's token count rounded up to MatMulF32's 16-column tiles.
 func (a *activations) tPad() int { return (a.t + 15) &^ 15 }
@@ -190,7 +190,7 @@ func (b *Backend) matmul(x *activations, ps ...product) {
 			if x.t > 1 {
 				grain = max(grain, kQuantGrain)
 			}
-		case bf16Pairs(p.w):
+		case takesBF16Pairs(p.w):
 			x.bf16Pairs()
 			if floatTiled(p.w, x.t) {
 				grain = quant.MatMulFloatPanelRows
@@ -287,7 +287,7 @@ func matRows(x *activations, p product, lo, hi int, sc *tileScratch) {
 				x.q8k[:x.t*x.n/quant.QK_K*quant.Q8KBytes], x.t, p.out[p.outOff+lo:], p.outStride)
 			return
 		}
-		if bf16Pairs(w) {
+		if takesBF16Pairs(w) {
 			for r := lo; r < hi; r++ {
 				row := w.Data[r*rb : (r+1)*rb]
 				for t := 0; t < x.t; t++ {
