@@ -88,7 +88,7 @@ func (b *Backend) EnableBatching(kvTokens, maxSeqs int) (*Batched, error) {
 	if b.pre == nil {
 		return nil, fmt.Errorf("cuda: no batched steps: %s", b.prefillUnsupported())
 	}
-	if b.k.pre.gemm[b.output.Type][gemmStore] == nil || b.output.Cols%32 != 0 {
+	if b.k.pre.gemm[b.output.Type][gemmStore][gemmSmall] == nil || b.output.Cols%32 != 0 {
 		return nil, fmt.Errorf("cuda: no batched steps: no gemm for the %s output head", b.output.Type.suffix())
 	}
 	c := &b.cfg

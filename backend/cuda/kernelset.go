@@ -100,7 +100,7 @@ type typedKernels struct {
 	logitsX8 [2]*cu.Function
 	// gemm: the prefill's (and batched steps') gemm by epilogue, whose
 	// dequantization of each weight tile bounds it at few rows.
-	gemm [3]*cu.Function
+	gemm [3][len(gemmTiles)]*cu.Function
 }
 
 // typedQuants are the types with typed kernels and their kernels' suffix:

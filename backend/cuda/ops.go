@@ -31,6 +31,9 @@ type launcher struct {
 	// k loop over blocks (gemm.cu): the batched decode step's O and down
 	// projections.
 	splitK bool
+	// gemmTile, when set, fixes the prefill gemm's tile to gemmTiles[gemmTile-1]
+	// (0: gemmTileFor chooses by shape); tests and benchmarks sweep it.
+	gemmTile int
 	// attnCluster is the blocks per cluster of the attention kernel for
 	// contexts run whole (attention_cl; 0: the split kernel), set by
 	// Backend.capture for the graph of short contexts.

@@ -65,7 +65,7 @@ func (b *Backend) prefillUnsupported() string {
 	for i := range b.layers {
 		ly := &b.layers[i]
 		for _, w := range []*deviceMatrix{&ly.wq, &ly.wk, &ly.wv, &ly.wo, &ly.gate, &ly.up, &ly.down} {
-			if k.gemm[w.Type][gemmStore] == nil {
+			if k.gemm[w.Type][gemmStore][gemmSmall] == nil {
 				return fmt.Sprintf("layer %d: no prefill gemm for %s weights", i, w.Type.suffix())
 			}
 			if w.Cols%32 != 0 {
@@ -295,7 +295,7 @@ func (b *Backend) prefillProject(l *launcher, a cu.DevicePtr, m int, w *deviceMa
 func (b *Backend) prefillQKV(l *launcher, ly *layerWeights, m int) error {
 	p := b.pre
 	epi := gemmStore
-	if l.splitK && m <= gemmTileM {
+	if l.splitK && m <= gemmTiles[gemmSmall].m {
 		// Split-K adds: into zeros.
 		c := &b.cfg
 		if err := b.c.MemsetD32Async(p.qkv, 0, m*(c.QDim()+2*c.KVDim()), l.stream); err != nil {

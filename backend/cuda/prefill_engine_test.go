@@ -349,6 +349,34 @@ func TestPrefillSpeed(t *testing.T) {
 	}
 	profilePrefill(t, g, randPrompt(r, 512, m.Config.VocabSize))
 
+	// Each gemm tile for every product, then the choice by shape again.
+	for ti := range len(gemmTiles) + 1 {
+		g.pre.l.gemmTile = (ti + 1) % (len(gemmTiles) + 1)
+		what := "gemm tiles by shape"
+		if g.pre.l.gemmTile > 0 {
+			tile := gemmTiles[g.pre.l.gemmTile-1]
+			what = fmt.Sprintf("gemm tile %d×%d", tile.m, tile.n)
+		}
+		line := what + ":"
+		for _, n := range []int{128, 512, 2048} {
+			prompt := randPrompt(r, n, m.Config.VocabSize)
+			var times []time.Duration
+			for i := 0; i < 8; i++ {
+				start := time.Now()
+				if _, err := g.Prefill(ctx, prompt, 0, nil); err != nil {
+					t.Fatal(err)
+				}
+				times = append(times, time.Since(start))
+			}
+			sort.Slice(times, func(i, j int) bool { return times[i] < times[j] })
+			line += fmt.Sprintf(" pp%d %.0f tok/s;", n, float64(n)/times[4].Seconds())
+		}
+		t.Log(line)
+		if os.Getenv("GOTOK_BENCH_QUICK") == "" || g.pre.l.gemmTile > 0 {
+			profilePrefill(t, g, randPrompt(r, 512, m.Config.VocabSize))
+		}
+	}
+
 	// Programmatic dependent launch for short chunks only (the default), for
 	// all, for none: Prefill's median wall time; and the host's side, the
 	// time to enqueue one chunk's launches (no sync inside).

@@ -32,7 +32,7 @@ var gemmTypes = []gpuType{wtQ4_0, wtQ8_0, wtF16, wtBF16, wtMix}
 // families not in gemmTypes.
 type prefillKernels struct {
 	embed     [numGPUTypes]*cu.Function
-	gemm      [numGPUTypes][3]*cu.Function // by weight type and epilogue
+	gemm      [numGPUTypes][3][len(gemmTiles)]*cu.Function // by weight type, epilogue and tile
 	norm      *cu.Function
 	rope      *cu.Function
 	qkNorm    *cu.Function         // Q/K norms (prefill_qk_norm)
@@ -77,25 +77,42 @@ func (k *kernelSet) loadPrefill(c *cu.Context, dir string) error {
 	copy(p.embed[:], fs)
 
 	names = names[:0]
-	for _, t := range gemmTypes {
+	gemmNames := func(suffix string) {
 		for e := gemmStore; e <= gemmGLU; e++ {
-			names = append(names, "gemm_"+t.suffix()+"_"+e.String())
+			for _, tile := range gemmTiles {
+				names = append(names, "gemm_"+suffix+"_"+e.String()+tile.suffix)
+			}
 		}
+	}
+	for _, t := range gemmTypes {
+		gemmNames(t.suffix())
 	}
 	typed := slices.Sorted(maps.Keys(typedQuants))
 	for _, q := range typed {
-		for e := gemmStore; e <= gemmGLU; e++ {
-			names = append(names, "gemm_"+typedQuants[q]+"_"+e.String())
-		}
+		gemmNames(typedQuants[q])
 	}
 	if fs, err = load("gemm", names...); err != nil {
 		return err
 	}
-	for i, t := range gemmTypes {
-		copy(p.gemm[t][:], fs[3*i:])
+	// The tiles past 48 KB of shared memory must ask for it.
+	for i, f := range fs {
+		if tile := gemmTiles[i%len(gemmTiles)]; tile.smem() > 48<<10 {
+			if err := c.SetMaxDynamicShared(f, tile.smem()); err != nil {
+				return fmt.Errorf("cuda: %s: %w", names[i], err)
+			}
+		}
 	}
-	for i, q := range typed {
-		copy(k.typed[q].gemm[:], fs[3*(len(gemmTypes)+i):])
+	take := func(dst *[3][len(gemmTiles)]*cu.Function) {
+		for e := range dst {
+			copy(dst[e][:], fs[:len(gemmTiles)])
+			fs = fs[len(gemmTiles):]
+		}
+	}
+	for _, t := range gemmTypes {
+		take(&p.gemm[t])
+	}
+	for _, q := range typed {
+		take(&k.typed[q].gemm)
 	}
 
 	if fs, err = load("prefill_norm", "prefill_norm"); err != nil {

@@ -92,8 +92,8 @@ func untouched(t *testing.T, what string, f []float32) {
 
 // TestGemmKernels checks the three gemm epilogues for every family's
 // weights (the mixed-type family with every type it reads, its gate and up
-// of different types) on shapes that are and are not multiples of the
-// 64×64×64 tiles, with a poisoned guard row past the output; and the store
+// of different types) on shapes that are and are not multiples of each
+// tile (gemmTiles, every shape through each), with a poisoned guard row past the output; and the store
 // into a column range of a wider output (ldo), as Q, K and V of different
 // types are multiplied. Q4_K and Q6_K take the typed families' gemms,
 // checked bit for bit against the mixed family's.
@@ -102,7 +102,7 @@ func TestGemmKernels(t *testing.T) {
 	r := rand.New(rand.NewPCG(11, 11))
 	shapes := []struct{ m, n, k int }{
 		{1, 64, 64}, {7, 40, 96}, {64, 64, 32}, {100, 200, 576}, {130, 832, 576}, {65, 96, 1536}, {200, 1536, 160}, {3, 5, 32},
-		{100, 200, 512}, {130, 300, 256},
+		{100, 200, 512}, {130, 300, 256}, {300, 520, 576}, {257, 1000, 1024},
 	}
 	for _, typ := range testTypes {
 		if typ == quant.F32 {
@@ -113,7 +113,6 @@ func TestGemmKernels(t *testing.T) {
 			if !fits(typ, k) {
 				continue
 			}
-			name := fmt.Sprintf("%s/m%d/n%d/k%d", typ, m, n, k)
 			a16, a := randHalves(r, m*k, 1)
 			da := g.bytes(a16)
 			_, w, hm := randWeights(t, r, typ, n, k)
@@ -133,80 +132,85 @@ func TestGemmKernels(t *testing.T) {
 			dw, dw2 := g.matrix(hs[0]), g.matrix(hs[1])
 			c := refGemm(a, m, k, refF16Rows(w))
 			u := refGemm(a, m, k, refF16Rows(w2))
-			out := g.floats(nil, (m+1)*n)
-			g.settle()
-			if err := g.l.gemm(da, m, dw, gemmStore, out); err != nil {
-				t.Fatal(err)
-			}
-			got := g.read(out, (m+1)*n)
-			check(t, name+" store", got[:m*n], c, gemmTol)
-			untouched(t, name+" store", got[m*n:])
-			if typed {
-				// The typed kernel dequantizes as the mixed one does: the
-				// same bits.
-				out2 := g.floats(nil, m*n)
+			for ti, tile := range gemmTiles {
+				g.l.gemmTile = ti + 1
+				name := fmt.Sprintf("%s/m%d/n%d/k%d/tile%dx%d", typ, m, n, k, tile.m, tile.n)
+				out := g.floats(nil, (m+1)*n)
 				g.settle()
-				g.l.untyped = true
-				err := g.l.gemm(da, m, dw, gemmStore, out2)
-				g.l.untyped = false
+				if err := g.l.gemm(da, m, dw, gemmStore, out); err != nil {
+					t.Fatal(err)
+				}
+				got := g.read(out, (m+1)*n)
+				check(t, name+" store", got[:m*n], c, gemmTol)
+				untouched(t, name+" store", got[m*n:])
+				if typed {
+					// The typed kernel dequantizes as the mixed one does: the
+					// same bits.
+					out2 := g.floats(nil, m*n)
+					g.settle()
+					g.l.untyped = true
+					err := g.l.gemm(da, m, dw, gemmStore, out2)
+					g.l.untyped = false
+					if err != nil {
+						t.Fatal(err)
+					}
+					if got2 := g.read(out2, m*n); !slices.EqualFunc(got[:m*n], got2, func(a, b float32) bool {
+						return math.Float32bits(a) == math.Float32bits(b)
+					}) {
+						t.Errorf("%s: the typed gemm differs from the mixed one", name)
+					}
+				}
+
+				y0 := randFloats(r, m*n, 1)
+				ya := g.floats(y0, 0)
+				g.settle()
+				if err := g.l.gemm(da, m, dw, gemmAdd, ya); err != nil {
+					t.Fatal(err)
+				}
+				want := make([]float64, m*n)
+				for i := range want {
+					want[i] = c[i] + float64(y0[i])
+				}
+				check(t, name+" add", g.read(ya, m*n), want, gemmTol)
+				// Split-K (one row tile): the same sums, added in parts.
+				yb := g.floats(y0, 0)
+				g.settle()
+				g.l.splitK = true
+				err = g.l.gemm(da, m, dw, gemmAdd, yb)
+				g.l.splitK = false
 				if err != nil {
 					t.Fatal(err)
 				}
-				if got2 := g.read(out2, m*n); !slices.EqualFunc(got[:m*n], got2, func(a, b float32) bool {
-					return math.Float32bits(a) == math.Float32bits(b)
-				}) {
-					t.Errorf("%s: the typed gemm differs from the mixed one", name)
+				check(t, name+" add split-K", g.read(yb, m*n), want, gemmTol)
+
+				for _, act := range []model.Activation{model.SiLU, model.GELUTanh} {
+					h := g.halves((m + 1) * n)
+					g.settle()
+					if err := g.l.gemmGLU(da, m, dw, dw2, act, h); err != nil {
+						t.Fatal(err)
+					}
+					gotH := g.readHalves(h, (m+1)*n)
+					check(t, fmt.Sprintf("%s glu act %d", name, act), gotH[:m*n], refGLU(c, u, act), f16OutTol)
+					untouched(t, name+" glu", gotH[m*n:])
 				}
-			}
 
-			y0 := randFloats(r, m*n, 1)
-			ya := g.floats(y0, 0)
-			g.settle()
-			if err := g.l.gemm(da, m, dw, gemmAdd, ya); err != nil {
-				t.Fatal(err)
-			}
-			want := make([]float64, m*n)
-			for i := range want {
-				want[i] = c[i] + float64(y0[i])
-			}
-			check(t, name+" add", g.read(ya, m*n), want, gemmTol)
-			// Split-K (one row tile): the same sums, added in parts.
-			yb := g.floats(y0, 0)
-			g.settle()
-			g.l.splitK = true
-			err = g.l.gemm(da, m, dw, gemmAdd, yb)
-			g.l.splitK = false
-			if err != nil {
-				t.Fatal(err)
-			}
-			check(t, name+" add split-K", g.read(yb, m*n), want, gemmTol)
-
-			for _, act := range []model.Activation{model.SiLU, model.GELUTanh} {
-				h := g.halves((m + 1) * n)
+				// Columns [3, 3+n) of rows n+5 wide.
+				ldo := n + 5
+				wide := g.floats(nil, (m+1)*ldo)
 				g.settle()
-				if err := g.l.gemmGLU(da, m, dw, dw2, act, h); err != nil {
+				if err := g.l.gemmInto(da, m, dw, nil, 0, gemmStore, wide.Offset(4*3), ldo); err != nil {
 					t.Fatal(err)
 				}
-				gotH := g.readHalves(h, (m+1)*n)
-				check(t, fmt.Sprintf("%s glu act %d", name, act), gotH[:m*n], refGLU(c, u, act), f16OutTol)
-				untouched(t, name+" glu", gotH[m*n:])
+				gotW := g.read(wide, (m+1)*ldo)
+				cols := make([]float32, 0, m*n)
+				for i := 0; i < m; i++ {
+					cols = append(cols, gotW[i*ldo+3:i*ldo+3+n]...)
+					untouched(t, name+" ldo", gotW[i*ldo:i*ldo+3])
+					untouched(t, name+" ldo", gotW[i*ldo+3+n:(i+1)*ldo])
+				}
+				check(t, name+" ldo", cols, c, gemmTol)
 			}
-
-			// Columns [3, 3+n) of rows n+5 wide.
-			ldo := n + 5
-			wide := g.floats(nil, (m+1)*ldo)
-			g.settle()
-			if err := g.l.gemmInto(da, m, dw, nil, 0, gemmStore, wide.Offset(4*3), ldo); err != nil {
-				t.Fatal(err)
-			}
-			gotW := g.read(wide, (m+1)*ldo)
-			cols := make([]float32, 0, m*n)
-			for i := 0; i < m; i++ {
-				cols = append(cols, gotW[i*ldo+3:i*ldo+3+n]...)
-				untouched(t, name+" ldo", gotW[i*ldo:i*ldo+3])
-				untouched(t, name+" ldo", gotW[i*ldo+3+n:(i+1)*ldo])
-			}
-			check(t, name+" ldo", cols, c, gemmTol)
+			g.l.gemmTile = 0
 		}
 	}
 }
@@ -559,7 +563,7 @@ func TestPrefillUnsupported(t *testing.T) {
 		k.pre.embed[typ] = f
 	}
 	for _, typ := range gemmTypes {
-		k.pre.gemm[typ][gemmStore] = f
+		k.pre.gemm[typ][gemmStore][gemmSmall] = f
 	}
 	b := &Backend{k: k, cfg: model.Config{HeadDim: 64}, embd: deviceMatrix{Type: wtQ8_0}, layers: make([]layerWeights, 2)}
 	for i := range b.layers {

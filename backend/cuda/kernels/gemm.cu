@@ -2,21 +2,20 @@
 // C[m][n] = A[m][k] · W[n][k]ᵀ, A the f16 activations of m prompt tokens
 // (row-major), W a quantized weight matrix in the upload layout (weights.go:
 // the quants of all blocks, then one f16 scale per block). Each block
-// computes a 64×64 tile of C: the weight tile is dequantized to f16 in
-// shared memory (exactly: (q-8)·d and q·d need at most 19 bits), the
-// activation tile arrives by cp.async, and the warps run mma.sync m16n8k16
-// with f32 accumulators. The k loop takes 64 (two quant blocks) a stage, and
-// the loads run two stages ahead of the products: the activations by
-// cp.async into three shared buffers, the weights' raw bytes in registers
-// (dequantized into one of two f16 buffers a stage before use). A block is
-// 4 warps of 32×32. (Measured on the H200 at 512 tokens: a block of 8 warps
-// of 32×16 and loads one stage ahead ran as fast, within 3%.)
+// computes one tile of C (gemm_tile below: 64×64 or 128×128): the weight
+// tile is dequantized to f16 in shared memory (exactly: (q-8)·d and q·d
+// need at most 19 bits), the activation tile arrives by cp.async, and the
+// warps run mma.sync m16n8k16 with f32 accumulators. The k loop takes 64
+// (two quant blocks) a stage, and the loads run two stages ahead of the
+// products: the activations by cp.async into three shared buffers, the
+// weights' raw bytes in registers (dequantized into one of two f16 buffers
+// a stage before use). Kernels of the large tile end in _l.
 //
 // Epilogues (one kernel each, gemm_<type>_<epilogue>):
 //   store  out f32 [m][n] = C                      (Q, K and V stacked)
 //   add    out f32 [m][n] += C                     (O and down projections + residual)
 //   glu    out f16 [m][n] = act(A·Gᵀ) ∘ (A·Uᵀ)     (gate and up, n hidden units; act SiLU or GELU-tanh, common.cuh)
-// For glu the tile's 64 weight rows interleave gate and up rows of 32 hidden
+// For glu the tile's BN weight rows interleave gate and up rows of BN/2 hidden
 // units (row 2j = gate j, row 2j+1 = up j), so each thread's accumulator
 // pair (c0, c1) is one unit's gate and up value: act(gate)·up in registers.
 //
@@ -224,19 +223,41 @@ template <> __device__ __forceinline__ void store_wblock<WT_MIX_Q5K>(f16 *dst, c
 	store_mix<MX_Q5_K>(dst, b.w);
 }
 
-template <int T, int EPI>
+// gemm_tile is a block tile: BM×BN of C, WM×WN warps each of a
+// (BM/WM)×(BN/WN) warp tile. Each thread loads one of a stage's 2·BN quant
+// blocks. The buffers live in dynamic shared memory: three activation
+// stages, two weight stages.
+template <int BM_, int BN_, int WM_, int WN_> struct gemm_tile {
+	static const int BM = BM_, BN = BN_, WM = WM_, WN = WN_;
+	static const int threads = 32 * WM * WN;
+	static const int WTM = BM / WM, WTN = BN / WN; // a warp tile's rows and columns
+	static const int MI = WTM / 16, NJ = WTN / 8;  // its m16 and n8 tiles
+	static const int smem = (3 * BM + 2 * BN) * GEMM_LD * 2;
+	static_assert(threads == 2 * BN, "a thread loads one of a stage's quant blocks");
+	static_assert(BM * 8 % threads == 0, "threads share the activation tile's 16-byte chunks evenly");
+};
+// The tiles the launcher picks from (gemmTiles in prefill_ops.go, same
+// order): 64×64 on 4 warps of 32×32 for products of few tiles, 128×128 on
+// 8 warps of 64×32 where they are many. The larger warp tile loads 6
+// fragments for 16 products against 4 for 8, the larger block dequantizes
+// each weight tile for twice the rows: at 64×64 the shared memory's
+// traffic, not the tensor cores, bounds the gemm.
+typedef gemm_tile<64, 64, 2, 2> gemm_small;
+typedef gemm_tile<128, 128, 2, 4> gemm_large;
+
+template <int T, int EPI, class G>
 __device__ __forceinline__ void gemm(const f16 *a, int m, int k, const u8 *wq, const f16 *wd, const u8 *wq2,
                                      const f16 *wd2, int n, void *out, int ldo, int act) {
-	const int THREADS = 128, WN = 2; // 2×2 warps
-	const int WTN = GEMM_BN / WN;    // a warp tile's columns
-	const int NJ = WTN / 8;          // its n8 tiles
-	const int ACH = GEMM_BM * 8 / THREADS; // 16-byte activation chunks a thread copies a stage
-	__shared__ __attribute__((aligned(16))) f16 sa[3][GEMM_BM * GEMM_LD];
-	__shared__ __attribute__((aligned(16))) f16 sb[2][GEMM_BN * GEMM_LD];
+	const int THREADS = G::threads, WN = G::WN, BM = G::BM, BN = G::BN;
+	const int WTM = G::WTM, WTN = G::WTN, MI = G::MI, NJ = G::NJ;
+	const int ACH = BM * 8 / THREADS; // 16-byte activation chunks a thread copies a stage
+	extern __shared__ __attribute__((aligned(16))) unsigned char gemm_smem[];
+	f16 *sa0 = (f16 *)gemm_smem;          // [3][BM * GEMM_LD]
+	f16 *sb0 = sa0 + 3 * BM * GEMM_LD;    // [2][BN * GEMM_LD]
 	pdl_wait_and_release();
 	int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
 	int wm = warp / WN, wn = warp % WN;
-	int m0 = blockIdx.y * GEMM_BM;
+	int m0 = blockIdx.y * BM;
 	int nkb = k >> 5; // quant blocks per row
 	int all = (nkb + 1) >> 1;
 	// This block's stages [s0, s0 + stages) of the k loop (split-K).
@@ -250,21 +271,22 @@ __device__ __forceinline__ void gemm(const f16 *a, int m, int k, const u8 *wq, c
 	const u8 *bq = wq;
 	const f16 *bd = wd;
 	if (EPI == EPI_GLU) {
-		wrow = (long)blockIdx.x * (GEMM_BN / 2) + (brow >> 1);
+		wrow = (long)blockIdx.x * (BN / 2) + (brow >> 1);
 		if (brow & 1) {
 			bq = wq2;
 			bd = wd2;
 		}
 	} else {
-		wrow = (long)blockIdx.x * GEMM_BN + brow;
+		wrow = (long)blockIdx.x * BN + brow;
 	}
 	bool brow_ok = wrow < n;
-	f16 *bdst0 = &sb[0][brow * GEMM_LD + bsub * 32], *bdst1 = &sb[1][brow * GEMM_LD + bsub * 32];
+	f16 *bdst0 = sb0 + brow * GEMM_LD + bsub * 32, *bdst1 = bdst0 + BN * GEMM_LD;
 
 	// load_a issues the cp.async copies of stage s's activation tile as one
 	// group (an empty group past the last stage keeps the count uniform).
 	auto load_a = [&](int s) {
 		if (s < stages) {
+			f16 *dst = sa0 + (s % 3) * BM * GEMM_LD;
 #pragma unroll
 			for (int i = 0; i < ACH; i++) {
 				int c = tid + i * THREADS;
@@ -272,7 +294,7 @@ __device__ __forceinline__ void gemm(const f16 *a, int m, int k, const u8 *wq, c
 				int gk = (s0 + s) * GEMM_BK + col;
 				bool ok = m0 + r < m && gk < k;
 				const f16 *src = ok ? a + (long)(m0 + r) * k + gk : a;
-				cp_async16(smem_addr(&sa[s % 3][r * GEMM_LD + col]), src, ok);
+				cp_async16(smem_addr(dst + r * GEMM_LD + col), src, ok);
 			}
 		}
 		cp_async_commit();
@@ -282,9 +304,9 @@ __device__ __forceinline__ void gemm(const f16 *a, int m, int k, const u8 *wq, c
 		return load_wblock<T>(bq, bd, wrow * nkb + kb, s < stages && brow_ok && kb < nkb);
 	};
 
-	float acc[2][NJ][4];
+	float acc[MI][NJ][4];
 #pragma unroll
-	for (int i = 0; i < 2; i++)
+	for (int i = 0; i < MI; i++)
 #pragma unroll
 		for (int j = 0; j < NJ; j++)
 #pragma unroll
@@ -299,14 +321,14 @@ __device__ __forceinline__ void gemm(const f16 *a, int m, int k, const u8 *wq, c
 		load_a(s + 2);
 		wblock<T> wb2 = load_b(s + 2);
 		cp_async_wait<2>(); // this thread's copies of stage s are done
-		__syncthreads();    // everyone's are, and sb[s&1] is written
-		const f16 *ta = sa[s % 3], *tb = sb[s & 1];
+		__syncthreads();    // everyone's are, and stage s's weight buffer is written
+		const f16 *ta = sa0 + (s % 3) * BM * GEMM_LD, *tb = sb0 + (s & 1) * BN * GEMM_LD;
 #pragma unroll
 		for (int ks = 0; ks < GEMM_BK; ks += 16) {
-			u32 af[2][4], bf[NJ][2];
+			u32 af[MI][4], bf[NJ][2];
 #pragma unroll
-			for (int i = 0; i < 2; i++)
-				ldsm_x4(af[i], smem_addr(ta + (wm * 32 + i * 16 + (lane & 15)) * GEMM_LD + ks + (lane >> 4) * 8));
+			for (int i = 0; i < MI; i++)
+				ldsm_x4(af[i], smem_addr(ta + (wm * WTM + i * 16 + (lane & 15)) * GEMM_LD + ks + (lane >> 4) * 8));
 #pragma unroll
 			for (int jp = 0; jp < NJ / 2; jp++) {
 				u32 r[4];
@@ -318,11 +340,12 @@ __device__ __forceinline__ void gemm(const f16 *a, int m, int k, const u8 *wq, c
 				bf[2 * jp + 1][1] = r[3];
 			}
 #pragma unroll
-			for (int i = 0; i < 2; i++)
+			for (int i = 0; i < MI; i++)
 #pragma unroll
 				for (int j = 0; j < NJ; j++) mma_16816(acc[i][j], af[i], bf[j][0], bf[j][1]);
 		}
-		// sb[(s+1)&1] was last read for stage s-1, before the barrier above.
+		// The other weight buffer was last read for stage s-1, before the
+		// barrier above.
 		if (s + 1 < stages) store_wblock<T>((s & 1) ? bdst0 : bdst1, wb);
 		wb = wb2;
 		__syncthreads(); // stage s's buffers are free for the loads of s+3
@@ -330,20 +353,20 @@ __device__ __forceinline__ void gemm(const f16 *a, int m, int k, const u8 *wq, c
 
 	int g = lane >> 2, tq = lane & 3;
 #pragma unroll
-	for (int i = 0; i < 2; i++)
+	for (int i = 0; i < MI; i++)
 #pragma unroll
 		for (int j = 0; j < NJ; j++)
 #pragma unroll
 			for (int hr = 0; hr < 2; hr++) {
-				int row = m0 + wm * 32 + i * 16 + g + hr * 8;
+				int row = m0 + wm * WTM + i * 16 + g + hr * 8;
 				if (row >= m) continue;
 				float v0 = acc[i][j][2 * hr], v1 = acc[i][j][2 * hr + 1];
 				int col = wn * WTN + j * 8 + 2 * tq; // column within the tile
 				if (EPI == EPI_GLU) {
-					int u = blockIdx.x * (GEMM_BN / 2) + (col >> 1);
+					int u = blockIdx.x * (BN / 2) + (col >> 1);
 					if (u < n) ((f16 *)out)[(long)row * ldo + u] = to_half(glu(v0, v1, act));
 				} else {
-					int c = blockIdx.x * GEMM_BN + col;
+					int c = blockIdx.x * BN + col;
 					float *o = (float *)out + (long)row * ldo + c;
 					if (EPI == EPI_ADD && split) {
 						if (c < n) atomicAdd(o, v0);
@@ -359,13 +382,14 @@ __device__ __forceinline__ void gemm(const f16 *a, int m, int k, const u8 *wq, c
 			}
 }
 
-#define GEMM_KERNEL(name, T, epi, EPI)                                                                            \
-	extern "C" __global__ void __launch_bounds__(128)                                                              \
-	    gemm_##name##_##epi(const f16 *a, int m, int k, const u8 *wq, const f16 *wd, const u8 *wq2, const f16 *wd2, \
-	                        int n, void *out, int ldo, int act) {                                                  \
-		gemm<T, EPI>(a, m, k, wq, wd, wq2, wd2, n, out, ldo, act);                                                 \
+#define GEMM_KERNEL(name, T, epi, EPI, G, tile)                                                                \
+	extern "C" __global__ void __launch_bounds__(G::threads)                                                        \
+	    gemm_##name##_##epi##tile(const f16 *a, int m, int k, const u8 *wq, const f16 *wd, const u8 *wq2,          \
+	                              const f16 *wd2, int n, void *out, int ldo, int act) {                             \
+		gemm<T, EPI, G>(a, m, k, wq, wd, wq2, wd2, n, out, ldo, act);                                              \
 	}
-#define GEMM_EPILOGUES(name, T) GEMM_KERNEL(name, T, store, EPI_STORE) GEMM_KERNEL(name, T, add, EPI_ADD) GEMM_KERNEL(name, T, glu, EPI_GLU)
+#define GEMM_TILES(name, T, epi, EPI) GEMM_KERNEL(name, T, epi, EPI, gemm_small, ) GEMM_KERNEL(name, T, epi, EPI, gemm_large, _l)
+#define GEMM_EPILOGUES(name, T) GEMM_TILES(name, T, store, EPI_STORE) GEMM_TILES(name, T, add, EPI_ADD) GEMM_TILES(name, T, glu, EPI_GLU)
 GEMM_EPILOGUES(q4_0, WT_Q4_0)
 GEMM_EPILOGUES(q8_0, WT_Q8_0)
 GEMM_EPILOGUES(f16, WT_F16)
