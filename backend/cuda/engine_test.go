@@ -194,14 +194,15 @@ func TestEngineMatchesCPU(t *testing.T) {
 	// llama.cpp writes. The CPU engine rounds activations to Q8_0 for Q4_1,
 	// Q5_0, Q5_1 and IQ4_NL and to Q8_K for the K-quants and IQ4_XS: a few
 	// percent, as the stress test bounds them (5e-2). BF16 is multiplied in
-	// float on both.
+	// float on the GPU; the CPU rounds the activations to bfloat16 where it
+	// has AVX512_BF16 (quant.DotBF16Pairs): 4.4e-3 on the H200's host.
 	t256 := synth.Presets["test-256"]
 	for _, tc := range []struct {
 		name string
 		o    synth.Options
 		tol  float64
 	}{
-		{"bf16", synth.Options{Shape: t256, Type: quant.BF16, EmbedType: quant.BF16, Seed: 3}, 1e-4},
+		{"bf16", synth.Options{Shape: t256, Type: quant.BF16, EmbedType: quant.BF16, Seed: 3}, 1e-2},
 		{"q4_1", synth.Options{Shape: t256, Type: quant.Q4_1, EmbedType: quant.Q8_0, Seed: 3}, 5e-2},
 		{"q5_0", synth.Options{Shape: t256, Type: quant.Q5_0, EmbedType: quant.Q5_0, Seed: 3}, 5e-2},
 		{"q5_1", synth.Options{Shape: t256, Type: quant.Q5_1, EmbedType: quant.Q8_0, Seed: 3}, 5e-2},

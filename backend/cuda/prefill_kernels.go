@@ -94,10 +94,14 @@ func (k *kernelSet) loadPrefill(c *cu.Context, dir string) error {
 	if fs, err = load("gemm", names...); err != nil {
 		return err
 	}
-	// The tiles past 48 KB of shared memory must ask for it.
+	// The tiles past 48 KB of shared memory must ask for it, and for all
+	// of L1 as shared memory: the driver's own choice fits one block an SM.
 	for i, f := range fs {
 		if tile := gemmTiles[i%len(gemmTiles)]; tile.smem() > 48<<10 {
 			if err := c.SetMaxDynamicShared(f, tile.smem()); err != nil {
+				return fmt.Errorf("cuda: %s: %w", names[i], err)
+			}
+			if err := c.SetSharedCarveout(f, 100); err != nil {
 				return fmt.Errorf("cuda: %s: %w", names[i], err)
 			}
 		}

@@ -227,9 +227,13 @@ template <> __device__ __forceinline__ void store_wblock<WT_MIX_Q5K>(f16 *dst, c
 // (BM/WM)×(BN/WN) warp tile. Each thread loads one of a stage's 2·BN quant
 // blocks. The buffers live in dynamic shared memory: three activation
 // stages, two weight stages.
-template <int BM_, int BN_, int WM_, int WN_> struct gemm_tile {
+template <int BM_, int BN_, int WM_, int WN_, int BLOCKS_, int LOOK_> struct gemm_tile {
 	static const int BM = BM_, BN = BN_, WM = WM_, WN = WN_;
 	static const int threads = 32 * WM * WN;
+	static const int blocks = BLOCKS_; // per SM, for __launch_bounds__
+	// look is how many stages ahead a thread loads its weight block into
+	// registers (1 or 2; each stage's block costs up to 16 registers).
+	static const int look = LOOK_;
 	static const int WTM = BM / WM, WTN = BN / WN; // a warp tile's rows and columns
 	static const int MI = WTM / 16, NJ = WTN / 8;  // its m16 and n8 tiles
 	static const int smem = (3 * BM + 2 * BN) * GEMM_LD * 2;
@@ -242,8 +246,15 @@ template <int BM_, int BN_, int WM_, int WN_> struct gemm_tile {
 // fragments for 16 products against 4 for 8, the larger block dequantizes
 // each weight tile for twice the rows: at 64×64 the shared memory's
 // traffic, not the tensor cores, bounds the gemm.
-typedef gemm_tile<64, 64, 2, 2> gemm_small;
-typedef gemm_tile<128, 128, 2, 4> gemm_large;
+// The large tile asks for two blocks an SM (at most 128 registers a
+// thread): left to itself nvcc takes 164, and one block of 8 warps an SM
+// leaves the schedulers without eligible warps two cycles in three. Its
+// weights come one stage ahead: two stages in registers spill at 128
+// (H200, Llama-8B shapes at 512 rows: F16 gate/up 581 → 534 µs). Copying
+// F16 and BF16 weight tiles by cp.async beside the activations, three
+// stages deep, was slower (547 and 650 µs against 535 and 599).
+typedef gemm_tile<64, 64, 2, 2, 1, 2> gemm_small;
+typedef gemm_tile<128, 128, 2, 4, 2, 1> gemm_large;
 
 template <int T, int EPI, class G>
 __device__ __forceinline__ void gemm(const f16 *a, int m, int k, const u8 *wq, const f16 *wd, const u8 *wq2,
@@ -252,8 +263,8 @@ __device__ __forceinline__ void gemm(const f16 *a, int m, int k, const u8 *wq, c
 	const int WTM = G::WTM, WTN = G::WTN, MI = G::MI, NJ = G::NJ;
 	const int ACH = BM * 8 / THREADS; // 16-byte activation chunks a thread copies a stage
 	extern __shared__ __attribute__((aligned(16))) unsigned char gemm_smem[];
-	f16 *sa0 = (f16 *)gemm_smem;          // [3][BM * GEMM_LD]
-	f16 *sb0 = sa0 + 3 * BM * GEMM_LD;    // [2][BN * GEMM_LD]
+	f16 *sa0 = (f16 *)gemm_smem;       // [3][BM * GEMM_LD]
+	f16 *sb0 = sa0 + 3 * BM * GEMM_LD; // [2][BN * GEMM_LD]
 	pdl_wait_and_release();
 	int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
 	int wm = warp / WN, wn = warp % WN;
@@ -316,10 +327,10 @@ __device__ __forceinline__ void gemm(const f16 *a, int m, int k, const u8 *wq, c
 	load_a(1);
 	wblock<T> wb = load_b(0);
 	store_wblock<T>(bdst0, wb);
-	wb = load_b(1); // stage s+1's weights while stage s is multiplied
+	if (G::look == 2) wb = load_b(1); // stage s+1's weights while stage s is multiplied
 	for (int s = 0; s < stages; s++) {
 		load_a(s + 2);
-		wblock<T> wb2 = load_b(s + 2);
+		wblock<T> wb2 = load_b(s + G::look);
 		cp_async_wait<2>(); // this thread's copies of stage s are done
 		__syncthreads();    // everyone's are, and stage s's weight buffer is written
 		const f16 *ta = sa0 + (s % 3) * BM * GEMM_LD, *tb = sb0 + (s & 1) * BN * GEMM_LD;
@@ -346,7 +357,7 @@ __device__ __forceinline__ void gemm(const f16 *a, int m, int k, const u8 *wq, c
 		}
 		// The other weight buffer was last read for stage s-1, before the
 		// barrier above.
-		if (s + 1 < stages) store_wblock<T>((s & 1) ? bdst0 : bdst1, wb);
+		if (s + 1 < stages) store_wblock<T>((s & 1) ? bdst0 : bdst1, G::look == 2 ? wb : wb2);
 		wb = wb2;
 		__syncthreads(); // stage s's buffers are free for the loads of s+3
 	}
@@ -383,7 +394,7 @@ __device__ __forceinline__ void gemm(const f16 *a, int m, int k, const u8 *wq, c
 }
 
 #define GEMM_KERNEL(name, T, epi, EPI, G, tile)                                                                \
-	extern "C" __global__ void __launch_bounds__(G::threads)                                                        \
+	extern "C" __global__ void __launch_bounds__(G::threads, G::blocks)                                                      \
 	    gemm_##name##_##epi##tile(const f16 *a, int m, int k, const u8 *wq, const f16 *wd, const u8 *wq2,          \
 	                              const f16 *wd2, int n, void *out, int ldo, int act) {                             \
 		gemm<T, EPI, G>(a, m, k, wq, wd, wq2, wd2, n, out, ldo, act);                                              \
