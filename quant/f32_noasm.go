@@ -30,5 +30,8 @@ func swiGLUAVX2(dst, gate, up *float32, n int)            { panic("unreachable")
 func maxAVX2(x *float32, n int) float32                   { panic("unreachable") }
 func dotF16F32AVX2(w *uint16, x *float32, n int) float32  { panic("unreachable") }
 func dotBF16F32AVX2(w *uint16, x *float32, n int) float32 { panic("unreachable") }
-func widenF16AVX2(w *uint16, dst *float32, n int)         { panic("unreachable") }
-func widenBF16AVX2(w *uint16, dst *float32, n int)        { panic("unreachable") }
+func matVecF16RowsAVX2(w *uint16, x *float32, n int, out *float32, rows int) {
+	panic("unreachable")
+}
+func widenF16AVX2(w *uint16, dst *float32, n int)  { panic("unreachable") }
+func widenBF16AVX2(w *uint16, dst *float32, n int) { panic("unreachable") }

@@ -16,3 +16,8 @@ func widenF16AVX2(w *uint16, dst *float32, n int)
 
 //go:noescape
 func widenBF16AVX2(w *uint16, dst *float32, n int)
+
+// matVecF16RowsAVX2 is MatVecF16's kernel: n a multiple of 32, rows > 0.
+//
+//go:noescape
+func matVecF16RowsAVX2(w *uint16, x *float32, n int, out *float32, rows int)

@@ -36,7 +36,7 @@ func BenchmarkDecode(b *testing.B) {
 	ctx := context.Background()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		if _, err := be.Forward(ctx, []int32{int32(i % 1000)}, i%256); err != nil {
+		if _, err := be.Forward(ctx, []int32{int32(i % m.Config.VocabSize)}, i%256); err != nil {
 			b.Fatal(err)
 		}
 	}

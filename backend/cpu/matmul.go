@@ -256,6 +256,10 @@ func matRows(x *activations, p product, lo, hi int, sc *tileScratch) {
 		floatRowsTiled(x, p, lo, hi, sc)
 		return
 	}
+	if w.Type == quant.F16 && x.t == 1 { // decode: the row loop in the kernel
+		quant.MatVecF16(w.Data[lo*rb:hi*rb], x.row(0), p.out[p.outOff+lo:p.outOff+hi])
+		return
+	}
 	switch w.Type {
 	case quant.Q4_0:
 		q8Rows(x, p, lo, hi, quant.MatVecQ4_0Q8_0, quant.MatMulQ4_0Q8_0)
