@@ -233,16 +233,23 @@ done:
 	VZEROUPPER
 	RET
 
-// func dotBF16PairsAVX512(w *uint16, x *uint32, n int) float32
+// func matVecBF16PairsAVX512(w *uint16, x *uint32, n int, out *float32, rows int)
 //
-// Σ w[i]·x's element i for n > 0, a multiple of 32: w a BF16 row, x its
-// activations as bfloat16 pairs (ToBF16Pairs), 64 elements a step into
-// two accumulators. It prefetches 8 KiB ahead, as dotBF16F32AVX2
-// (half_amd64.s): decode calls it row after row.
-TEXT ·dotBF16PairsAVX512(SB), NOSPLIT, $0-28
+// out[r] = Σ w[r][i]·x's element i for rows > 0 rows of n > 0 elements, a
+// multiple of 32: w BF16 rows one after the other, x their activations as
+// bfloat16 pairs (ToBF16Pairs), 64 elements a step into two accumulators.
+// The row loop is here, the rows read as one stream, prefetched 8 KiB
+// ahead as dotBF16F32AVX2 (half_amd64.s).
+TEXT ·matVecBF16PairsAVX512(SB), NOSPLIT, $0-40
 	MOVQ w+0(FP), SI
-	MOVQ x+8(FP), DI
-	MOVQ n+16(FP), CX
+	MOVQ x+8(FP), R10
+	MOVQ n+16(FP), DX
+	MOVQ out+24(FP), R8
+	MOVQ rows+32(FP), R9
+
+pairsrow:
+	MOVQ   R10, DI
+	MOVQ   DX, CX
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
 
@@ -271,6 +278,7 @@ pairs32:
 	VMOVDQU32 (DI), Z4
 	// VDPBF16PS Z4, Z2, Z0
 	BYTE $0x62; BYTE $0xF2; BYTE $0x6E; BYTE $0x48; BYTE $0x52; BYTE $0xC4
+	ADDQ $64, SI
 
 pairsum:
 	VADDPS        Z1, Z0, Z0
@@ -280,6 +288,9 @@ pairsum:
 	VADDPS        X1, X0, X0
 	VHADDPS       X0, X0, X0
 	VHADDPS       X0, X0, X0
+	MOVSS         X0, (R8)
+	ADDQ          $4, R8
+	DECQ          R9
+	JNZ           pairsrow
 	VZEROUPPER
-	MOVSS         X0, ret+24(FP)
 	RET

@@ -25,11 +25,12 @@ func matMulFloatPanelAVX512(x *float32, ldx int, p *float32, k int, c *float32, 
 //go:noescape
 func matMulBF16PanelAVX512(x *uint32, ldx int, p *uint32, k int, c *float32, ldc int, m int, mask uint64, pf *byte, pfLines int)
 
-// dotBF16PairsAVX512 is Σ w[i]·x's element i for n > 0, a multiple of
-// 32: a BF16 row by activations as bfloat16 pairs.
+// matVecBF16PairsAVX512 sets out[r] = Σ w[r][i]·x's element i for rows > 0
+// BF16 rows of n > 0 elements, a multiple of 32, by activations as
+// bfloat16 pairs.
 //
 //go:noescape
-func dotBF16PairsAVX512(w *uint16, x *uint32, n int) float32
+func matVecBF16PairsAVX512(w *uint16, x *uint32, n int, out *float32, rows int)
 
 // toBF16AVX512 sets dst[i] = F32ToBF16(x[i]) for n > 0, a multiple of 16.
 //

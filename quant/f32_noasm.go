@@ -13,7 +13,9 @@ func matMulFloatPanelAVX512(x *float32, ldx int, p *float32, k int, c *float32, 
 func matMulBF16PanelAVX512(x *uint32, ldx int, p *uint32, k int, c *float32, ldc int, m int, mask uint64, pf *byte, pfLines int) {
 	panic("unreachable")
 }
-func dotBF16PairsAVX512(w *uint16, x *uint32, n int) float32    { panic("unreachable") }
+func matVecBF16PairsAVX512(w *uint16, x *uint32, n int, out *float32, rows int) {
+	panic("unreachable")
+}
 func toBF16AVX512(x *float32, dst *uint16, n int)               { panic("unreachable") }
 func packF32PanelAVX512(w *float32, ldw int, p *float32, k int) { panic("unreachable") }
 func packF16PanelAVX512(w *uint16, ldw int, p *float32, k int)  { panic("unreachable") }

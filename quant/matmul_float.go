@@ -217,11 +217,23 @@ func MatMulBF16(w []byte, cols, rows int, x []uint32, tokens int, out []float32,
 // the decode step's twin of MatMulBF16, whose rounding it shares.
 // MatMulBF16Fast must be true.
 func DotBF16Pairs(w []byte, x []uint32) float32 {
-	n := len(w) / 2
-	if !useBF16 || n == 0 || n%32 != 0 || len(x) < n/2 {
-		panic(fmt.Sprintf("quant: DotBF16Pairs: %d elements by %d pairs", n, len(x)))
+	var out [1]float32
+	MatVecBF16Pairs(w, x, out[:])
+	return out[0]
+}
+
+// MatVecBF16Pairs sets out[r] to DotBF16Pairs of row r of w (len(out) BF16
+// rows one after the other) with x: decode's product for BF16 weights,
+// the row loop inside the kernel.
+func MatVecBF16Pairs(w []byte, x []uint32, out []float32) {
+	if len(out) == 0 {
+		return
 	}
-	return dotBF16PairsAVX512((*uint16)(unsafe.Pointer(&w[0])), &x[0], n)
+	n := len(w) / 2 / len(out)
+	if !useBF16 || n == 0 || n%32 != 0 || len(x) < n/2 || len(w) != 2*n*len(out) {
+		panic(fmt.Sprintf("quant: MatVecBF16Pairs: %d bytes for %d rows by %d pairs", len(w), len(out), len(x)))
+	}
+	matVecBF16PairsAVX512((*uint16)(unsafe.Pointer(&w[0])), &x[0], n, &out[0], len(out))
 }
 
 // packPairs fills the panel p (MatMulFloatPanelRows × k words, column pair

@@ -225,3 +225,32 @@ func TestDotBF16Pairs(t *testing.T) {
 		}
 	}
 }
+
+// TestMatVecBF16Pairs checks the row loop: several rows, with and without
+// the 32-element tail (which must leave the next row where it starts),
+// each row against DotBF16Pairs, bit for bit, and a guard past the rows.
+func TestMatVecBF16Pairs(t *testing.T) {
+	if !MatMulBF16Fast() {
+		t.Skip("no AVX512_BF16 on this CPU")
+	}
+	rng := rand.New(rand.NewPCG(78, 79))
+	for _, cols := range []int{32, 96, 576, 2080} {
+		for _, rows := range []int{1, 3, 8} {
+			w, _ := randFloatRows(rng, BF16, rows, cols)
+			x := randF32(rng, cols)
+			xp := make([]uint32, cols/2)
+			ToBF16Pairs(x, xp)
+			out := make([]float32, rows+1)
+			out[rows] = 42
+			MatVecBF16Pairs(w, xp, out[:rows])
+			for r := range rows {
+				if want := DotBF16Pairs(w[2*r*cols:2*(r+1)*cols], xp); out[r] != want {
+					t.Fatalf("%d×%d: row %d: %v, DotBF16Pairs %v", rows, cols, r, out[r], want)
+				}
+			}
+			if out[rows] != 42 {
+				t.Fatalf("%d×%d: the guard past the rows was written", rows, cols)
+			}
+		}
+	}
+}

@@ -292,6 +292,10 @@ func matRows(x *activations, p product, lo, hi int, sc *tileScratch) {
 			return
 		}
 		if takesBF16Pairs(w) {
+			if x.t == 1 { // decode: the row loop in the kernel
+				quant.MatVecBF16Pairs(w.Data[lo*rb:hi*rb], x.bf16[:x.n/2], p.out[p.outOff+lo:p.outOff+hi])
+				return
+			}
 			for r := lo; r < hi; r++ {
 				row := w.Data[r*rb : (r+1)*rb]
 				for t := 0; t < x.t; t++ {
