@@ -1,46 +1,107 @@
 package cpu
 
 import (
+	"runtime"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // pool runs data-parallel loops on a fixed set of goroutines. Decode issues
-// a few hundred parallel regions a token, so workers are started once and
-// fed through channels instead of spawning goroutines per region.
+// a few hundred parallel regions a token, so helpers are started once. A
+// helper spins for poolSpin after each loop before it sleeps: the loops of
+// a step come microseconds apart, and a sleeping goroutine takes longer
+// than that to wake (through the scheduler and a futex), while its caller
+// waits.
 type pool struct {
 	workers int
-	jobs    chan poolJob
+	helpers []*poolHelper // workers 1 … workers-1
 	wg      sync.WaitGroup
 
 	closeOnce sync.Once
 }
 
-type poolJob struct {
-	run    func(worker int)
-	worker int
-	done   *sync.WaitGroup
+// poolHelper is one helper goroutine's mailbox. The caller writes run and
+// pending, then moves seq; the helper, seeing seq move, runs it.
+type poolHelper struct {
+	seq      atomic.Uint64
+	run      func(worker int)
+	pending  *atomic.Int32 // helpers still running the loop
+	sleeping atomic.Bool
+	wake     chan struct{} // capacity 1: a wake-up is never lost, may be stale
+	quit     atomic.Bool
 }
 
+// poolSpin is how long a helper waits for the next loop awake. Between
+// steps it sleeps, costing nothing.
+const poolSpin = 100 * time.Microsecond
+
 // chunksPerWorker is how many pieces parallelFor cuts a loop into for each
-// worker: the caller starts at once, a woken worker some microseconds
-// later, and with one fixed range each the first to finish waited for the
-// other.
+// worker: the caller starts at once, a helper a little later, and with one
+// fixed range each the first to finish waited for the other.
 const chunksPerWorker = 8
 
 func newPool(workers int) *pool {
-	p := &pool{workers: max(workers, 1), jobs: make(chan poolJob)}
-	for range p.workers - 1 {
+	p := &pool{workers: max(workers, 1)}
+	for w := 1; w < p.workers; w++ {
+		h := &poolHelper{wake: make(chan struct{}, 1)}
+		p.helpers = append(p.helpers, h)
 		p.wg.Add(1)
 		go func() {
 			defer p.wg.Done()
-			for j := range p.jobs {
-				j.run(j.worker)
-				j.done.Done()
-			}
+			h.loop(w)
 		}()
 	}
 	return p
+}
+
+// loop runs the loops published to h as worker until the pool closes.
+func (h *poolHelper) loop(worker int) {
+	for seen := uint64(0); ; seen++ {
+		if !h.await(seen) {
+			return
+		}
+		h.run(worker)
+		h.pending.Add(-1)
+	}
+}
+
+// await waits until seq moves past seen: spinning for poolSpin (yielding
+// now and then, so that a pool with more workers than Ps still makes
+// progress), then asleep on wake. It reports false when the pool closes.
+func (h *poolHelper) await(seen uint64) bool {
+	start := time.Now()
+	for i := 1; h.seq.Load() == seen; i++ {
+		if h.quit.Load() {
+			return false
+		}
+		if i%64 != 0 {
+			continue
+		}
+		runtime.Gosched()
+		if time.Since(start) < poolSpin {
+			continue
+		}
+		// Set sleeping before the last look at seq, as the caller moves
+		// seq before it looks at sleeping: one of the two sees the other.
+		h.sleeping.Store(true)
+		if h.seq.Load() == seen && !h.quit.Load() {
+			<-h.wake
+		}
+		h.sleeping.Store(false)
+		start = time.Now()
+	}
+	return true
+}
+
+// signal wakes h if it sleeps.
+func (h *poolHelper) signal() {
+	if h.sleeping.Load() {
+		select {
+		case h.wake <- struct{}{}:
+		default: // a wake-up is already there
+		}
+	}
 }
 
 // parallelFor calls fn over [0, n) in contiguous ranges, multiples of grain
@@ -71,18 +132,31 @@ func (p *pool) parallelFor(n, grain int, fn func(worker, lo, hi int)) {
 			fn(worker, lo, min(lo+per, n))
 		}
 	}
-	var done sync.WaitGroup
-	for w := 1; w < min(p.workers, chunks); w++ {
-		done.Add(1)
-		p.jobs <- poolJob{run: run, worker: w, done: &done}
+	helpers := min(p.workers, chunks) - 1
+	var pending atomic.Int32
+	pending.Store(int32(helpers))
+	for _, h := range p.helpers[:helpers] {
+		h.run, h.pending = run, &pending
+		h.seq.Add(1)
+		h.signal()
 	}
 	run(0)
-	done.Wait()
+	for i := 1; pending.Load() != 0; i++ {
+		if i%64 == 0 {
+			runtime.Gosched()
+		}
+	}
 }
 
 func (p *pool) close() {
 	p.closeOnce.Do(func() {
-		close(p.jobs)
+		for _, h := range p.helpers {
+			h.quit.Store(true)
+			select {
+			case h.wake <- struct{}{}:
+			default:
+			}
+		}
 		p.wg.Wait()
 	})
 }
