@@ -61,6 +61,15 @@ func matMulF32AVX2(a *float32, lda int, b *float32, ldb int, k int, c *float32, 
 //go:noescape
 func matMulF32AVX512(a *float32, lda int, b *float32, ldb int, k int, c *float32, ldc int, tiles int, accumulate int)
 
+// matMulF32F16AVX2 and matMulF32F16AVX512 are the two above with B in
+// float16 (MatMulF32F16).
+//
+//go:noescape
+func matMulF32F16AVX2(a *float32, lda int, b *uint16, ldb int, k int, c *float32, ldc int, tiles int, accumulate int)
+
+//go:noescape
+func matMulF32F16AVX512(a *float32, lda int, b *uint16, ldb int, k int, c *float32, ldc int, tiles int, accumulate int)
+
 // expSumAVX2 is ExpSum for n > 0, a multiple of 8, elements.
 //
 //go:noescape

@@ -6,6 +6,163 @@
 // Float32 kernels for attention: a small matrix product and the softmax
 // exponential. AVX2 + FMA.
 
+// MATMUL_F32_YMM and MATMUL_F32_ZMM are the bodies of the attention
+// products below: LOADB loads 16 (YMM) or 32 (ZMM) values of a row of B
+// at CX into Y8/Y9 or Z8/Z9 as float32, BSHIFT is log2 of B's element
+// size, BTILE the bytes of a tile's columns of B.
+#define MATMUL_F32_YMM(LOADB, BSHIFT, BTILE) \
+	MOVQ a+0(FP), SI; \
+	MOVQ lda+8(FP), R8; \
+	SHLQ $2, R8; \
+	MOVQ b+16(FP), DI; \
+	MOVQ ldb+24(FP), R9; \
+	SHLQ $BSHIFT, R9; \
+	MOVQ k+32(FP), R10; \
+	MOVQ c+40(FP), DX; \
+	MOVQ ldc+48(FP), R11; \
+	SHLQ $2, R11; \
+	MOVQ tiles+56(FP), R12; \
+	LEAQ (SI)(R8*2), BX; \
+	ADDQ R8, BX; \
+tile: \
+	VXORPS Y0, Y0, Y0; \
+	VXORPS Y1, Y1, Y1; \
+	VXORPS Y2, Y2, Y2; \
+	VXORPS Y3, Y3, Y3; \
+	VXORPS Y4, Y4, Y4; \
+	VXORPS Y5, Y5, Y5; \
+	VXORPS Y6, Y6, Y6; \
+	VXORPS Y7, Y7, Y7; \
+	MOVQ SI, AX; \
+	MOVQ BX, R14; \
+	MOVQ DI, CX; \
+	MOVQ R10, R13; \
+kloop: \
+	LOADB; \
+	VBROADCASTSS (AX), Y10; \
+	VFMADD231PS Y8, Y10, Y0; \
+	VFMADD231PS Y9, Y10, Y1; \
+	VBROADCASTSS (AX)(R8*1), Y11; \
+	VFMADD231PS Y8, Y11, Y2; \
+	VFMADD231PS Y9, Y11, Y3; \
+	VBROADCASTSS (AX)(R8*2), Y12; \
+	VFMADD231PS Y8, Y12, Y4; \
+	VFMADD231PS Y9, Y12, Y5; \
+	VBROADCASTSS (R14), Y13; \
+	VFMADD231PS Y8, Y13, Y6; \
+	VFMADD231PS Y9, Y13, Y7; \
+	ADDQ $4, AX; \
+	ADDQ $4, R14; \
+	ADDQ R9, CX; \
+	DECQ R13; \
+	JNZ kloop; \
+	LEAQ (DX)(R11*2), CX; \
+	ADDQ R11, CX; \
+	CMPQ accumulate+64(FP), $0; \
+	JEQ store; \
+	VADDPS (DX), Y0, Y0; \
+	VADDPS 32(DX), Y1, Y1; \
+	VADDPS (DX)(R11*1), Y2, Y2; \
+	VADDPS 32(DX)(R11*1), Y3, Y3; \
+	VADDPS (DX)(R11*2), Y4, Y4; \
+	VADDPS 32(DX)(R11*2), Y5, Y5; \
+	VADDPS (CX), Y6, Y6; \
+	VADDPS 32(CX), Y7, Y7; \
+store: \
+	VMOVUPS Y0, (DX); \
+	VMOVUPS Y1, 32(DX); \
+	VMOVUPS Y2, (DX)(R11*1); \
+	VMOVUPS Y3, 32(DX)(R11*1); \
+	VMOVUPS Y4, (DX)(R11*2); \
+	VMOVUPS Y5, 32(DX)(R11*2); \
+	VMOVUPS Y6, (CX); \
+	VMOVUPS Y7, 32(CX); \
+	ADDQ $BTILE, DI; \
+	ADDQ $64, DX; \
+	DECQ R12; \
+	JNZ tile; \
+	VZEROUPPER; \
+	RET;
+
+#define MATMUL_F32_ZMM(LOADB, BSHIFT, BTILE) \
+	MOVQ a+0(FP), SI; \
+	MOVQ lda+8(FP), R8; \
+	SHLQ $2, R8; \
+	MOVQ b+16(FP), DI; \
+	MOVQ ldb+24(FP), R9; \
+	SHLQ $BSHIFT, R9; \
+	MOVQ k+32(FP), R10; \
+	MOVQ c+40(FP), DX; \
+	MOVQ ldc+48(FP), R11; \
+	SHLQ $2, R11; \
+	MOVQ tiles+56(FP), R12; \
+	LEAQ (SI)(R8*2), BX; \
+	ADDQ R8, BX; \
+ztile: \
+	VPXORD Z0, Z0, Z0; \
+	VPXORD Z1, Z1, Z1; \
+	VPXORD Z2, Z2, Z2; \
+	VPXORD Z3, Z3, Z3; \
+	VPXORD Z4, Z4, Z4; \
+	VPXORD Z5, Z5, Z5; \
+	VPXORD Z6, Z6, Z6; \
+	VPXORD Z7, Z7, Z7; \
+	MOVQ SI, AX; \
+	MOVQ BX, R14; \
+	MOVQ DI, CX; \
+	MOVQ R10, R13; \
+zkloop: \
+	LOADB; \
+	VBROADCASTSS (AX), Z10; \
+	VFMADD231PS Z8, Z10, Z0; \
+	VFMADD231PS Z9, Z10, Z1; \
+	VBROADCASTSS (AX)(R8*1), Z11; \
+	VFMADD231PS Z8, Z11, Z2; \
+	VFMADD231PS Z9, Z11, Z3; \
+	VBROADCASTSS (AX)(R8*2), Z12; \
+	VFMADD231PS Z8, Z12, Z4; \
+	VFMADD231PS Z9, Z12, Z5; \
+	VBROADCASTSS (R14), Z13; \
+	VFMADD231PS Z8, Z13, Z6; \
+	VFMADD231PS Z9, Z13, Z7; \
+	ADDQ $4, AX; \
+	ADDQ $4, R14; \
+	ADDQ R9, CX; \
+	DECQ R13; \
+	JNZ zkloop; \
+	LEAQ (DX)(R11*2), CX; \
+	ADDQ R11, CX; \
+	CMPQ accumulate+64(FP), $0; \
+	JEQ zstore; \
+	VADDPS (DX), Z0, Z0; \
+	VADDPS 64(DX), Z1, Z1; \
+	VADDPS (DX)(R11*1), Z2, Z2; \
+	VADDPS 64(DX)(R11*1), Z3, Z3; \
+	VADDPS (DX)(R11*2), Z4, Z4; \
+	VADDPS 64(DX)(R11*2), Z5, Z5; \
+	VADDPS (CX), Z6, Z6; \
+	VADDPS 64(CX), Z7, Z7; \
+zstore: \
+	VMOVUPS Z0, (DX); \
+	VMOVUPS Z1, 64(DX); \
+	VMOVUPS Z2, (DX)(R11*1); \
+	VMOVUPS Z3, 64(DX)(R11*1); \
+	VMOVUPS Z4, (DX)(R11*2); \
+	VMOVUPS Z5, 64(DX)(R11*2); \
+	VMOVUPS Z6, (CX); \
+	VMOVUPS Z7, 64(CX); \
+	ADDQ $BTILE, DI; \
+	ADDQ $128, DX; \
+	DECQ R12; \
+	JNZ ztile; \
+	VZEROUPPER; \
+	RET;
+
+#define LOADB_F32_Y VMOVUPS (CX), Y8; VMOVUPS 32(CX), Y9
+#define LOADB_F16_Y VCVTPH2PS (CX), Y8; VCVTPH2PS 16(CX), Y9
+#define LOADB_F32_Z VMOVUPS (CX), Z8; VMOVUPS 64(CX), Z9
+#define LOADB_F16_Z VCVTPH2PS (CX), Z8; VCVTPH2PS 32(CX), Z9
+
 // func matMulF32AVX2(a *float32, lda int, b *float32, ldb int, k int, c *float32, ldc int, tiles int, accumulate int)
 //
 // For each 16-column tile of B and C, Y0-Y7 accumulate the 4×16 tile of C
@@ -13,166 +170,25 @@
 // of B and broadcasts one element of each row of A: 6 loads for 8 FMAs,
 // and eight independent accumulators cover the FMA latency.
 TEXT ·matMulF32AVX2(SB), NOSPLIT, $0-72
-	MOVQ a+0(FP), SI
-	MOVQ lda+8(FP), R8
-	SHLQ $2, R8
-	MOVQ b+16(FP), DI
-	MOVQ ldb+24(FP), R9
-	SHLQ $2, R9
-	MOVQ k+32(FP), R10
-	MOVQ c+40(FP), DX
-	MOVQ ldc+48(FP), R11
-	SHLQ $2, R11
-	MOVQ tiles+56(FP), R12
-	LEAQ (SI)(R8*2), BX
-	ADDQ R8, BX // row 3 of A
-
-tile:
-	VXORPS Y0, Y0, Y0
-	VXORPS Y1, Y1, Y1
-	VXORPS Y2, Y2, Y2
-	VXORPS Y3, Y3, Y3
-	VXORPS Y4, Y4, Y4
-	VXORPS Y5, Y5, Y5
-	VXORPS Y6, Y6, Y6
-	VXORPS Y7, Y7, Y7
-	MOVQ SI, AX  // rows 0-2 of A, at column l
-	MOVQ BX, R14 // row 3 of A
-	MOVQ DI, CX  // row l of B, this tile
-	MOVQ R10, R13
-
-kloop:
-	VMOVUPS (CX), Y8
-	VMOVUPS 32(CX), Y9
-	VBROADCASTSS (AX), Y10
-	VFMADD231PS Y8, Y10, Y0
-	VFMADD231PS Y9, Y10, Y1
-	VBROADCASTSS (AX)(R8*1), Y11
-	VFMADD231PS Y8, Y11, Y2
-	VFMADD231PS Y9, Y11, Y3
-	VBROADCASTSS (AX)(R8*2), Y12
-	VFMADD231PS Y8, Y12, Y4
-	VFMADD231PS Y9, Y12, Y5
-	VBROADCASTSS (R14), Y13
-	VFMADD231PS Y8, Y13, Y6
-	VFMADD231PS Y9, Y13, Y7
-	ADDQ $4, AX
-	ADDQ $4, R14
-	ADDQ R9, CX
-	DECQ R13
-	JNZ kloop
-
-	LEAQ (DX)(R11*2), CX
-	ADDQ R11, CX // row 3 of C
-	CMPQ accumulate+64(FP), $0
-	JEQ store
-	VADDPS (DX), Y0, Y0
-	VADDPS 32(DX), Y1, Y1
-	VADDPS (DX)(R11*1), Y2, Y2
-	VADDPS 32(DX)(R11*1), Y3, Y3
-	VADDPS (DX)(R11*2), Y4, Y4
-	VADDPS 32(DX)(R11*2), Y5, Y5
-	VADDPS (CX), Y6, Y6
-	VADDPS 32(CX), Y7, Y7
-
-store:
-	VMOVUPS Y0, (DX)
-	VMOVUPS Y1, 32(DX)
-	VMOVUPS Y2, (DX)(R11*1)
-	VMOVUPS Y3, 32(DX)(R11*1)
-	VMOVUPS Y4, (DX)(R11*2)
-	VMOVUPS Y5, 32(DX)(R11*2)
-	VMOVUPS Y6, (CX)
-	VMOVUPS Y7, 32(CX)
-	ADDQ $64, DI
-	ADDQ $64, DX
-	DECQ R12
-	JNZ tile
-	VZEROUPPER
-	RET
+	MATMUL_F32_YMM(LOADB_F32_Y, 2, 64)
 
 // func matMulF32AVX512(a *float32, lda int, b *float32, ldb int, k int, c *float32, ldc int, tiles int, accumulate int)
 //
 // matMulF32AVX2 on ZMM registers: 32-column tiles, Z0-Z7 the 4×32 tile
 // of C, twice the columns an FMA.
 TEXT ·matMulF32AVX512(SB), NOSPLIT, $0-72
-	MOVQ a+0(FP), SI
-	MOVQ lda+8(FP), R8
-	SHLQ $2, R8
-	MOVQ b+16(FP), DI
-	MOVQ ldb+24(FP), R9
-	SHLQ $2, R9
-	MOVQ k+32(FP), R10
-	MOVQ c+40(FP), DX
-	MOVQ ldc+48(FP), R11
-	SHLQ $2, R11
-	MOVQ tiles+56(FP), R12
-	LEAQ (SI)(R8*2), BX
-	ADDQ R8, BX // row 3 of A
+	MATMUL_F32_ZMM(LOADB_F32_Z, 2, 128)
 
-ztile:
-	VPXORD Z0, Z0, Z0
-	VPXORD Z1, Z1, Z1
-	VPXORD Z2, Z2, Z2
-	VPXORD Z3, Z3, Z3
-	VPXORD Z4, Z4, Z4
-	VPXORD Z5, Z5, Z5
-	VPXORD Z6, Z6, Z6
-	VPXORD Z7, Z7, Z7
-	MOVQ SI, AX  // rows 0-2 of A, at column l
-	MOVQ BX, R14 // row 3 of A
-	MOVQ DI, CX  // row l of B, this tile
-	MOVQ R10, R13
+// func matMulF32F16AVX2(a *float32, lda int, b *uint16, ldb int, k int, c *float32, ldc int, tiles int, accumulate int)
+//
+// matMulF32AVX2 with B in float16, widened as it is loaded (the f16 KV
+// cache's products).
+TEXT ·matMulF32F16AVX2(SB), NOSPLIT, $0-72
+	MATMUL_F32_YMM(LOADB_F16_Y, 1, 32)
 
-zkloop:
-	VMOVUPS (CX), Z8
-	VMOVUPS 64(CX), Z9
-	VBROADCASTSS (AX), Z10
-	VFMADD231PS Z8, Z10, Z0
-	VFMADD231PS Z9, Z10, Z1
-	VBROADCASTSS (AX)(R8*1), Z11
-	VFMADD231PS Z8, Z11, Z2
-	VFMADD231PS Z9, Z11, Z3
-	VBROADCASTSS (AX)(R8*2), Z12
-	VFMADD231PS Z8, Z12, Z4
-	VFMADD231PS Z9, Z12, Z5
-	VBROADCASTSS (R14), Z13
-	VFMADD231PS Z8, Z13, Z6
-	VFMADD231PS Z9, Z13, Z7
-	ADDQ $4, AX
-	ADDQ $4, R14
-	ADDQ R9, CX
-	DECQ R13
-	JNZ zkloop
-
-	LEAQ (DX)(R11*2), CX
-	ADDQ R11, CX // row 3 of C
-	CMPQ accumulate+64(FP), $0
-	JEQ zstore
-	VADDPS (DX), Z0, Z0
-	VADDPS 64(DX), Z1, Z1
-	VADDPS (DX)(R11*1), Z2, Z2
-	VADDPS 64(DX)(R11*1), Z3, Z3
-	VADDPS (DX)(R11*2), Z4, Z4
-	VADDPS 64(DX)(R11*2), Z5, Z5
-	VADDPS (CX), Z6, Z6
-	VADDPS 64(CX), Z7, Z7
-
-zstore:
-	VMOVUPS Z0, (DX)
-	VMOVUPS Z1, 64(DX)
-	VMOVUPS Z2, (DX)(R11*1)
-	VMOVUPS Z3, 64(DX)(R11*1)
-	VMOVUPS Z4, (DX)(R11*2)
-	VMOVUPS Z5, 64(DX)(R11*2)
-	VMOVUPS Z6, (CX)
-	VMOVUPS Z7, 64(CX)
-	ADDQ $128, DI
-	ADDQ $128, DX
-	DECQ R12
-	JNZ ztile
-	VZEROUPPER
-	RET
+// func matMulF32F16AVX512(a *float32, lda int, b *uint16, ldb int, k int, c *float32, ldc int, tiles int, accumulate int)
+TEXT ·matMulF32F16AVX512(SB), NOSPLIT, $0-72
+	MATMUL_F32_ZMM(LOADB_F16_Z, 1, 64)
 
 // The ZMM kernel matMulFloatPanelAVX512 multiplies tokens by a panel of
 // 48 weight rows stored column by column (the pack*PanelAVX512 functions

@@ -37,3 +37,9 @@ func matVecF16RowsAVX2(w *uint16, x *float32, n int, out *float32, rows int) {
 }
 func widenF16AVX2(w *uint16, dst *float32, n int)  { panic("unreachable") }
 func widenBF16AVX2(w *uint16, dst *float32, n int) { panic("unreachable") }
+func matMulF32F16AVX2(a *float32, lda int, b *uint16, ldb int, k int, c *float32, ldc int, tiles int, accumulate int) {
+	panic("unreachable")
+}
+func matMulF32F16AVX512(a *float32, lda int, b *uint16, ldb int, k int, c *float32, ldc int, tiles int, accumulate int) {
+	panic("unreachable")
+}

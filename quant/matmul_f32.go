@@ -15,6 +15,17 @@ import "fmt"
 // a multiple of 16 take the Go code, so callers that want speed pad m and
 // n (or at least m).
 func MatMulF32(m, n, k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int, accumulate bool) {
+	matMulF32(m, n, k, a, lda, b, ldb, c, ldc, accumulate)
+}
+
+// MatMulF32F16 is MatMulF32 with B in float16 (IEEE half bits): the
+// attention products over an f16 KV cache, each value widened as it is
+// loaded.
+func MatMulF32F16(m, n, k int, a []float32, lda int, b []uint16, ldb int, c []float32, ldc int, accumulate bool) {
+	matMulF32(m, n, k, a, lda, b, ldb, c, ldc, accumulate)
+}
+
+func matMulF32[B float32 | uint16](m, n, k int, a []float32, lda int, b []B, ldb int, c []float32, ldc int, accumulate bool) {
 	checkMatMulF32(m, n, k, len(a), lda, len(b), ldb, len(c), ldc)
 	if m == 0 || n == 0 {
 		return
@@ -42,11 +53,21 @@ func MatMulF32(m, n, k int, a []float32, lda int, b []float32, ldb int, c []floa
 			n32 = n16 &^ 31
 		}
 		for i := 0; i < m4; i += 4 {
-			if n32 > 0 {
-				matMulF32AVX512(&a[i*lda], lda, &b[0], ldb, k, &c[i*ldc], ldc, n32/32, acc)
-			}
-			if n16 > n32 {
-				matMulF32AVX2(&a[i*lda], lda, &b[n32], ldb, k, &c[i*ldc+n32], ldc, (n16-n32)/16, acc)
+			switch b := any(b).(type) {
+			case []float32:
+				if n32 > 0 {
+					matMulF32AVX512(&a[i*lda], lda, &b[0], ldb, k, &c[i*ldc], ldc, n32/32, acc)
+				}
+				if n16 > n32 {
+					matMulF32AVX2(&a[i*lda], lda, &b[n32], ldb, k, &c[i*ldc+n32], ldc, (n16-n32)/16, acc)
+				}
+			case []uint16:
+				if n32 > 0 {
+					matMulF32F16AVX512(&a[i*lda], lda, &b[0], ldb, k, &c[i*ldc], ldc, n32/32, acc)
+				}
+				if n16 > n32 {
+					matMulF32F16AVX2(&a[i*lda], lda, &b[n32], ldb, k, &c[i*ldc+n32], ldc, (n16-n32)/16, acc)
+				}
 			}
 		}
 	} else {
@@ -80,14 +101,27 @@ func checkMatMulF32(m, n, k, alen, lda, blen, ldb, clen, ldc int) {
 	check("c", clen, m, n, ldc)
 }
 
-func matMulF32Generic(m, n, k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int, accumulate bool) {
+func matMulF32Generic[B float32 | uint16](m, n, k int, a []float32, lda int, b []B, ldb int, c []float32, ldc int, accumulate bool) {
+	bf, _ := any(b).([]float32)
+	bh, half := any(b).([]uint16)
+	var row []float32 // a row of B widened, when B is float16
+	if half && m > 0 {
+		row = make([]float32, n)
+	}
 	for i := 0; i < m; i++ {
 		ci := c[i*ldc : i*ldc+n]
 		if !accumulate {
 			clear(ci)
 		}
 		for l := 0; l < k; l++ {
-			axpyGeneric(a[i*lda+l], b[l*ldb:l*ldb+n], ci)
+			if half {
+				for j, h := range bh[l*ldb : l*ldb+n] {
+					row[j] = F16ToF32(h)
+				}
+				axpyGeneric(a[i*lda+l], row, ci)
+				continue
+			}
+			axpyGeneric(a[i*lda+l], bf[l*ldb:l*ldb+n], ci)
 		}
 	}
 }

@@ -8,27 +8,51 @@ import (
 	"testing"
 )
 
+// matMulF32Impl is one way to multiply: f with B in float32, or f16 with
+// B in float16 (MatMulF32F16 and its kernels).
 type matMulF32Impl struct {
 	name string
 	f    func(m, n, k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int, accumulate bool)
+	f16  func(m, n, k int, a []float32, lda int, b []uint16, ldb int, c []float32, ldc int, accumulate bool)
 }
 
 func matMulF32Impls() []matMulF32Impl {
-	impls := []matMulF32Impl{{"generic", matMulF32Generic}, {"public", MatMulF32}}
-	if useAVX2 {
-		// The kernel alone, on the 4-row, 16-column tiles it handles.
-		impls = append(impls, matMulF32Impl{"avx2", func(m, n, k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int, accumulate bool) {
-			if m%4 != 0 || n%16 != 0 || k == 0 {
-				panic("avx2 kernel test: bad shape")
+	impls := []matMulF32Impl{{name: "generic", f: matMulF32Generic[float32]}, {name: "public", f: MatMulF32},
+		{name: "generic f16", f16: matMulF32Generic[uint16]}, {name: "public f16", f16: MatMulF32F16}}
+	// The kernels alone, on the 4-row tiles of 16 or 32 columns they take.
+	kernel := func(name string, cols int, f func(*float32, int, *float32, int, int, *float32, int, int, int), f16 func(*float32, int, *uint16, int, int, *float32, int, int, int)) matMulF32Impl {
+		im := matMulF32Impl{name: name}
+		run := func(m, n, k int, acc bool, call func(i, acc int)) {
+			if m%4 != 0 || n%cols != 0 || k == 0 {
+				panic(name + " kernel test: bad shape")
 			}
-			acc := 0
-			if accumulate {
-				acc = 1
+			a := 0
+			if acc {
+				a = 1
 			}
 			for i := 0; i < m; i += 4 {
-				matMulF32AVX2(&a[i*lda], lda, &b[0], ldb, k, &c[i*ldc], ldc, n/16, acc)
+				call(i, a)
 			}
-		}})
+		}
+		if f != nil {
+			im.f = func(m, n, k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int, accumulate bool) {
+				run(m, n, k, accumulate, func(i, acc int) { f(&a[i*lda], lda, &b[0], ldb, k, &c[i*ldc], ldc, n/cols, acc) })
+			}
+		} else {
+			im.f16 = func(m, n, k int, a []float32, lda int, b []uint16, ldb int, c []float32, ldc int, accumulate bool) {
+				run(m, n, k, accumulate, func(i, acc int) { f16(&a[i*lda], lda, &b[0], ldb, k, &c[i*ldc], ldc, n/cols, acc) })
+			}
+		}
+		return im
+	}
+	if useAVX2 {
+		impls = append(impls, kernel("avx2 f16", 16, nil, matMulF32F16AVX2))
+	}
+	if useAVX512 {
+		impls = append(impls, kernel("avx512", 32, matMulF32AVX512, nil), kernel("avx512 f16", 32, nil, matMulF32F16AVX512))
+	}
+	if useAVX2 {
+		impls = append(impls, kernel("avx2", 16, matMulF32AVX2, nil))
 	}
 	return impls
 }
@@ -50,7 +74,7 @@ func TestMatMulF32(t *testing.T) {
 		for _, m := range []int{1, 3, 4, 8, 9, 12} {
 			for _, n := range []int{1, 5, 16, 17, 32, 48, 64, 80, 96} {
 				for _, k := range []int{1, 2, 7, 64, 130} {
-					if impl.name == "avx2" && (m%4 != 0 || n%16 != 0) {
+					if cols := map[string]int{"avx2": 16, "avx2 f16": 16, "avx512": 32, "avx512 f16": 32}[impl.name]; cols > 0 && (m%4 != 0 || n%cols != 0) {
 						continue
 					}
 					for _, accumulate := range []bool{false, true} {
@@ -58,7 +82,17 @@ func TestMatMulF32(t *testing.T) {
 						a, b := randF32(rng, m*lda), randF32(rng, k*ldb)
 						c := randF32(rng, m*ldc+5)
 						c0 := append([]float32(nil), c...)
-						impl.f(m, n, k, a, lda, b, ldb, c, ldc, accumulate)
+						if impl.f16 != nil {
+							// B in float16: the product of the rounded values.
+							bh := make([]uint16, len(b))
+							for i, v := range b {
+								bh[i] = F32ToF16(v)
+								b[i] = F16ToF32(bh[i])
+							}
+							impl.f16(m, n, k, a, lda, bh, ldb, c, ldc, accumulate)
+						} else {
+							impl.f(m, n, k, a, lda, b, ldb, c, ldc, accumulate)
+						}
 						for i := 0; i < m; i++ {
 							for j := 0; j < ldc; j++ {
 								at := fmt.Sprintf("%s %d×%d×%d accumulate=%v: c[%d][%d]", impl.name, m, n, k, accumulate, i, j)
