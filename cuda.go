@@ -8,12 +8,16 @@ import (
 	"gotok/backend/cuda"
 	"gotok/backend/cuda/cu"
 	"gotok/model"
+	"gotok/quant"
 )
 
 // cudaAvailable reports whether a CUDA driver and device are here.
 func cudaAvailable() bool { return cu.Available() == nil }
 
 func newCUDA(mm *model.Model, o Options, log *slog.Logger) (backend.Backend, error) {
+	if kv, err := o.kvType(); err != nil || kv != quant.F32 {
+		return nil, fmt.Errorf("the CUDA engine's KV cache is f32 only (KV cache type %q)", o.KVType)
+	}
 	b, err := cuda.New(mm, cuda.Options{ContextLen: o.ContextLen})
 	if err != nil {
 		return nil, err // not a typed nil *cuda.Backend inside the interface

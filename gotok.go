@@ -21,6 +21,7 @@ import (
 	"gotok/backend/cpu"
 	"gotok/constrain"
 	"gotok/model"
+	"gotok/quant"
 	"gotok/tokenizer"
 )
 
@@ -53,6 +54,20 @@ type Options struct {
 	// files well within the memory available): less memory taken at once,
 	// decode up to a third slower (a TLB miss every 4 KiB page streamed).
 	Mmap bool
+	// KVType is the KV cache's element type: "f32" (the default) or "f16",
+	// half the memory (llama.cpp's default; the CPU engine only, for now).
+	KVType string
+}
+
+// kvType parses Options.KVType.
+func (o Options) kvType() (quant.Type, error) {
+	switch o.KVType {
+	case "", "f32":
+		return quant.F32, nil
+	case "f16":
+		return quant.F16, nil
+	}
+	return 0, fmt.Errorf("KV cache type %q: want f32 or f16", o.KVType)
 }
 
 // Model is a loaded model with its tokenizer and backend. It is safe for
@@ -157,6 +172,10 @@ func Load(path string, o Options) (*Model, error) {
 }
 
 func newBackend(mm *model.Model, o Options, log *slog.Logger) (backend.Backend, error) {
+	kv, err := o.kvType()
+	if err != nil {
+		return nil, err
+	}
 	switch o.Device {
 	case "", "auto":
 		be, err := newCUDA(mm, o, log)
@@ -179,7 +198,7 @@ func newBackend(mm *model.Model, o Options, log *slog.Logger) (backend.Backend, 
 	if err != nil {
 		return nil, err
 	}
-	return cpu.New(mm, cpu.Options{ContextLen: ctxLen, KVTokens: o.kvTokens(&mm.Config, ctxLen), Threads: o.Threads})
+	return cpu.New(mm, cpu.Options{ContextLen: ctxLen, KVTokens: o.kvTokens(&mm.Config, ctxLen), Threads: o.Threads, KVType: kv})
 }
 
 // Close releases the backend and the mapped file, after any generation in

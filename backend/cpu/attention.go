@@ -74,20 +74,6 @@ func (b *Backend) setChunks() {
 	}
 }
 
-// keyStride is the length of a transposed key cache row: the pool's rows
-// rounded up to MatMulF32's 16-column tiles, plus 16 floats so that the
-// rows of a head do not all map to the same L1 cache set when the pool is
-// a multiple of 1024 rows.
-func keyStride(rows int) int { return (rows+15)&^15 + 16 }
-
-// storeKey writes the key k (KVDim floats) into column row of the
-// transposed key cache kc.
-func (b *Backend) storeKey(kc, k []float32, row int) {
-	for i, v := range k {
-		kc[i*b.kstride+row] = v
-	}
-}
-
 // blockRun is positions of a tile that lie in consecutive cache rows:
 // n of them from cache row row, at offset off in the tile.
 type blockRun struct{ off, row, n int }
@@ -124,7 +110,7 @@ func (b *Backend) attention(l int) {
 // the query heads of KV head g, a block of the sequence's cache at a time.
 func (b *Backend) attendChunk(sc *attnScratch, l, g int, ch *attnChunk) {
 	c := &b.c
-	hd, qd, kvd := c.HeadDim, c.QDim(), c.KVDim()
+	hd, qd := c.HeadDim, c.QDim()
 	group := c.NumHeads / c.NumKVHeads
 	t0, t1, pos := ch.t0, ch.t1, ch.pos-ch.t0 // token t is at position pos+t
 	// Row r is token t0 + r/group, head g·group + r%group; rows past m pad
@@ -146,8 +132,6 @@ func (b *Backend) attendChunk(sc *attnScratch, l, g int, ch *attnChunk) {
 	clear(sc.q[m*hd : rows*hd])
 
 	table := ch.seq.Table()
-	kc := b.kcache[l][g*hd*b.kstride:]
-	vc := b.vcache[l][g*hd:]
 	end := pos + t1 // positions the last token sees
 	start := 0      // the first position the first token sees
 	if window > 0 {
@@ -163,7 +147,7 @@ func (b *Backend) attendChunk(sc *attnScratch, l, g int, ch *attnChunk) {
 		runs := blockRuns(sc.runs[:0], table, p0, n)
 		sc.runs = runs
 		for _, rn := range runs {
-			quant.MatMulF32(rows, (rn.n+15)&^15, hd, sc.q, hd, kc[rn.row:], b.kstride, sc.s[rn.off:], attnTile, false)
+			b.cache.scores(l, g, hd, rows, (rn.n+15)&^15, sc.q, rn.row, sc.s[rn.off:], attnTile)
 		}
 		for r := 0; r < m; r++ {
 			s := sc.s[r*attnTile : r*attnTile+n]
@@ -195,7 +179,7 @@ func (b *Backend) attendChunk(sc *attnScratch, l, g int, ch *attnChunk) {
 			clear(s[valid:])
 		}
 		for _, rn := range runs {
-			quant.MatMulF32(rows, hd, rn.n, sc.s[rn.off:], attnTile, vc[rn.row*kvd:], kvd, sc.o, hd, !first)
+			b.cache.values(l, g, hd, rows, rn.n, sc.s[rn.off:], attnTile, rn.row, sc.o, !first)
 			first = false
 		}
 	}

@@ -15,7 +15,8 @@ import (
 // float64 softmax attention. Contexts of many blocks, in a block table that is not in order,, whose
 // keys grow with the position so that later blocks raise the running
 // maximum, exercise the online softmax; the shapes cover GQA groups of 1, 2
-// and 3 and a head size that is not a multiple of 16.
+// and 3 and a head size that is not a multiple of 16; the cache in float32
+// and in float16 (against the float64 attention of its rounded values).
 func TestAttentionMatchesReference(t *testing.T) {
 	shapes := []synth.Shape{
 		{Layers: 1, Dim: 192, Heads: 6, KVHeads: 2, FFN: 64, Vocab: 320, Context: 1024, RopeBase: 10000, Tied: true}, // head 32, group 3
@@ -26,8 +27,12 @@ func TestAttentionMatchesReference(t *testing.T) {
 	for _, shape := range shapes {
 		m := genModel(t, shape, quant.F32, 3)
 		c := m.Config
-		for _, threads := range []int{1, 3} {
-			b, err := New(m, Options{ContextLen: 700, KVTokens: 1500, Threads: threads})
+		for _, kt := range []struct {
+			threads int
+			typ     quant.Type
+		}{{1, quant.F32}, {3, quant.F32}, {3, quant.F16}} {
+			threads := kt.threads
+			b, err := New(m, Options{ContextLen: 700, KVTokens: 1500, Threads: threads, KVType: kt.typ})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -43,7 +48,7 @@ func TestAttentionMatchesReference(t *testing.T) {
 				}
 			}
 			for _, run := range []struct{ T, pos int }{{1, 0}, {1, 699}, {37, 0}, {64, 230}, {64, 600}, {5, 511}, {64, 636}} {
-				name := fmt.Sprintf("heads %d/%d × %d, %d threads, %d tokens at %d", c.NumHeads, c.NumKVHeads, c.HeadDim, threads, run.T, run.pos)
+				name := fmt.Sprintf("heads %d/%d × %d, %d threads, %v cache, %d tokens at %d", c.NumHeads, c.NumKVHeads, c.HeadDim, threads, kt.typ, run.T, run.pos)
 				n := run.pos + run.T
 				qd, kvd := c.QDim(), c.KVDim()
 				keys, values := make([][]float32, n), make([][]float32, n)
@@ -52,9 +57,13 @@ func TestAttentionMatchesReference(t *testing.T) {
 					for i := range keys[p] {
 						keys[p][i] *= 1 + float32(p)/200
 					}
-					row := seq.Row(p)
-					b.storeKey(b.kcache[0], keys[p], row)
-					copy(b.vcache[0][row*kvd:], values[p])
+					b.cache.store(0, seq.Row(p), keys[p], values[p])
+					if kt.typ == quant.F16 { // the reference reads what the cache holds
+						for i := range keys[p] {
+							keys[p][i] = quant.F16ToF32(quant.F32ToF16(keys[p][i]))
+							values[p][i] = quant.F16ToF32(quant.F32ToF16(values[p][i]))
+						}
+					}
 				}
 				copy(b.q, randVec(rng, run.T*qd))
 				b.att.t = run.T

@@ -28,6 +28,9 @@ type Options struct {
 	KVTokens int
 	// Threads is the number of worker goroutines (0: all cores).
 	Threads int
+	// KVType is the KV cache's element type: quant.F32 (the zero value) or
+	// quant.F16, half the memory.
+	KVType quant.Type
 }
 
 // kvBlock is the positions of a KV cache block: a multiple of 16 (the
@@ -49,12 +52,8 @@ type Backend struct {
 	localRope *rope
 
 	// KV cache, per layer, in blocks of kvBlock rows handed out by kv.
-	// Values: a row of KVDim floats per cache row. Keys transposed for
-	// attention: KVDim rows (head by head) of kstride floats, one per cache
-	// row.
-	kv             *backend.KVPool
-	kcache, vcache [][]float32
-	kstride        int
+	kv    *backend.KVPool
+	cache *kvCache
 	// single is the sequence of the single-sequence methods (Prefill,
 	// Decode, Logits), made on first use.
 	single *backend.Seq
@@ -125,13 +124,8 @@ func New(m *model.Model, o Options) (*Backend, error) {
 	if b.kv, err = backend.NewKVPool(kvTokens, kvBlock); err != nil {
 		return nil, fmt.Errorf("cpu: %w", err)
 	}
-	kvd, rows := c.KVDim(), b.kv.Tokens()
-	b.kstride = keyStride(rows)
-	b.kcache = make([][]float32, c.NumLayers)
-	b.vcache = make([][]float32, c.NumLayers)
-	for l := range b.kcache {
-		b.kcache[l] = make([]float32, kvd*b.kstride)
-		b.vcache[l] = make([]float32, kvd*rows)
+	if b.cache, err = newKVCache(o.KVType, c.NumLayers, c.KVDim(), b.kv.Tokens()); err != nil {
+		return nil, err
 	}
 	T := MaxBatch
 	b.pos = make([]int, 0, T)
@@ -139,7 +133,7 @@ func New(m *model.Model, o Options) (*Backend, error) {
 	b.x = make([]float32, T*c.Dim)
 	b.xn = newActivations(T, c.Dim)
 	b.q = make([]float32, T*c.QDim())
-	b.kv2 = make([]float32, T*2*kvd)
+	b.kv2 = make([]float32, T*2*c.KVDim())
 	b.att = newActivations(T, c.QDim())
 	b.att2 = make([]float32, T*c.Dim)
 	b.gateUp = make([]float32, T*2*c.FFNDim)
@@ -336,7 +330,6 @@ func (b *Backend) forwardBatch(tokens []int32) error {
 			product{w: &ly.Wk, out: b.kv2, outStride: 2 * kvd},
 			product{w: &ly.Wv, out: b.kv2, outStride: 2 * kvd, outOff: kvd},
 		)
-		kc, vc := b.kcache[l], b.vcache[l]
 		for t := 0; t < T; t++ {
 			q := b.q[t*qd : (t+1)*qd]
 			k := b.kv2[t*2*kvd : t*2*kvd+kvd]
@@ -367,9 +360,7 @@ func (b *Backend) forwardBatch(tokens []int32) error {
 			if blk.AttnTempScale != 0 {
 				scale(q, blk.AttnTemp(b.pos[t]))
 			}
-			row := b.seqs[t].Row(b.pos[t])
-			b.storeKey(kc, k, row)
-			copy(vc[row*kvd:(row+1)*kvd], v)
+			b.cache.store(l, b.seqs[t].Row(b.pos[t]), k, v)
 		}
 		b.attention(l)
 		att.q8ok = false

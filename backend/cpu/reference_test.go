@@ -31,6 +31,9 @@ type refModel struct {
 	// bf16 rounds it to bfloat16, as the engine does for BF16 weights on
 	// CPUs with AVX512_BF16.
 	q8, bf16 bool
+	// kvHalf rounds the keys and values it keeps to float16, as an f16 KV
+	// cache does.
+	kvHalf bool
 }
 
 // act returns x as the engine's matrix products see it.
@@ -234,6 +237,12 @@ func (r *refModel) step(tok int32, pos int) []float64 {
 				q[i] *= tmp
 			}
 		}
+		if r.kvHalf {
+			for i := range k {
+				k[i] = float64(quant.F16ToF32(quant.F32ToF16(float32(k[i]))))
+				v[i] = float64(quant.F16ToF32(quant.F32ToF16(float32(v[i]))))
+			}
+		}
 		r.k[l] = append(r.k[l][:pos], k)
 		r.v[l] = append(r.v[l][:pos], v)
 		first := 0 // sliding window: the last Window positions
@@ -334,24 +343,25 @@ func TestLogitsMatchFloat64Reference(t *testing.T) {
 		typ   quant.Type
 		q8    bool // reference quantizes activations like the engine
 		bound float64
+		kv    quant.Type // the KV cache's elements (zero: F32)
 	}{
 		// F32 weights: only float32 rounding separates the engine from the
 		// float64 reference.
-		{"f32", tiny, quant.F32, false, 1e-4},
-		{"f32-untied", untied, quant.F32, false, 1e-4},
-		{"f16", tiny, quant.F16, false, 1e-4},
+		{"f32", tiny, quant.F32, false, 1e-4, quant.F32},
+		{"f32-untied", untied, quant.F32, false, 1e-4, quant.F32},
+		{"f16", tiny, quant.F16, false, 1e-4, quant.F32},
 		// BF16 on AVX512_BF16 rounds the products' inputs to bfloat16
 		// (quant.MatMulBF16): exact against a reference that does too
 		// (4.7e-8), up to 1% from the plain one (0.0097 over 40 positions).
-		{"bf16", tiny, quant.BF16, false, 3e-2},
-		{"bf16-exact", tiny, quant.BF16, true, 1e-4},
+		{"bf16", tiny, quant.BF16, false, 3e-2, quant.F32},
+		{"bf16-exact", tiny, quant.BF16, true, 1e-4, quant.F32},
 		// Quantized weights: the same dequantized weights on both sides.
 		// Against a reference that rounds activations through Q8_0 where
 		// the engine does, only float32 rounding remains.
-		{"q8_0-exact", tiny, quant.Q8_0, true, 1e-4},
-		{"q4_0-exact", tiny, quant.Q4_0, true, 1e-4},
-		{"q4_1-exact", tiny, quant.Q4_1, true, 1e-4},
-		{"q5_1-exact", tiny, quant.Q5_1, true, 1e-4},
+		{"q8_0-exact", tiny, quant.Q8_0, true, 1e-4, quant.F32},
+		{"q4_0-exact", tiny, quant.Q4_0, true, 1e-4, quant.F32},
+		{"q4_1-exact", tiny, quant.Q4_1, true, 1e-4, quant.F32},
+		{"q5_1-exact", tiny, quant.Q5_1, true, 1e-4, quant.F32},
 		// (Q5_0 on this model agrees to 6e-8 up to position 3; at 4 one
 		// activation sits on a Q8_0 rounding tie, the two sides round it
 		// apart, and the K/V row carries that quantum to every later
@@ -359,11 +369,16 @@ func TestLogitsMatchFloat64Reference(t *testing.T) {
 		// package quant, and against the float reference below.)
 		// Against the plain float64 reference, the 8-bit activations (as
 		// in llama.cpp) cost a few percent.
-		{"q8_0", tiny, quant.Q8_0, false, 5e-2},
-		{"q4_0", tiny, quant.Q4_0, false, 5e-2},
-		{"q4_1", tiny, quant.Q4_1, false, 5e-2},
-		{"q5_0", tiny, quant.Q5_0, false, 5e-2},
-		{"q5_1", tiny, quant.Q5_1, false, 5e-2},
+		{"q8_0", tiny, quant.Q8_0, false, 5e-2, quant.F32},
+		{"q4_0", tiny, quant.Q4_0, false, 5e-2, quant.F32},
+		{"q4_1", tiny, quant.Q4_1, false, 5e-2, quant.F32},
+		{"q5_0", tiny, quant.Q5_0, false, 5e-2, quant.F32},
+		{"q5_1", tiny, quant.Q5_1, false, 5e-2, quant.F32},
+		// An f16 KV cache: exact against a reference that rounds its keys
+		// and values too; against the plain one, 1e-1.
+		{"f32-kv-f16-exact", tiny, quant.F32, true, 1e-4, quant.F16},
+		{"f32-kv-f16", tiny, quant.F32, false, 3e-3, quant.F16},
+		{"q4_0-kv-f16-exact", tiny, quant.Q4_0, true, 1e-4, quant.F16},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -375,9 +390,10 @@ func TestLogitsMatchFloat64Reference(t *testing.T) {
 			}
 			m := genModelEmbed(t, tc.shape, tc.typ, embed, 7)
 			ref := newRef(t, m)
-			ref.q8 = tc.q8 && tc.typ != quant.BF16
+			ref.q8 = tc.q8 && tc.typ != quant.BF16 && tc.typ != quant.F32 && tc.typ != quant.F16
 			ref.bf16 = tc.q8 && tc.typ == quant.BF16 && quant.MatMulBF16Fast()
-			b, err := New(m, Options{ContextLen: 64, Threads: 2})
+			ref.kvHalf = tc.q8 && tc.kv == quant.F16
+			b, err := New(m, Options{ContextLen: 64, Threads: 2, KVType: tc.kv})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -515,7 +531,7 @@ func TestBadInput(t *testing.T) {
 
 func TestBadOptions(t *testing.T) {
 	m := genModel(t, synth.Presets["tiny"], quant.Q8_0, 1)
-	for _, o := range []Options{{ContextLen: 1 << 25}, {Threads: 1 << 20}} {
+	for _, o := range []Options{{ContextLen: 1 << 25}, {Threads: 1 << 20}, {KVType: quant.Q8_0}, {KVType: quant.BF16}} {
 		if b, err := New(m, o); err == nil {
 			b.Close()
 			t.Errorf("New(%+v): no error", o)

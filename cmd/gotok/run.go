@@ -24,6 +24,7 @@ type loadFlags struct {
 	ctx     int
 	threads int
 	mmap    bool
+	kvType  string
 	verbose bool
 	// sequences and kvTokens are gotok.Options' (commands set them; no flag
 	// here).
@@ -36,6 +37,7 @@ func (l *loadFlags) add(f *pflag.FlagSet) {
 	f.IntVarP(&l.ctx, "ctx", "c", 0, "context length in tokens (0: the model's, at most 4096)")
 	f.IntVarP(&l.threads, "threads", "t", 0, "CPU threads (0: all cores)")
 	f.BoolVar(&l.mmap, "mmap", false, "CPU: map the weights from the file instead of reading them into memory (less memory, slower decode)")
+	f.StringVar(&l.kvType, "kv-type", "f32", "KV cache elements: f32, or f16 for half the memory (CPU only for now)")
 	f.BoolVarP(&l.verbose, "verbose", "v", false, "log what happens to stderr")
 }
 
@@ -61,7 +63,7 @@ func (l *loadFlags) open(path string, stderr io.Writer) (*gotok.Model, time.Dura
 	log := slog.New(&noticeHandler{w: stderr, level: level})
 	start := time.Now()
 	m, err := gotok.Load(path, gotok.Options{Device: l.device, ContextLen: l.ctx, Threads: l.threads, Logger: log,
-		Sequences: l.sequences, KVTokens: l.kvTokens, Mmap: l.mmap})
+		Sequences: l.sequences, KVTokens: l.kvTokens, Mmap: l.mmap, KVType: l.kvType})
 	return m, time.Since(start), err
 }
 

@@ -116,7 +116,7 @@ Example:
 				// gotok.Load cannot be cancelled: a SIGTERM during it ends
 				// Run after --drain-timeout, and the process with it.
 				m, err := gotok.Load(path, gotok.Options{Device: lf.device, ContextLen: lf.ctx, Threads: lf.threads, Logger: log,
-					Sequences: o.Parallel, KVTokens: kvFlag, Mmap: lf.mmap})
+					Sequences: o.Parallel, KVTokens: kvFlag, Mmap: lf.mmap, KVType: lf.kvType})
 				if err != nil {
 					return nil, err
 				}

@@ -1,0 +1,92 @@
+package cpu
+
+import (
+	"fmt"
+
+	"gotok/quant"
+)
+
+// kvCache holds the keys and values of every layer: per cache row, a row
+// of KVDim values, and the keys transposed for attention (KVDim rows,
+// head by head, of stride elements, one per cache row). Its elements are
+// float32 or, in half the memory, float16 (llama.cpp's default): the
+// attention products widen them as they load them.
+type kvCache struct {
+	half     bool
+	kvd      int
+	stride   int
+	k32, v32 [][]float32
+	k16, v16 [][]uint16
+}
+
+// newKVCache allocates a cache of rows rows for layers layers of kvd
+// values, with elements of type t (F32 or F16).
+func newKVCache(t quant.Type, layers, kvd, rows int) (*kvCache, error) {
+	c := &kvCache{kvd: kvd, stride: keyStride(rows)}
+	switch t {
+	case quant.F32:
+		c.k32, c.v32 = make([][]float32, layers), make([][]float32, layers)
+		for l := range layers {
+			c.k32[l], c.v32[l] = make([]float32, kvd*c.stride), make([]float32, kvd*rows)
+		}
+	case quant.F16:
+		c.half = true
+		c.k16, c.v16 = make([][]uint16, layers), make([][]uint16, layers)
+		for l := range layers {
+			c.k16[l], c.v16[l] = make([]uint16, kvd*c.stride), make([]uint16, kvd*rows)
+		}
+	default:
+		return nil, fmt.Errorf("cpu: a KV cache of %v is not supported (f32 or f16)", t)
+	}
+	return c, nil
+}
+
+// keyStride is the length of a transposed key cache row: the pool's rows
+// rounded up to MatMulF32's 16-column tiles, plus 16 elements so that the
+// rows of a head do not all map to the same L1 cache set when the pool is
+// a multiple of 1024 rows.
+func keyStride(rows int) int { return (rows+15)&^15 + 16 }
+
+// store writes layer l's key k and value v (KVDim each) into cache row
+// row.
+func (c *kvCache) store(l, row int, k, v []float32) {
+	if c.half {
+		kc := c.k16[l]
+		for i, x := range k {
+			kc[i*c.stride+row] = quant.F32ToF16(x)
+		}
+		vc := c.v16[l][row*c.kvd : (row+1)*c.kvd]
+		for i, x := range v {
+			vc[i] = quant.F32ToF16(x)
+		}
+		return
+	}
+	kc := c.k32[l]
+	for i, x := range k {
+		kc[i*c.stride+row] = x
+	}
+	copy(c.v32[l][row*c.kvd:(row+1)*c.kvd], v)
+}
+
+// scores sets s (rows × n, rows ldS apart) to q·Kᵀ for layer l's cache
+// rows [row, row+n) of KV head g: q is rows × hd, n a multiple of 16.
+func (c *kvCache) scores(l, g, hd, rows, n int, q []float32, row int, s []float32, ldS int) {
+	off := g*hd*c.stride + row
+	if c.half {
+		quant.MatMulF32F16(rows, n, hd, q, hd, c.k16[l][off:], c.stride, s, ldS, false)
+		return
+	}
+	quant.MatMulF32(rows, n, hd, q, hd, c.k32[l][off:], c.stride, s, ldS, false)
+}
+
+// values sets o (rows × hd), or adds to it when accumulate, p·V for
+// layer l's cache rows [row, row+n) of KV head g: p is rows × n, ldP
+// apart.
+func (c *kvCache) values(l, g, hd, rows, n int, p []float32, ldP int, row int, o []float32, accumulate bool) {
+	off := row*c.kvd + g*hd
+	if c.half {
+		quant.MatMulF32F16(rows, hd, n, p, ldP, c.v16[l][off:], c.kvd, o, hd, accumulate)
+		return
+	}
+	quant.MatMulF32(rows, hd, n, p, ldP, c.v32[l][off:], c.kvd, o, hd, accumulate)
+}
