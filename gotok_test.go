@@ -31,10 +31,18 @@ func goldenText(t *testing.T, shared string) string {
 	return string(m[1])
 }
 
+// TestStories260KGreedyMatchesGolden runs the golden sample with each KV
+// cache type (an f16 cache agrees for 200 tokens too).
 func TestStories260KGreedyMatchesGolden(t *testing.T) {
+	for _, kv := range []string{"f32", "f16"} {
+		t.Run(kv, func(t *testing.T) { testGreedyMatchesGolden(t, kv) })
+	}
+}
+
+func testGreedyMatchesGolden(t *testing.T, kv string) {
 	shared := sharedDir(t)
 	golden := goldenText(t, shared)
-	m, err := Load(filepath.Join(shared, "models", "stories260K.gguf"), Options{Device: "cpu"})
+	m, err := Load(filepath.Join(shared, "models", "stories260K.gguf"), Options{Device: "cpu", KVType: kv})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,4 +75,12 @@ func commonPrefixString(a, b string) int {
 		i++
 	}
 	return i
+}
+
+func TestLoadRefusesKVType(t *testing.T) {
+	shared := sharedDir(t)
+	_, err := Load(filepath.Join(shared, "models", "stories260K.gguf"), Options{Device: "cpu", KVType: "q8_0"})
+	if err == nil || !strings.Contains(err.Error(), "q8_0") {
+		t.Fatalf("KVType q8_0: error %v, want one naming it", err)
+	}
 }
