@@ -52,12 +52,14 @@ func (t gemmTile) tiles(m, n int, epi gemmEpilogue) (tm, tn int) {
 // rows or columns, where large tiles would leave SMs idle). On the H200
 // at 512 rows, Llama-8B's O and down projections (128 large tiles for 132
 // SMs) run 15-28% faster on large tiles, Llama-1B's QKV (96) 40% slower.
+// Products of one small row tile (a batched decode step's, tuned with
+// split-K) keep the small tile: a large one would multiply rows of zeros.
 func (l *launcher) gemmTileFor(m, n int, epi gemmEpilogue) int {
 	if l.gemmTile > 0 {
 		return l.gemmTile - 1
 	}
 	tm, tn := gemmTiles[gemmLarge].tiles(m, n, epi)
-	if 8*tm*tn >= 7*l.sms {
+	if m > gemmTiles[gemmSmall].m && 8*tm*tn >= 7*l.sms {
 		return gemmLarge
 	}
 	return gemmSmall

@@ -593,3 +593,39 @@ func TestPrefillUnsupported(t *testing.T) {
 		t.Errorf("head dimension 80: reason %q", why)
 	}
 }
+
+// TestGemmTileFor checks the tile choice without a GPU on the H200's 132
+// SMs: the measured cases in gemmTileFor's comment (512 rows), the GLU
+// epilogue counting units (two weight rows each), products of one small
+// row tile, and a fixed tile overriding the choice.
+func TestGemmTileFor(t *testing.T) {
+	l := &launcher{sms: 132}
+	for _, tc := range []struct {
+		name string
+		m, n int
+		epi  gemmEpilogue
+		want int
+	}{
+		{"8B QKV", 512, 6144, gemmStore, gemmLarge},
+		{"8B O", 512, 4096, gemmAdd, gemmLarge},                  // 128 tiles: 7 SMs in 8
+		{"8B gate/up", 512, 14336, gemmGLU, gemmLarge},           // 112 × 4 tiles
+		{"1B QKV", 512, 3072, gemmStore, gemmSmall},              // 96 large tiles
+		{"1B O", 512, 2048, gemmAdd, gemmSmall},                  // 64
+		{"1B gate/up", 512, 8192, gemmGLU, gemmLarge},            // 128 × 4
+		{"8B gate/up, 128 rows", 128, 14336, gemmGLU, gemmLarge}, // 224 × 1
+		{"a batched step", 64, 14336, gemmGLU, gemmSmall},
+		{"one token", 1, 2048, gemmStore, gemmSmall},      // 16 × 1
+		{"SmolLM gate/up", 512, 1536, gemmGLU, gemmSmall}, // 24 × 4
+	} {
+		if got := l.gemmTileFor(tc.m, tc.n, tc.epi); got != tc.want {
+			t.Errorf("%s (m %d, n %d, %v): tile %d, want %d", tc.name, tc.m, tc.n, tc.epi, got, tc.want)
+		}
+	}
+	l.gemmTile = gemmSmall + 1
+	if got := l.gemmTileFor(512, 14336, gemmGLU); got != gemmSmall {
+		t.Errorf("fixed small tile: got %d", got)
+	}
+	if got, want := gemmTiles[gemmLarge].smem(), (3*128+2*128)*72*2; got != want {
+		t.Errorf("large tile's shared memory %d, want %d (gemm_tile::smem in gemm.cu)", got, want)
+	}
+}
