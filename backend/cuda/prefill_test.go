@@ -608,7 +608,7 @@ func TestGemmTileFor(t *testing.T) {
 	}{
 		{"8B QKV", 512, 6144, gemmStore, gemmLarge},
 		{"8B O", 512, 4096, gemmAdd, gemmLarge},                  // 128 tiles: 7 SMs in 8
-		{"8B gate/up", 512, 14336, gemmGLU, gemmLarge},           // 112 × 4 tiles
+		{"8B gate/up", 512, 14336, gemmGLU, gemmLarge},           // 224 × 4 tiles
 		{"1B QKV", 512, 3072, gemmStore, gemmSmall},              // 96 large tiles
 		{"1B O", 512, 2048, gemmAdd, gemmSmall},                  // 64
 		{"1B gate/up", 512, 8192, gemmGLU, gemmLarge},            // 128 × 4
