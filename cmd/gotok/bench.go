@@ -72,7 +72,11 @@ together).`,
 			if err != nil {
 				return err
 			}
-			defer m.Close()
+			defer func() {
+				if m != nil {
+					m.Close()
+				}
+			}()
 			if len(npl) > 0 {
 				if len(pp) == 0 || len(tg) == 0 {
 					return fmt.Errorf("bench --npl needs -p and -n")
@@ -100,6 +104,20 @@ together).`,
 					if n > 0 {
 						tests = append(tests, benchTest{gen: n, depth: d})
 					}
+				}
+			}
+			// As llama-bench sizes its context to the tests: without --ctx,
+			// a test past the default context loads the model again with
+			// room for it.
+			need := 0
+			for _, t := range tests {
+				need = max(need, t.depth+max(t.prompt, t.gen))
+			}
+			if lf.ctx == 0 && need > m.ContextLen() {
+				m.Close()
+				lf.ctx = need
+				if m, _, err = lf.open(path, cmd.ErrOrStderr()); err != nil {
+					return err
 				}
 			}
 			var results []benchResult

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -275,6 +276,23 @@ func TestBenchJSON(t *testing.T) {
 	}
 	if _, _, err := cli(t, "bench", "-p", "16", "-n", "4", "--npl", "0", "--device", "cpu"); err == nil {
 		t.Error("bench --npl 0: no error")
+	}
+	// A depth past the model's context: without --ctx, room is made for
+	// it (as llama-bench does); with a --ctx too small, a clear error.
+	ctxLen := 0
+	for _, r := range rows {
+		ctxLen = int(r["n_ctx"].(float64))
+	}
+	deep := strconv.Itoa(ctxLen)
+	out, _, err = cli(t, "bench", "-p", "8", "-n", "4", "-d", deep, "-r", "1", "--json", "--device", "cpu")
+	if err != nil {
+		t.Fatalf("bench -d %s: %v", deep, err)
+	}
+	if err := json.Unmarshal([]byte(out), &rows); err != nil || len(rows) != 2 || rows[0]["n_ctx"] != float64(ctxLen+8) {
+		t.Errorf("bench -d %s: %v\n%s", deep, err, out)
+	}
+	if _, _, err := cli(t, "bench", "-p", "8", "-n", "4", "-d", deep, "-c", "64", "-r", "1", "--device", "cpu"); err == nil || !strings.Contains(err.Error(), "--ctx") {
+		t.Errorf("bench -d %s -c 64: err = %v, want one saying to raise --ctx", deep, err)
 	}
 }
 
