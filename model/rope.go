@@ -54,27 +54,48 @@ func (r *Rope) Pairs() int { return r.Dim / 2 }
 // sin of pair i at cs[2i] and cs[2i+1] (len(cs) ≥ Dim), the magnitude
 // correction folded in. The angles are computed in float64.
 func (r *Rope) CosSin(pos int, cs []float32) {
+	r.Angles().CosSin(pos, cs)
+}
+
+// Angles is a rotation's per-pair rates, computed once for many
+// positions: pair i turns by pos·Rate[i] at position pos.
+type Angles struct {
+	Rate   []float64 // the pair's frequency with its factor and YaRN's ramp folded in
+	Mscale float64   // the magnitude correction
+}
+
+// Angles returns r's rates.
+func (r *Rope) Angles() Angles {
 	half := r.Pairs()
 	low, high := r.yarnRamp()
-	mscale := r.AttnFactor
+	a := Angles{Rate: make([]float64, half), Mscale: r.AttnFactor}
 	if r.ExtFactor != 0 {
-		mscale *= 1 + 0.1*math.Log(1/r.FreqScale)
+		a.Mscale *= 1 + 0.1*math.Log(1/r.FreqScale)
 	}
-	for i := 0; i < half; i++ {
-		extrap := float64(pos) * math.Pow(r.Base, -float64(2*i)/float64(r.Dim))
+	for i := range half {
+		freq := math.Pow(r.Base, -float64(2*i)/float64(r.Dim))
 		if r.Factors != nil {
-			extrap /= float64(r.Factors[i])
+			freq /= float64(r.Factors[i])
 		}
-		theta := r.FreqScale * extrap
+		// The angle is FreqScale·pos·freq; with YaRN, mixed with the
+		// unscaled pos·freq by the ramp, which is 1 for pairs below low
+		// (they keep the unscaled angle) and 0 past high.
+		scale := r.FreqScale
 		if r.ExtFactor != 0 {
-			// The ramp is 1 for pairs below low (they keep extrap) and
-			// 0 past high (they take the scaled angle).
 			y := (float64(i) - low) / math.Max(0.001, high-low)
 			mix := (1 - math.Min(1, math.Max(0, y))) * r.ExtFactor
-			theta = theta*(1-mix) + extrap*mix
+			scale = scale*(1-mix) + mix
 		}
-		s, c := math.Sincos(theta)
-		cs[2*i], cs[2*i+1] = float32(c*mscale), float32(s*mscale)
+		a.Rate[i] = freq * scale
+	}
+	return a
+}
+
+// CosSin is Rope.CosSin from the rates.
+func (a Angles) CosSin(pos int, cs []float32) {
+	for i, rate := range a.Rate {
+		s, c := math.Sincos(float64(pos) * rate)
+		cs[2*i], cs[2*i+1] = float32(c*a.Mscale), float32(s*a.Mscale)
 	}
 }
 

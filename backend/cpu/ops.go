@@ -21,19 +21,20 @@ func rmsNorm(out, x, w []float32, eps float32) {
 // rope rotates query and key heads by position. The batch's rotations are
 // computed once per forward pass (set) and applied in every layer.
 type rope struct {
-	r    model.Rope
-	half int
-	cs   []float32 // per batch token: cos, sin of each pair
+	r      model.Rope
+	angles model.Angles // r's rates, computed once
+	half   int
+	cs     []float32 // per batch token: cos, sin of each pair
 }
 
 func newRope(r model.Rope, maxBatch int) *rope {
-	return &rope{r: r, half: r.Pairs(), cs: make([]float32, maxBatch*r.Dim)}
+	return &rope{r: r, angles: r.Angles(), half: r.Pairs(), cs: make([]float32, maxBatch*r.Dim)}
 }
 
 // set computes the rotations of the batch's tokens, at positions pos.
 func (r *rope) set(pos []int) {
 	for t, p := range pos {
-		r.r.CosSin(p, r.cs[t*2*r.half:(t+1)*2*r.half])
+		r.angles.CosSin(p, r.cs[t*2*r.half:(t+1)*2*r.half])
 	}
 }
 

@@ -133,8 +133,9 @@ func refMatvec(w [][]float64, x []float64) []float64 {
 // computes it.
 func refRopeTable(ctx int, r model.Rope) []float32 {
 	t := make([]float32, ctx*r.Dim)
+	a := r.Angles()
 	for p := 0; p < ctx; p++ {
-		r.CosSin(p, t[p*r.Dim:(p+1)*r.Dim])
+		a.CosSin(p, t[p*r.Dim:(p+1)*r.Dim])
 	}
 	return t
 }
