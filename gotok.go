@@ -183,7 +183,12 @@ func newBackend(mm *model.Model, o Options, log *slog.Logger) (backend.Backend, 
 			log.Info("running on the GPU", "device", be.Name())
 			return be, nil
 		}
-		log.Info("running on the CPU", "reason", err)
+		if kv != quant.F32 {
+			// Asked for what only the CPU engine has: say so louder.
+			log.Warn("running on the CPU", "reason", err)
+		} else {
+			log.Info("running on the CPU", "reason", err)
+		}
 	case "cuda":
 		be, err := newCUDA(mm, o, log)
 		if err != nil {

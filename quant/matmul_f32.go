@@ -52,16 +52,18 @@ func matMulF32[B float32 | uint16](m, n, k int, a []float32, lda int, b []B, ldb
 			// Tiles of 32 columns on ZMM registers, the last 16 on YMM.
 			n32 = n16 &^ 31
 		}
-		for i := 0; i < m4; i += 4 {
-			switch b := any(b).(type) {
-			case []float32:
+		switch b := any(b).(type) {
+		case []float32:
+			for i := 0; i < m4; i += 4 {
 				if n32 > 0 {
 					matMulF32AVX512(&a[i*lda], lda, &b[0], ldb, k, &c[i*ldc], ldc, n32/32, acc)
 				}
 				if n16 > n32 {
 					matMulF32AVX2(&a[i*lda], lda, &b[n32], ldb, k, &c[i*ldc+n32], ldc, (n16-n32)/16, acc)
 				}
-			case []uint16:
+			}
+		case []uint16:
+			for i := 0; i < m4; i += 4 {
 				if n32 > 0 {
 					matMulF32F16AVX512(&a[i*lda], lda, &b[0], ldb, k, &c[i*ldc], ldc, n32/32, acc)
 				}
@@ -104,24 +106,20 @@ func checkMatMulF32(m, n, k, alen, lda, blen, ldb, clen, ldc int) {
 func matMulF32Generic[B float32 | uint16](m, n, k int, a []float32, lda int, b []B, ldb int, c []float32, ldc int, accumulate bool) {
 	bf, _ := any(b).([]float32)
 	bh, half := any(b).([]uint16)
-	var row []float32 // a row of B widened, when B is float16
-	if half && m > 0 {
-		row = make([]float32, n)
-	}
 	for i := 0; i < m; i++ {
 		ci := c[i*ldc : i*ldc+n]
 		if !accumulate {
 			clear(ci)
 		}
 		for l := 0; l < k; l++ {
-			if half {
+			ai := a[i*lda+l]
+			if half { // widened as it is read
 				for j, h := range bh[l*ldb : l*ldb+n] {
-					row[j] = F16ToF32(h)
+					ci[j] += ai * F16ToF32(h)
 				}
-				axpyGeneric(a[i*lda+l], row, ci)
 				continue
 			}
-			axpyGeneric(a[i*lda+l], bf[l*ldb:l*ldb+n], ci)
+			axpyGeneric(ai, bf[l*ldb:l*ldb+n], ci)
 		}
 	}
 }

@@ -53,11 +53,11 @@ func (c *kvCache) store(l, row int, k, v []float32) {
 	if c.half {
 		kc := c.k16[l]
 		for i, x := range k {
-			kc[i*c.stride+row] = quant.F32ToF16(x)
+			kc[i*c.stride+row] = toHalf(x)
 		}
 		vc := c.v16[l][row*c.kvd : (row+1)*c.kvd]
 		for i, x := range v {
-			vc[i] = quant.F32ToF16(x)
+			vc[i] = toHalf(x)
 		}
 		return
 	}
@@ -89,4 +89,12 @@ func (c *kvCache) values(l, g, hd, rows, n int, p []float32, ldP int, row int, o
 		return
 	}
 	quant.MatMulF32(rows, hd, n, p, ldP, c.v32[l][off:], c.kvd, o, hd, accumulate)
+}
+
+// toHalf rounds x to float16, clamped to its largest finite value: an
+// infinity in the cache would turn the zero probabilities of masked
+// positions into NaN (0·∞) for every query that reads its row.
+func toHalf(x float32) uint16 {
+	const maxHalf = 65504
+	return quant.F32ToF16(max(-maxHalf, min(maxHalf, x)))
 }

@@ -58,7 +58,7 @@ func newPool(workers int) *pool {
 // loop runs the loops published to h as worker until the pool closes.
 func (h *poolHelper) loop(worker int) {
 	for seen := uint64(0); ; seen++ {
-		if !h.await(seen) {
+		if !h.await(seen, worker) {
 			return
 		}
 		h.run(worker)
@@ -67,9 +67,16 @@ func (h *poolHelper) loop(worker int) {
 }
 
 // await waits until seq moves past seen: spinning for poolSpin (yielding
-// now and then, so that a pool with more workers than Ps still makes
-// progress), then asleep on wake. It reports false when the pool closes.
-func (h *poolHelper) await(seen uint64) bool {
+// now and then), then asleep on wake. Worker spins only if there is a P
+// for it beside the caller's: with more workers than Ps (a -t past
+// GOMAXPROCS, several backends in one process), spinning helpers would
+// take turns on the Ps the working ones need. It reports false when the
+// pool closes.
+func (h *poolHelper) await(seen uint64, worker int) bool {
+	spin := poolSpin
+	if worker >= runtime.GOMAXPROCS(0) {
+		spin = 0
+	}
 	start := time.Now()
 	for i := 1; h.seq.Load() == seen; i++ {
 		if h.quit.Load() {
@@ -79,7 +86,7 @@ func (h *poolHelper) await(seen uint64) bool {
 			continue
 		}
 		runtime.Gosched()
-		if time.Since(start) < poolSpin {
+		if time.Since(start) < spin {
 			continue
 		}
 		// Set sleeping before the last look at seq, as the caller moves

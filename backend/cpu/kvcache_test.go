@@ -1,0 +1,39 @@
+package cpu
+
+import (
+	"math"
+	"testing"
+
+	"gotok/quant"
+)
+
+// TestKVCacheHalfClamps: values past float16's range are stored as its
+// largest finite value, not as infinities (which would make NaN of the
+// masked positions' zero probabilities), and the float32 cache keeps them.
+func TestKVCacheHalfClamps(t *testing.T) {
+	const kvd, rows = 4, 32
+	k := []float32{1e6, -1e6, 1.5, float32(math.Inf(1))}
+	v := []float32{-7e4, 7e4, -2.25, 0}
+	for _, typ := range []quant.Type{quant.F16, quant.F32} {
+		c, err := newKVCache(typ, 1, kvd, rows)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.store(0, 5, k, v)
+		for i := range kvd {
+			var gk, gv float32
+			if typ == quant.F16 {
+				gk, gv = quant.F16ToF32(c.k16[0][i*c.stride+5]), quant.F16ToF32(c.v16[0][5*kvd+i])
+			} else {
+				gk, gv = c.k32[0][i*c.stride+5], c.v32[0][5*kvd+i]
+			}
+			wk, wv := k[i], v[i]
+			if typ == quant.F16 {
+				wk, wv = max(-65504, min(65504, wk)), max(-65504, min(65504, wv))
+			}
+			if gk != wk || gv != wv {
+				t.Errorf("%v cache, element %d: key %v value %v, want %v %v", typ, i, gk, gv, wk, wv)
+			}
+		}
+	}
+}
