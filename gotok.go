@@ -101,8 +101,17 @@ func (o *Options) kvTokens(c *model.Config, ctxLen int) int {
 	if seqs <= 0 {
 		seqs = defaultSequences
 	}
-	perToken := int64(c.NumLayers) * int64(c.KVDim()) * 8
+	perToken := int64(c.NumLayers) * int64(c.KVDim()) * 2 * int64(o.kvElemBytes())
 	return int(min(int64(ctxLen)*int64(seqs), max(backend.MaxKVBytes/perToken, int64(ctxLen))))
+}
+
+// kvElemBytes is the bytes of a KV cache element (4 where the type is bad:
+// the backend refuses it).
+func (o *Options) kvElemBytes() int {
+	if kv, err := o.kvType(); err == nil && kv == quant.F16 {
+		return 2
+	}
+	return 4
 }
 
 // defaultSequences is Options.Sequences' default, as llama-server's four
@@ -199,7 +208,7 @@ func newBackend(mm *model.Model, o Options, log *slog.Logger) (backend.Backend, 
 	default:
 		return nil, fmt.Errorf("unknown device %q (want cpu, cuda or auto)", o.Device)
 	}
-	ctxLen, err := backend.ContextLen(o.ContextLen, &mm.Config)
+	ctxLen, err := backend.ContextLenKV(o.ContextLen, &mm.Config, o.kvElemBytes())
 	if err != nil {
 		return nil, err
 	}

@@ -11,7 +11,7 @@ import (
 // long contexts do not allocate gigabytes unasked.
 const DefaultMaxContext = 4096
 
-// MaxKVBytes bounds the KV cache (f32 keys and values) a backend allocates.
+// MaxKVBytes bounds the KV cache a backend allocates.
 const MaxKVBytes = 16 << 30
 
 // ErrClosed is returned by a backend used after Close.
@@ -22,6 +22,12 @@ var ErrClosed = errors.New("backend is closed")
 // refuses lengths whose f32 KV cache would pass MaxKVBytes, which would
 // otherwise take the process down instead of returning an error.
 func ContextLen(requested int, c *model.Config) (int, error) {
+	return ContextLenKV(requested, c, 4)
+}
+
+// ContextLenKV is ContextLen for a KV cache of elemBytes a key or value
+// element (2: float16).
+func ContextLenKV(requested int, c *model.Config, elemBytes int) (int, error) {
 	n := requested
 	if n <= 0 {
 		n = min(c.ContextLen, DefaultMaxContext)
@@ -32,7 +38,7 @@ func ContextLen(requested int, c *model.Config) (int, error) {
 	if n > 1<<24 {
 		return 0, fmt.Errorf("a context of %d tokens is too large; lower --ctx", n)
 	}
-	if kv := int64(n) * int64(c.NumLayers) * int64(c.KVDim()) * 8; kv > MaxKVBytes {
+	if kv := int64(n) * int64(c.NumLayers) * int64(c.KVDim()) * 2 * int64(elemBytes); kv > MaxKVBytes {
 		return 0, fmt.Errorf("a context of %d tokens needs a %.1f GiB KV cache (limit %d GiB); lower --ctx", n, float64(kv)/(1<<30), MaxKVBytes>>30)
 	}
 	return n, nil

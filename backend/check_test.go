@@ -51,4 +51,11 @@ func TestContextLen(t *testing.T) {
 	if _, err := ContextLen(0, &model.Config{NumLayers: 1, NumKVHeads: 1, HeadDim: 2}); err == nil {
 		t.Error("model context 0: no error")
 	}
+	// 500,000 tokens of this model: 21.5 GiB in float32, 10.7 in float16.
+	if _, err := ContextLenKV(500_000, c, 4); err == nil {
+		t.Error("500,000 tokens, float32: no error")
+	}
+	if n, err := ContextLenKV(500_000, c, 2); n != 500_000 || err != nil {
+		t.Errorf("500,000 tokens, float16: %d, %v", n, err)
+	}
 }

@@ -84,7 +84,11 @@ type Backend struct {
 // New prepares a backend for m.
 func New(m *model.Model, o Options) (*Backend, error) {
 	c := m.Config
-	ctxLen, err := backend.ContextLen(o.ContextLen, &c)
+	elem := 4
+	if o.KVType == quant.F16 {
+		elem = 2
+	}
+	ctxLen, err := backend.ContextLenKV(o.ContextLen, &c, elem)
 	if err != nil {
 		return nil, fmt.Errorf("cpu: %w", err)
 	}
@@ -92,7 +96,7 @@ func New(m *model.Model, o Options) (*Backend, error) {
 	if kvTokens <= 0 {
 		kvTokens = ctxLen
 	}
-	if _, err := backend.ContextLen(kvTokens, &c); err != nil {
+	if _, err := backend.ContextLenKV(kvTokens, &c, elem); err != nil {
 		return nil, fmt.Errorf("cpu: KV cache pool: %w", err)
 	}
 	if kvTokens < ctxLen {
