@@ -34,6 +34,10 @@ type launcher struct {
 	// gemmTile, when set, fixes the prefill gemm's tile to gemmTiles[gemmTile-1]
 	// (0: gemmTileFor chooses by shape); tests and benchmarks sweep it.
 	gemmTile int
+	// largeGemm lets gemmTileFor choose the 128×128 tile: on sm_90, where
+	// it was measured. (On sm_80's 164 KB of shared memory two of its
+	// blocks do not fit an SM.)
+	largeGemm bool
 	// attnCluster is the blocks per cluster of the attention kernel for
 	// contexts run whole (attention_cl; 0: the split kernel), set by
 	// Backend.capture for the graph of short contexts.

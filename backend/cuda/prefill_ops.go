@@ -59,7 +59,7 @@ func (l *launcher) gemmTileFor(m, n int, epi gemmEpilogue) int {
 		return l.gemmTile - 1
 	}
 	tm, tn := gemmTiles[gemmLarge].tiles(m, n, epi)
-	if m > gemmTiles[gemmSmall].m && 8*tm*tn >= 7*l.sms {
+	if l.largeGemm && m > gemmTiles[gemmSmall].m && 8*tm*tn >= 7*l.sms {
 		return gemmLarge
 	}
 	return gemmSmall

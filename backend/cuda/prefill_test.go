@@ -595,11 +595,11 @@ func TestPrefillUnsupported(t *testing.T) {
 }
 
 // TestGemmTileFor checks the tile choice without a GPU on the H200's 132
-// SMs: the measured cases in gemmTileFor's comment (512 rows), the GLU
+// SMs (sm_90; sm_80 keeps the small tile): the measured cases in gemmTileFor's comment (512 rows), the GLU
 // epilogue counting units (two weight rows each), products of one small
 // row tile, and a fixed tile overriding the choice.
 func TestGemmTileFor(t *testing.T) {
-	l := &launcher{sms: 132}
+	l := &launcher{sms: 132, largeGemm: true}
 	for _, tc := range []struct {
 		name string
 		m, n int
@@ -621,6 +621,11 @@ func TestGemmTileFor(t *testing.T) {
 			t.Errorf("%s (m %d, n %d, %v): tile %d, want %d", tc.name, tc.m, tc.n, tc.epi, got, tc.want)
 		}
 	}
+	l.largeGemm = false
+	if got := l.gemmTileFor(512, 14336, gemmGLU); got != gemmSmall {
+		t.Errorf("large tile not allowed (sm_80): got %d", got)
+	}
+	l.largeGemm = true
 	l.gemmTile = gemmSmall + 1
 	if got := l.gemmTileFor(512, 14336, gemmGLU); got != gemmSmall {
 		t.Errorf("fixed small tile: got %d", got)
