@@ -6,9 +6,6 @@ package quant
 // lengths (n > 0, a multiple of 32).
 
 //go:noescape
-func dotF16F32AVX2(w *uint16, x *float32, n int) float32
-
-//go:noescape
 func dotBF16F32AVX2(w *uint16, x *float32, n int) float32
 
 //go:noescape

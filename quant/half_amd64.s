@@ -9,47 +9,10 @@
 // no better).
 #define HPF 8192
 
-// func dotF16F32AVX2(w *uint16, x *float32, n int) float32
-//
-// n > 0, a multiple of 32. Four accumulators cover the FMA latency.
-TEXT ·dotF16F32AVX2(SB), NOSPLIT, $0-28
-	MOVQ w+0(FP), SI
-	MOVQ x+8(FP), DI
-	MOVQ n+16(FP), CX
-	VXORPS Y0, Y0, Y0
-	VXORPS Y1, Y1, Y1
-	VXORPS Y2, Y2, Y2
-	VXORPS Y3, Y3, Y3
-
-f16loop:
-	PREFETCHT0 HPF(SI)
-	VCVTPH2PS (SI), Y4
-	VCVTPH2PS 16(SI), Y5
-	VCVTPH2PS 32(SI), Y6
-	VCVTPH2PS 48(SI), Y7
-	VFMADD231PS (DI), Y4, Y0
-	VFMADD231PS 32(DI), Y5, Y1
-	VFMADD231PS 64(DI), Y6, Y2
-	VFMADD231PS 96(DI), Y7, Y3
-	ADDQ $64, SI
-	ADDQ $128, DI
-	SUBQ $32, CX
-	JNZ  f16loop
-	VADDPS       Y1, Y0, Y0
-	VADDPS       Y3, Y2, Y2
-	VADDPS       Y2, Y0, Y0
-	VEXTRACTF128 $1, Y0, X1
-	VADDPS       X1, X0, X0
-	VHADDPS      X0, X0, X0
-	VHADDPS      X0, X0, X0
-	VZEROUPPER
-	MOVSS        X0, ret+24(FP)
-	RET
-
 // func dotBF16F32AVX2(w *uint16, x *float32, n int) float32
 //
-// As dotF16F32AVX2, a BF16 value widened by zero-extending it into the
-// high half of a 32-bit lane.
+// As matVecF16RowsAVX2 for one row, a BF16 value widened by zero-extending
+// it into the high half of a 32-bit lane.
 TEXT ·dotBF16F32AVX2(SB), NOSPLIT, $0-28
 	MOVQ w+0(FP), SI
 	MOVQ x+8(FP), DI
@@ -127,8 +90,9 @@ wbf16loop:
 
 // func matVecF16RowsAVX2(w *uint16, x *float32, n int, out *float32, rows int)
 //
-// dotF16F32AVX2 over rows rows one after the other (n a multiple of 32):
-// the row loop in the kernel, the rows read as one stream. (Four rows at
+// out[r] = Σ w[r][i]·x[i] for rows rows of n F16 values one after the
+// other (n a multiple of 32): each row 32 elements a step into four
+// accumulators, the row loop in the kernel, the rows read as one stream. (Four rows at
 // a time, sharing each load of x, ran faster where the weights fit in
 // the caches (test-256: 4,800 against 3,700 tok/s) but slower from memory,
 // four streams at once (Llama-1B F16: 14-17 against 20.5).)

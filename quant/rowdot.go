@@ -17,7 +17,7 @@ func dotRowAVX2(t Type, row []byte, x []float32) (float32, bool) {
 	w := (*uint16)(unsafe.Pointer(&row[0]))
 	var s float32
 	if t == F16 {
-		s = dotF16F32AVX2(w, &x[0], n)
+		matVecF16RowsAVX2(w, &x[0], n, &s, 1)
 	} else {
 		s = dotBF16F32AVX2(w, &x[0], n)
 	}
