@@ -70,6 +70,15 @@ func matMulF32F16AVX2(a *float32, lda int, b *uint16, ldb int, k int, c *float32
 //go:noescape
 func matMulF32F16AVX512(a *float32, lda int, b *uint16, ldb int, k int, c *float32, ldc int, tiles int, accumulate int)
 
+// matMulF32x8AVX512 and matMulF32F16x8AVX512 are matMulF32AVX512 and
+// matMulF32F16AVX512 for rows 0-7 of C.
+//
+//go:noescape
+func matMulF32x8AVX512(a *float32, lda int, b *float32, ldb int, k int, c *float32, ldc int, tiles int, accumulate int)
+
+//go:noescape
+func matMulF32F16x8AVX512(a *float32, lda int, b *uint16, ldb int, k int, c *float32, ldc int, tiles int, accumulate int)
+
 // expSumAVX2 is ExpSum for n > 0, a multiple of 8, elements.
 //
 //go:noescape

@@ -42,3 +42,9 @@ func matMulF32F16AVX2(a *float32, lda int, b *uint16, ldb int, k int, c *float32
 func matMulF32F16AVX512(a *float32, lda int, b *uint16, ldb int, k int, c *float32, ldc int, tiles int, accumulate int) {
 	panic("unreachable")
 }
+func matMulF32x8AVX512(a *float32, lda int, b *float32, ldb int, k int, c *float32, ldc int, tiles int, accumulate int) {
+	panic("unreachable")
+}
+func matMulF32F16x8AVX512(a *float32, lda int, b *uint16, ldb int, k int, c *float32, ldc int, tiles int, accumulate int) {
+	panic("unreachable")
+}

@@ -52,25 +52,36 @@ func matMulF32[B float32 | uint16](m, n, k int, a []float32, lda int, b []B, ldb
 			// Tiles of 32 columns on ZMM registers, the last 16 on YMM.
 			n32 = n16 &^ 31
 		}
-		switch b := any(b).(type) {
-		case []float32:
-			for i := 0; i < m4; i += 4 {
-				if n32 > 0 {
+		// Rows 8 at a time on ZMM registers where there are 8 (each load
+		// of B feeds twice the FMAs), else 4.
+		for i := 0; i < m4; {
+			rows := 4
+			if n32 > 0 && i+8 <= m4 {
+				rows = 8
+			}
+			switch b := any(b).(type) {
+			case []float32:
+				switch {
+				case rows == 8:
+					matMulF32x8AVX512(&a[i*lda], lda, &b[0], ldb, k, &c[i*ldc], ldc, n32/32, acc)
+				case n32 > 0:
 					matMulF32AVX512(&a[i*lda], lda, &b[0], ldb, k, &c[i*ldc], ldc, n32/32, acc)
 				}
-				if n16 > n32 {
-					matMulF32AVX2(&a[i*lda], lda, &b[n32], ldb, k, &c[i*ldc+n32], ldc, (n16-n32)/16, acc)
+				for r := i; r < i+rows && n16 > n32; r += 4 {
+					matMulF32AVX2(&a[r*lda], lda, &b[n32], ldb, k, &c[r*ldc+n32], ldc, (n16-n32)/16, acc)
 				}
-			}
-		case []uint16:
-			for i := 0; i < m4; i += 4 {
-				if n32 > 0 {
+			case []uint16:
+				switch {
+				case rows == 8:
+					matMulF32F16x8AVX512(&a[i*lda], lda, &b[0], ldb, k, &c[i*ldc], ldc, n32/32, acc)
+				case n32 > 0:
 					matMulF32F16AVX512(&a[i*lda], lda, &b[0], ldb, k, &c[i*ldc], ldc, n32/32, acc)
 				}
-				if n16 > n32 {
-					matMulF32F16AVX2(&a[i*lda], lda, &b[n32], ldb, k, &c[i*ldc+n32], ldc, (n16-n32)/16, acc)
+				for r := i; r < i+rows && n16 > n32; r += 4 {
+					matMulF32F16AVX2(&a[r*lda], lda, &b[n32], ldb, k, &c[r*ldc+n32], ldc, (n16-n32)/16, acc)
 				}
 			}
+			i += rows
 		}
 	} else {
 		m4 = 0

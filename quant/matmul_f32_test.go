@@ -22,15 +22,16 @@ func matMulF32Impls() []matMulF32Impl {
 	// The kernels alone, on the 4-row tiles of 16 or 32 columns they take.
 	kernel := func(name string, cols int, f func(*float32, int, *float32, int, int, *float32, int, int, int), f16 func(*float32, int, *uint16, int, int, *float32, int, int, int)) matMulF32Impl {
 		im := matMulF32Impl{name: name}
+		rows := matMulF32KernelRows[name]
 		run := func(m, n, k int, acc bool, call func(i, acc int)) {
-			if m%4 != 0 || n%cols != 0 || k == 0 {
+			if m%rows != 0 || n%cols != 0 || k == 0 {
 				panic(name + " kernel test: bad shape")
 			}
 			a := 0
 			if acc {
 				a = 1
 			}
-			for i := 0; i < m; i += 4 {
+			for i := 0; i < m; i += rows {
 				call(i, a)
 			}
 		}
@@ -49,13 +50,20 @@ func matMulF32Impls() []matMulF32Impl {
 		impls = append(impls, kernel("avx2 f16", 16, nil, matMulF32F16AVX2))
 	}
 	if useAVX512 {
-		impls = append(impls, kernel("avx512", 32, matMulF32AVX512, nil), kernel("avx512 f16", 32, nil, matMulF32F16AVX512))
+		impls = append(impls, kernel("avx512", 32, matMulF32AVX512, nil), kernel("avx512 f16", 32, nil, matMulF32F16AVX512),
+			kernel("avx512x8", 32, matMulF32x8AVX512, nil), kernel("avx512x8 f16", 32, nil, matMulF32F16x8AVX512))
 	}
 	if useAVX2 {
 		impls = append(impls, kernel("avx2", 16, matMulF32AVX2, nil))
 	}
 	return impls
 }
+
+// The kernels' tiles: rows of A and columns of B a call takes.
+var (
+	matMulF32KernelRows = map[string]int{"avx2": 4, "avx2 f16": 4, "avx512": 4, "avx512 f16": 4, "avx512x8": 8, "avx512x8 f16": 8}
+	matMulF32KernelCols = map[string]int{"avx2": 16, "avx2 f16": 16, "avx512": 32, "avx512 f16": 32, "avx512x8": 32, "avx512x8 f16": 32}
+)
 
 func randF32(rng *rand.Rand, n int) []float32 {
 	x := make([]float32, n)
@@ -71,10 +79,10 @@ func randF32(rng *rand.Rand, n int) []float32 {
 func TestMatMulF32(t *testing.T) {
 	rng := rand.New(rand.NewPCG(70, 71))
 	for _, impl := range matMulF32Impls() {
-		for _, m := range []int{1, 3, 4, 8, 9, 12} {
+		for _, m := range []int{1, 3, 4, 8, 9, 12, 16, 20} {
 			for _, n := range []int{1, 5, 16, 17, 32, 48, 64, 80, 96} {
 				for _, k := range []int{1, 2, 7, 64, 130} {
-					if cols := map[string]int{"avx2": 16, "avx2 f16": 16, "avx512": 32, "avx512 f16": 32}[impl.name]; cols > 0 && (m%4 != 0 || n%cols != 0) {
+					if cols := matMulF32KernelCols[impl.name]; cols > 0 && (m%matMulF32KernelRows[impl.name] != 0 || n%cols != 0) {
 						continue
 					}
 					for _, accumulate := range []bool{false, true} {
