@@ -10,7 +10,7 @@ import (
 // Rope is how a model rotates its query and key heads by position (RoPE):
 // the plain rotation, linear position scaling, per-frequency factors
 // (Llama 3.x's rope_freqs.weight) and YaRN. Both backends build their
-// rotation tables from CosSin, so a variant is added here, once.
+// rotation tables from Angles, so a variant is added here, once.
 type Rope struct {
 	Dim  int     // leading dimensions of each head that rotate, in Dim/2 pairs
 	Neox bool    // pairs (i, i+Dim/2) instead of (2i, 2i+1)
@@ -50,13 +50,6 @@ func (r Rope) ForContext(ctxLen int) Rope {
 // Pairs is the number of rotated pairs per head.
 func (r *Rope) Pairs() int { return r.Dim / 2 }
 
-// CosSin writes the rotation of each pair at position pos into cs: cos and
-// sin of pair i at cs[2i] and cs[2i+1] (len(cs) ≥ Dim), the magnitude
-// correction folded in. The angles are computed in float64.
-func (r *Rope) CosSin(pos int, cs []float32) {
-	r.Angles().CosSin(pos, cs)
-}
-
 // Angles is a rotation's per-pair rates, computed once for many
 // positions: pair i turns by pos·Rate[i] at position pos.
 type Angles struct {
@@ -91,7 +84,9 @@ func (r *Rope) Angles() Angles {
 	return a
 }
 
-// CosSin is Rope.CosSin from the rates.
+// CosSin writes the rotation of each pair at position pos into cs: cos and
+// sin of pair i at cs[2i] and cs[2i+1] (len(cs) ≥ Dim), the magnitude
+// correction folded in. The angles are computed in float64.
 func (a Angles) CosSin(pos int, cs []float32) {
 	for i, rate := range a.Rate {
 		s, c := math.Sincos(float64(pos) * rate)

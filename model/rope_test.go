@@ -8,7 +8,7 @@ import (
 // hfYaRNInvFreq is the YaRN inverse frequency of pair i as transformers
 // computes it (_compute_yarn_parameters): the interpolated and the
 // extrapolated frequency mixed by a linear ramp between the correction
-// dimensions, an independent statement of what Rope.CosSin does.
+// dimensions, an independent statement of what Angles.CosSin does.
 func hfYaRNInvFreq(i, dim int, base, factor float64, origCtx int, betaFast, betaSlow float64) float64 {
 	corr := func(rot float64) float64 {
 		return float64(dim) * math.Log(float64(origCtx)/(rot*2*math.Pi)) / (2 * math.Log(base))
@@ -49,8 +49,9 @@ func TestRopeCosSin(t *testing.T) {
 			func(p, i int) float64 { return float64(p) * hfYaRNInvFreq(i, 128, 1e6, 4, 4096, 32, 1) }, 1 + 0.1*math.Log(4), 1e-6},
 	} {
 		cs := make([]float32, tc.r.Dim)
+		angles := tc.r.Angles()
 		for _, pos := range []int{0, 1, 17, 4095, 30000} {
-			tc.r.CosSin(pos, cs)
+			angles.CosSin(pos, cs)
 			for i := 0; i < tc.r.Pairs(); i++ {
 				a := tc.angle(pos, i)
 				c, s := tc.mscale*math.Cos(a), tc.mscale*math.Sin(a)

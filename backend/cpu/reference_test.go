@@ -146,7 +146,7 @@ func refNorm(x, w []float64, eps float64) []float64 {
 
 // rope rotates with the plain formula: the angle of pair i at pos is
 // pos·FreqScale·Base^(-2i/Dim)/Factors[i] (no YaRN: model's tests cover
-// Rope.CosSin's other variants).
+// Angles.CosSin's other variants).
 func (r *refModel) rope(x []float64, pos int, rp *model.Rope) {
 	hd, rd := r.c.HeadDim, rp.Dim
 	for h := 0; h < len(x)/hd; h++ {
