@@ -157,7 +157,11 @@ func tuningFor(c *model.Config, ffn gpuType) tuning {
 		// int8 activations and int8 hidden units (H200, µs a token @100,
 		// fused → split: Llama-1B 725 → 616, Llama-8B shape, 4 layers,
 		// 773 → 643).
-		t.ffnSplit = ffn == wtMix || ffn == wtQ4_0 || ffn == wtQ8_0 && c.Dim >= 4096
+		// F16 and BF16 split on act_f32's row (glu, then matvec_add's
+		// float path; H200, µs a token @100, fused → split: Llama-8B
+		// shape, 4 layers, F16 1,020 → 903, BF16 1,023 → 905; Llama-1B
+		// F16 1,107 → 993).
+		t.ffnSplit = ffn == wtMix || ffn == wtQ4_0 || ffn == wtQ8_0 && c.Dim >= 4096 || ffn == wtF16 || ffn == wtBF16
 		// Long contexts merge their splits in one block a head group,
 		// which then projected all of W_o's rows alone: 162 µs a layer at
 		// 2148 positions on the Llama-8B shape (Q8_0, H200).
@@ -841,11 +845,11 @@ func (b *Backend) allocState() error {
 		n int // 4-byte words
 	}{
 		{&b.res[0], 2 * c.Dim}, {&b.res[1], 2 * c.Dim}, {&b.q, c.QDim()}, {&b.logits, c.VocabSize}, {&b.ffnH, c.FFNDim}, {&b.heads, c.QDim()},
-		{&b.partAcc, acc}, {&b.partML, ml}, {&b.partV, parts}, {&b.partI, parts}, {&b.x8, act8Words(c.Dim)},
+		{&b.partAcc, acc}, {&b.partML, ml}, {&b.partV, parts}, {&b.partI, parts}, {&b.x8, actF32Words(c.Dim)},
 		{&b.ropeCS, len(rope)}, {&b.localRopeCS, len(localRope)}, {&b.temp, len(temp)},
 		// Zeroed below: counters, the poison word, the penalty history and
 		// the post-norms' branches (zero between steps: recordStep).
-		{&b.pos, 1}, {&b.next, 2}, {&b.ticket, 1}, {&b.headKey, 2}, {&b.attnTickets, 2 * c.NumHeads}, {&b.poison, 1}, {&b.best, 1}, {&b.params, spWords},
+		{&b.pos, 1}, {&b.next, 2}, {&b.ticket, 1}, {&b.headKey, headKeyWords}, {&b.attnTickets, 2 * c.NumHeads}, {&b.poison, 1}, {&b.best, 1}, {&b.params, spWords},
 		{&b.hist, 2 + b.ctxLen}, {&b.counts, c.VocabSize}, {&b.branch[0], branchWords}, {&b.branch[1], branchWords},
 		// Zeroed too: the halves of its last block past FFNDim are never
 		// written.
@@ -1042,7 +1046,7 @@ func (b *Backend) recordHead(l *launcher, res cu.DevicePtr, sampled bool) error 
 	if b.tune.logitsX8 && b.tune.act8 {
 		a.x8, a.key = b.x8, b.headKey
 	}
-	if !l.k.int8X8[l.logitsPick(a)] && l.logitsBlocks(&b.output) > 16*b.c.Info.SMCount {
+	if f := l.logitsPick(a); !l.k.int8X8[f] && !l.k.floatX[f] && l.logitsBlocks(&b.output) > 16*b.c.Info.SMCount {
 		return fmt.Errorf("cuda: logits grid larger than its partials")
 	}
 	if !sampled {

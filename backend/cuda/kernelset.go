@@ -21,8 +21,9 @@ type kernelSet struct {
 	// rowsArgmax: the greedy choice of each row of a batched step's logits;
 	// kvCopy: a sequence's rows between the pool and the single cache.
 	rowsArgmax, kvCopy *cu.Function
-	// actQ8: a wide model's int8 activations, once a layer (act_q8.cu).
-	actQ8 *cu.Function
+	// actQ8: a wide model's int8 activations, once a layer (act_q8.cu);
+	// actF32 their float twin for F16 and BF16 rows (act_f32.cu).
+	actQ8, actF32 *cu.Function
 
 	embed, qkvRope, logits [numGPUTypes]*cu.Function
 	// The _r2 variants: two rows per warp.
@@ -37,8 +38,9 @@ type kernelSet struct {
 	// Q8_0 (the typed families': typedKernels.logitsWide).
 	logitsWide [numGPUTypes]*cu.Function
 	// logitsX8: the decode step's head on act_q8's int8 activations, Q4_0's
-	// and Q8_0's (the typed families': typedKernels.logitsX8), by rows'
-	// width (logitsX8Kernel); logitsPick ends its step.
+	// and Q8_0's (the typed families': typedKernels.logitsX8), or on
+	// act_f32's float row, F16's and BF16's (logits_xf_*), by rows' width
+	// (logitsX8Kernel); logitsPick ends its step.
 	logitsX8   [numGPUTypes][2]*cu.Function
 	logitsPick *cu.Function
 	// attention by W_o's layout and float4s per lane; ffn by layout and
@@ -55,7 +57,10 @@ type kernelSet struct {
 	// matvecAdd8 on int8 hidden units, Q4_0's and Q8_0's (the typed
 	// families': typedKernels.matvecAdd8).
 	matvecAdd, matvecAdd8 [numGPUTypes]*cu.Function
-	sampleChain           *cu.Function
+	// glu: the split FFN's gate/up kernel on act_f32's row, F16's and
+	// BF16's (kernels/glu.cu).
+	glu         [numGPUTypes]*cu.Function
+	sampleChain *cu.Function
 	// qkNorm, postnorm and actQ8Post: the block features of other
 	// families than llama's (Q/K norms, post-norms).
 	qkNorm, postnorm, actQ8Post *cu.Function
@@ -76,6 +81,10 @@ type kernelSet struct {
 	// float ones when they stage their input (decode.cuh's xq8), and the
 	// heads of logitsX8, which take nothing else.
 	int8X8 map[*cu.Function]bool
+	// floatX are the decode kernels that take act_f32's float row
+	// (kernels/act_f32.cu) in x8's place: the F16 and BF16 heads of
+	// logitsX8 and glu.
+	floatX map[*cu.Function]bool
 	// decode are the decode step's kernels, which share one shared-memory
 	// carveout (setCarveout).
 	decode []*cu.Function
@@ -130,7 +139,7 @@ func loadKernels(c *cu.Context) (_ *kernelSet, err error) {
 		}
 	}()
 	funcs := map[string]*cu.Function{}
-	for _, op := range []string{"embed", "qkv_rope", "qk_norm", "attention", "ffn", "matvec_add", "postnorm", "logits", "sampler", "act_q8"} {
+	for _, op := range []string{"embed", "qkv_rope", "qk_norm", "attention", "ffn", "matvec_add", "postnorm", "logits", "sampler", "act_q8", "act_f32", "glu"} {
 		img, err := kernels.Image(op, c.Info.Major, c.Info.Minor, dir)
 		if err != nil {
 			return nil, err
@@ -157,6 +166,10 @@ func loadKernels(c *cu.Context) (_ *kernelSet, err error) {
 				}
 			case "matvec_add":
 				names = append(names, "matvec_add_"+s)
+			case "glu":
+				if t == wtF16 || t == wtBF16 {
+					names = append(names, "glu_"+s)
+				}
 			case "ffn":
 				for i := range ffnShapes {
 					if i == 0 || t.quantized() {
@@ -189,6 +202,9 @@ func loadKernels(c *cu.Context) (_ *kernelSet, err error) {
 			for _, s := range []string{"q4_0", "q8_0"} {
 				names = append(names, "logits_x8_"+s, "logits_x8_"+s+"_c2")
 			}
+			for _, s := range []string{"f16", "bf16"} {
+				names = append(names, "logits_xf_"+s, "logits_xf_"+s+"_c2")
+			}
 		case "matvec_add":
 			names = append(names, "matvec_add8_q4_0", "matvec_add8_q8_0")
 		case "sampler":
@@ -197,6 +213,8 @@ func loadKernels(c *cu.Context) (_ *kernelSet, err error) {
 			names = []string{op}
 		case "act_q8":
 			names = []string{op, "act_q8_post"}
+		case "act_f32":
+			names = []string{op}
 		}
 		for _, n := range names {
 			f, err := m.Function(n)
@@ -250,6 +268,13 @@ func loadKernels(c *cu.Context) (_ *kernelSet, err error) {
 		k.logitsX8[t] = [2]*cu.Function{funcs["logits_x8_"+t.suffix()], funcs["logits_x8_"+t.suffix()+"_c2"]}
 		decode = append(decode, k.logitsX8[t][0], k.logitsX8[t][1])
 	}
+	k.floatX = map[*cu.Function]bool{}
+	for _, t := range []gpuType{wtF16, wtBF16} {
+		k.logitsX8[t] = [2]*cu.Function{funcs["logits_xf_"+t.suffix()], funcs["logits_xf_"+t.suffix()+"_c2"]}
+		k.glu[t] = funcs["glu_"+t.suffix()]
+		decode = append(decode, k.logitsX8[t][0], k.logitsX8[t][1], k.glu[t])
+		k.floatX[k.logitsX8[t][0]], k.floatX[k.logitsX8[t][1]], k.floatX[k.glu[t]] = true, true, true
+	}
 	k.logitsPick = funcs["logits_pick"]
 	decode = append(decode, k.logitsWide[wtQ8_0], k.matvecAdd8[wtQ8_0], k.matvecAdd8[wtQ4_0], k.logitsPick)
 	// The kernels that round their normed input to int8 (kernels/decode.cuh,
@@ -284,7 +309,8 @@ func loadKernels(c *cu.Context) (_ *kernelSet, err error) {
 	delete(k.int8X8, nil)
 	k.sampleChain = funcs["sample_chain"]
 	k.qkNorm, k.postnorm, k.actQ8, k.actQ8Post = funcs["qk_norm"], funcs["postnorm"], funcs["act_q8"], funcs["act_q8_post"]
-	decode = append(decode, k.qkNorm, k.postnorm, k.actQ8, k.actQ8Post)
+	k.actF32 = funcs["act_f32"]
+	decode = append(decode, k.qkNorm, k.postnorm, k.actQ8, k.actQ8Post, k.actF32)
 	for _, f := range decode {
 		if f != nil {
 			k.decode = append(k.decode, f)

@@ -230,6 +230,26 @@ func (l *launcher) qkvRope(a qkvArgs) error {
 // 12 a 32-element block (xblk8) and its Σ x² (kernels/act_q8.cu).
 func act8Words(k int) int { return 13 * ((k + 31) / 32) }
 
+// actF32Words is the 4-byte words of act_f32's output for k activations:
+// the normed row padded to whole 32-element blocks and each block's Σ x²
+// (kernels/act_f32.cu). It is more than act8Words: the engine's one
+// buffer takes either.
+func actF32Words(k int) int { return 33 * ((k + 31) / 32) }
+
+// actF32 launches act_f32 on the residual stream res with the norm's
+// weights normW (0: none) into xf, after a waiting post-norm (post, when
+// set) has joined res (postnorm's kernel).
+func (l *launcher) actF32(xf, res, normW cu.DevicePtr, k int, post *postArgs) error {
+	if post != nil {
+		if err := l.join(post, res, k); err != nil {
+			return err
+		}
+	}
+	const warps = 8 // a warp a block of 32 (__launch_bounds__(256))
+	nb := (k + 31) / 32
+	return l.launch(l.k.actF32, cu.Dim((nb+warps-1)/warps), 32*warps, 0, cu.Args{res, normW, i32(k), xf})
+}
+
 // actQ8 launches act_q8 on the residual stream res with the norm's
 // weights normW (0: none) into x8 when x8 is set and kernel f multiplies
 // int8 activations, and returns what f then takes: x8 and no shared
@@ -645,6 +665,9 @@ func (l *launcher) ffn(a ffnArgs) error {
 		return fmt.Errorf("cuda: FFN of gate %s %d×%d, up %s %d×%d, down %s %d×%d: the fused kernel needs one type and matching shapes",
 			g.Type.suffix(), g.Rows, g.Cols, u.Type.suffix(), u.Rows, u.Cols, d.Type.suffix(), d.Rows, d.Cols)
 	}
+	if glu := l.k.glu[g.Type]; glu != nil && a.h != 0 && a.x8 != 0 {
+		return l.ffnGLU(a, glu)
+	}
 	s, f, err := l.ffnPick(a)
 	if err != nil {
 		return err
@@ -676,6 +699,29 @@ func (l *launcher) ffn(a ffnArgs) error {
 		return l.matvecAddWith(down8, h8, d, a.rs, carry, a.out, a.poison)
 	}
 	return l.matvecAdd(a.h, d, a.rs, carry, a.out, a.poison)
+}
+
+// gluWarps is the warps a block of glu, a hidden unit (kernels/glu.cu's
+// GLU_WARPS).
+const gluWarps = 4
+
+// ffnGLU is the split FFN for F16 and BF16 rows (glu, the gate/up kernel):
+// act_f32 into a.x8, the hidden units into a.h, then matvec_add.
+func (l *launcher) ffnGLU(a ffnArgs, glu *cu.Function) error {
+	g := a.gate
+	if err := l.actF32(a.x8, a.res, a.normW, g.Cols, a.post); err != nil {
+		return err
+	}
+	err := l.launch(glu, cu.Dim(g.Rows), 32*gluWarps, 0, cu.Args{
+		a.x8, i32(g.Cols), g.Q, a.up.Q, i32(g.Rows), i32(int(a.act)), b32(a.normW != 0), a.eps, a.poison, a.h})
+	if err != nil {
+		return err
+	}
+	carry := a.res
+	if a.noCarry {
+		carry = 0
+	}
+	return l.matvecAdd(a.h, a.down, a.rs, carry, a.out, a.poison)
 }
 
 // ffnInt8Down is the split FFN's int8 down projection (matvec_add8) when
@@ -766,6 +812,10 @@ func (l *launcher) logitsX8Kernel(w *deviceMatrix) (*cu.Function, int) {
 	return f, r
 }
 
+// headKeyWords is the 4-byte words of the logits_x8 kernels' keys:
+// HEAD_SLOTS 64-bit keys 128 bytes apart (kernels/logits.cu).
+const headKeyWords = 64 * 32
+
 // logitsX8Warps is the warps a block of the logits_x8 kernels.
 const logitsX8Warps = 4
 
@@ -816,10 +866,11 @@ type logitsArgs struct {
 	counts       cu.DevicePtr // penalty history counts per token, or 0: no penalties
 	params       cu.DevicePtr // samp_params (read when counts is set)
 	partV, partI cu.DevicePtr // logitsBlocks floats and ints
-	// x8, when set with res (act8Words(w.Cols) words), has the head take
-	// act_q8's int8 activations where w's layout has a logits_x8 kernel;
-	// key (two zeroed words) then takes the best candidate instead of
-	// partV and partI.
+	// x8, when set with res (actF32Words(w.Cols) words), has the head take
+	// act_q8's int8 activations where w's layout has a logits_x8 kernel,
+	// or act_f32's float row where it has a logits_xf one (F16, BF16);
+	// key (headKeyWords zeroed words) then takes the best candidate
+	// instead of partV and partI.
 	x8, key cu.DevicePtr
 	ticket  cu.DevicePtr // a zeroed uint32
 	best    cu.DevicePtr // the argmax (int32, -1: all NaN)
@@ -836,8 +887,13 @@ type logitsArgs struct {
 func (l *launcher) logits(a logitsArgs) error {
 	w := a.w
 	f, in := l.logitsPick(a), a.res
-	if f != nil && l.k.int8X8[f] {
-		x8, _, err := l.actQ8(f, a.x8, a.res, a.normW, w.Cols, 0, nil)
+	if f != nil && (l.k.int8X8[f] || l.k.floatX[f]) {
+		x8, err := a.x8, error(nil)
+		if l.k.floatX[f] {
+			err = l.actF32(x8, a.res, a.normW, w.Cols, nil)
+		} else {
+			x8, _, err = l.actQ8(f, a.x8, a.res, a.normW, w.Cols, 0, nil)
+		}
 		if err != nil {
 			return err
 		}

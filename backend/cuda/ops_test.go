@@ -309,10 +309,11 @@ func TestFFNKernel(t *testing.T) {
 				}
 				// Kernels that multiply int8 activations only from act_q8
 				// (Q4_0's) take them in every other split run, and their
-				// float ones otherwise.
+				// float ones otherwise; F16 and BF16 run split on act_f32's
+				// row (glu) every other time, on the staged kernel else.
 				var x8 cu.DevicePtr
-				if rn.split && g.l.k.int8X8[f] && (si+shi)%2 == 0 {
-					x8 = g.floats(nil, act8Words(sh.k))
+				if rn.split && (g.l.k.int8X8[f] || g.l.k.glu[gate.Type] != nil) && (si+shi)%2 == 0 {
+					x8 = g.floats(nil, actF32Words(sh.k))
 				}
 				// With an int8 down projection (h8) the reference takes the
 				// kernel's hidden units, checked on their own, rounded as
@@ -379,16 +380,20 @@ func TestFFNKernel(t *testing.T) {
 			for i := range big {
 				big[i] = 1e30
 			}
-			for _, h := range []cu.DevicePtr{0, g.floats(nil, sh.hidden)} {
+			overflows := []struct{ h, x8 cu.DevicePtr }{{}, {h: g.floats(nil, sh.hidden)}}
+			if g.l.k.glu[gate.Type] != nil {
+				overflows = append(overflows, struct{ h, x8 cu.DevicePtr }{g.floats(nil, sh.hidden), g.floats(nil, actF32Words(sh.k))})
+			}
+			for _, o := range overflows {
 				res, _ := g.residual(randFloats(r, sh.k, 1))
 				poison := g.floats([]float32{0}, 0)
 				a := ffnArgs{res: res, out: g.int64s(make([]int64, sh.k)), poison: poison, normW: g.floats(big, 0), eps: 1e-5,
-					gate: gate, up: up, down: down, h: h, rs: 1}
+					gate: gate, up: up, down: down, h: o.h, x8: o.x8, rs: 1}
 				if err := g.l.ffn(a); err != nil {
 					t.Fatal(err)
 				}
 				if p := math.Float32bits(g.read(poison, 1)[0]); p != 1 {
-					t.Errorf("%s/%dx%d/split=%v: poison word %d after an overflow, want 1", typ, sh.hidden, sh.k, h != 0, p)
+					t.Errorf("%s/%dx%d/split=%v/x8=%v: poison word %d after an overflow, want 1", typ, sh.hidden, sh.k, o.h != 0, o.x8 != 0, p)
 				}
 			}
 		}
@@ -489,7 +494,7 @@ func TestLogitsKernel(t *testing.T) {
 			// the rows are wide (logits_wide_*).
 			g.l.logitsRows, g.l.logitsWide = []int{0, 2}[sh.rows%2], sh.rows%2 == 0
 			blocks := g.l.logitsBlocks(dm)
-			key := g.floats([]float32{0, 0}, 0)
+			key := g.floats(make([]float32, headKeyWords), 0)
 			modes := []bool{false}
 			if f, _ := g.l.logitsX8Kernel(dm); f != nil {
 				modes = append(modes, true) // the head on act_q8's activations (logits_x8_*)
@@ -507,7 +512,7 @@ func TestLogitsKernel(t *testing.T) {
 						partV: g.floats(nil, blocks), partI: g.floats(nil, blocks), ticket: ticket, best: g.floats(nil, 1),
 						result: host.Device}
 					if onX8 {
-						a.x8, a.key = g.floats(nil, act8Words(sh.cols)), key
+						a.x8, a.key = g.floats(nil, actF32Words(sh.cols)), key
 					}
 					if run == 1 || run == 2 {
 						// A logit multiplier and a final soft-cap (Granite's,
@@ -556,11 +561,12 @@ func TestLogitsKernel(t *testing.T) {
 					}
 					got := g.read(a.logits, sh.rows)
 					name := fmt.Sprintf("%s/%dx%d/x8=%v run %d", typ, sh.rows, sh.cols, onX8 && run > 0, run)
-					if onX8 && run > 0 && !g.l.k.int8X8[g.l.logitsPick(a)] {
+					if f := g.l.logitsPick(a); onX8 && run > 0 && !g.l.k.int8X8[f] && !g.l.k.floatX[f] {
 						t.Fatalf("%s: not the logits_x8 kernel", name)
 					}
-					if k := g.readInt32s(key, 2); k[0] != 0 || k[1] != 0 || g.readInt32s(ticket, 1)[0] != 0 {
-						t.Fatalf("%s: the head left its key %v or ticket set", name, k)
+					if k := g.readInt32s(key, headKeyWords); slices.ContainsFunc(k, func(v int32) bool { return v != 0 }) ||
+						g.readInt32s(ticket, 1)[0] != 0 {
+						t.Fatalf("%s: the head left a key or its ticket set", name)
 					}
 					if run == 3 {
 						for i, v := range got {

@@ -21,6 +21,7 @@ __device__ float4 make_float4(float, float, float, float);
 __device__ float __shfl_xor_sync(unsigned mask, float v, int lane);
 __device__ int __shfl_xor_sync(unsigned mask, int v, int lane);
 __device__ double __shfl_xor_sync(unsigned mask, double v, int lane);
+__device__ unsigned long long __shfl_xor_sync(unsigned mask, unsigned long long v, int lane);
 __device__ int __shfl_sync(unsigned mask, int v, int lane);
 __device__ int __shfl_up_sync(unsigned mask, int v, unsigned delta);
 __device__ unsigned __ballot_sync(unsigned mask, int pred);

@@ -350,6 +350,26 @@ struct x8row {
 
 __device__ __forceinline__ float x8load(xblk8 &x, const x8row &xr, int b) { return xr.load(x, b); }
 
+// xfrow is act_f32's output (act_f32.cu), the input of the float rows'
+// kernels (weights.cuh's hrow): nb blocks of normed activations, then
+// each block's Σ x².
+struct xfrow {
+	const float *p;
+	int nb;
+	// at loads the 8 activations from element e (a multiple of 8 below 32·nb).
+	__device__ __forceinline__ void at(int e, float4 &a, float4 &b) const {
+		const float4 *q = (const float4 *)(p + e);
+		a = q[0];
+		b = q[1];
+	}
+	// ss is Σ x² over the row, to every lane of the warp.
+	__device__ __forceinline__ float ss() const {
+		float s = 0.f;
+		for (int b = threadIdx.x & 31; b < nb; b += 32) s += p[32 * nb + b];
+		return warp_sum(s);
+	}
+};
+
 // xstride is the distance in floats between 32-element blocks of an input
 // x of type X: padded (36) once staged from the fixed-point residual
 // stream, plain (32) for a float32 row.

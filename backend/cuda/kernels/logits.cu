@@ -239,14 +239,47 @@ LOGITS_WIDE(mixq4k, WT_MIX_Q4K)
 // staged. The persistent kernel above, a few blocks an SM walking the rows
 // with one group ahead, read the heads at 0.3-1 TB/s (Llama-8B shape,
 // H200: Q6_K 256 µs, Q4_0 310 µs). Each warp's best (value, index) goes
-// to key with one 64-bit atomicMax that nothing waits for (the value's
+// to a key with a 64-bit atomicMax that nothing waits for (the value's
 // bits made orderable, above the complement of the index so that the
 // lower index wins a tie, as better does; 0 is no candidate), and no warp
-// waits for another: logits_pick, the kernel after, reads and clears key.
+// waits for another: logits_pick, the kernel after, reads and clears the
+// keys. The keys are HEAD_SLOTS words a cache line apart, a block's warps
+// taking one, and a warp skips the atomic when its slot already holds a
+// better key: with one key for all, the tens of thousands of atomics on
+// one address took the head's time (Llama-8B shape, F16: 330 µs for 403
+// MB; every head's time went with its warps' count, 3-7 ns a warp).
+#define HEAD_SLOTS 64
+#define HEAD_SLOT_STRIDE 16 // 64-bit words: 128 bytes
+
 __device__ __forceinline__ unsigned long long best_key(float v, int i) {
 	const unsigned u = __float_as_uint(v);
 	const unsigned o = u & 0x80000000u ? ~u : u | 0x80000000u;
 	return (unsigned long long)o << 32 | (unsigned)~i;
+}
+
+// head_rows ends a warp's R rows of the head: their sums acc (every lane
+// alike) times the norm's scale, the logit multiplier and soft-cap, the
+// penalties, each logit to y, and the warp's best to key.
+template <int R>
+__device__ __forceinline__ void head_rows(const float acc[R], long r0, int rows, float scale, float lscale, float cap,
+                                          const int cnt[R], bool pen, const samp_params &sp, float *y,
+                                          unsigned long long *key) {
+	const int lane = threadIdx.x & 31;
+	float best = -INFINITY;
+	int besti = 0x7fffffff;
+#pragma unroll
+	for (int i = 0; i < R; i++) {
+		if (r0 + i >= rows) continue;
+		float v = softcap(acc[i] * scale * lscale, cap);
+		if (pen && cnt[i] > 0) v = penalize(v, cnt[i], sp);
+		if (lane == i) y[r0 + i] = v;
+		better(best, besti, v, (int)(r0 + i)); // every lane alike
+	}
+	if (lane == 0 && besti != 0x7fffffff) {
+		const unsigned long long kv = best_key(best, besti);
+		unsigned long long *slot = key + HEAD_SLOT_STRIDE * (blockIdx.x % HEAD_SLOTS);
+		if (kv > *(volatile unsigned long long *)slot) atomicMax(slot, kv);
+	}
 }
 
 template <int T, int R, int C>
@@ -308,17 +341,7 @@ __device__ __forceinline__ void logits_x8(const unsigned *x8, const unsigned *po
 		ss += __shfl_xor_sync(0xffffffffu, ss, o);
 	}
 	const float scale = bad ? __int_as_float(0x7fc00000) : rms_factor(ss, k, eps);
-	float best = -INFINITY;
-	int besti = 0x7fffffff;
-#pragma unroll
-	for (int i = 0; i < R; i++) {
-		if (r0 + i >= rows) continue;
-		float v = softcap(acc[i] * scale * lscale, cap);
-		if (pen && cnt[i] > 0) v = penalize(v, cnt[i], sp);
-		if (lane == i) y[r0 + i] = v;
-		better(best, besti, v, (int)(r0 + i)); // every lane alike
-	}
-	if (lane == 0 && besti != 0x7fffffff) atomicMax(key, best_key(best, besti));
+	head_rows<R>(acc, r0, rows, scale, lscale, cap, cnt, pen, sp, y, key);
 }
 
 #define LOGITS_X8(name, T, R, C)                                                                                   \
@@ -338,16 +361,103 @@ LOGITS_X8_BOTH(mixq4k, WT_MIX_Q4K, 1)
 LOGITS_X8_BOTH(mixq5k, WT_MIX_Q5K, 1)
 LOGITS_X8_BOTH(mixq6k, WT_MIX_Q6K, 1)
 
-// logits_pick ends logits_x8's step, one thread: the argmax from key (-1
-// when no logit was a candidate: all NaN) to best, to out's slot pos&1
-// and to the chained step's input next, each when set; key and the
-// poison word cleared for the next step.
+// logits_xf_<type>: logits_x8 for F16 and BF16 rows, on act_f32's float
+// row (xf): a warp takes R rows whole, each lane S steps of 8 elements of
+// each (weights.cuh's hrow) loaded before the PDL wait. The persistent
+// kernel read the Llama-8B shape's F16 head at 1.2 TB/s (334 µs, 194
+// registers a thread).
+template <int T, int R, int S>
+__device__ __forceinline__ void logits_xf(const float *xf, const unsigned *poison, float eps, int k, const u8 *wq,
+                                          int rows, float lscale, float cap, float *y, const int *counts,
+                                          const samp_params *params, unsigned long long *key) {
+	const int nb = (k + 31) >> 5, n = 32 * nb, lane = threadIdx.x & 31;
+	const long r0 = (long)grid_warp() * R;
+	if (r0 >= rows) return; // whole warps
+	uint4 wb[R][S];
+	int cnt[R];
+#pragma unroll
+	for (int i = 0; i < R; i++) {
+#pragma unroll
+		for (int s = 0; s < S; s++) {
+			const int e = 256 * s + 8 * lane;
+			if (r0 + i < rows && e < n) wb[i][s] = hrow<T>::load(wq, (r0 + i) * n + e);
+		}
+		cnt[i] = counts && r0 + i < rows ? counts[r0 + i] : 0;
+	}
+	pdl_wait_and_release();
+	samp_params sp;
+	sp.flags = 0;
+	if (counts) sp = *params;
+	const bool pen = counts && (sp.flags & SP_PENALTY);
+	const bool bad = poison && *poison;
+	const xfrow xr{xf, nb};
+	float acc[R];
+#pragma unroll
+	for (int i = 0; i < R; i++) acc[i] = 0.f;
+#pragma unroll
+	for (int s = 0; s < S; s++) {
+		const int e = 256 * s + 8 * lane;
+		if (e < n) {
+			float4 a, b;
+			xr.at(e, a, b);
+#pragma unroll
+			for (int i = 0; i < R; i++)
+				if (r0 + i < rows) acc[i] += hrow<T>::dot(wb[i][s], a, b);
+		}
+	}
+	for (int e = 256 * S + 8 * lane; e < n; e += 256) { // rows wider than 256·S
+		float4 a, b;
+		xr.at(e, a, b);
+#pragma unroll
+		for (int i = 0; i < R; i++)
+			if (r0 + i < rows) acc[i] += hrow<T>::dot(hrow<T>::load(wq, (r0 + i) * n + e), a, b);
+	}
+#pragma unroll
+	for (int o = 16; o > 0; o >>= 1) {
+#pragma unroll
+		for (int i = 0; i < R; i++) acc[i] += __shfl_xor_sync(0xffffffffu, acc[i], o);
+	}
+	const float ss = xr.ss();
+	const float scale = bad ? __int_as_float(0x7fc00000) : rms_factor(ss, k, eps);
+	head_rows<R>(acc, r0, rows, scale, lscale, cap, cnt, pen, sp, y, key);
+}
+
+// The same arguments as logits_x8's (wd unused), so that one launch
+// serves both.
+#define LOGITS_XF(name, T, R, S)                                                                                   \
+	extern "C" __global__ void __launch_bounds__(128)                                                              \
+	    logits_xf_##name(const float *xf, const unsigned *poison, float eps, int k, const u8 *wq, const f16 *,     \
+	                     int rows, float lscale, float cap, float *y, const int *counts, const samp_params *params, \
+	                     unsigned long long *key) {                                                                \
+		logits_xf<T, R, S>(xf, poison, eps, k, wq, rows, lscale, cap, y, counts, params, key);                      \
+	}
+// All of a 4,096-wide row a lane's 16 steps, and (_c2) two rows of up to
+// 2,048 (the launcher's logitsX8Kernel mirrors them).
+LOGITS_XF(f16, WT_F16, 1, 16)
+LOGITS_XF(f16_c2, WT_F16, 2, 8)
+LOGITS_XF(bf16, WT_BF16, 1, 16)
+LOGITS_XF(bf16_c2, WT_BF16, 2, 8)
+
+// logits_pick ends logits_x8's step, one warp: the argmax from the keys
+// (-1 when no logit was a candidate: all NaN) to best, to out's slot
+// pos&1 and to the chained step's input next, each when set; the keys
+// and the poison word cleared for the next step.
 extern "C" __global__ void __launch_bounds__(32) logits_pick(unsigned long long *key, unsigned *poison, int *best_out,
                                                             int *out, const int *pos, int *next) {
 	pdl_wait_and_release();
+	unsigned long long kv = 0;
+	for (int s = threadIdx.x; s < HEAD_SLOTS; s += 32) {
+		unsigned long long *slot = key + HEAD_SLOT_STRIDE * s;
+		const unsigned long long v = *slot;
+		*slot = 0;
+		if (v > kv) kv = v;
+	}
+#pragma unroll
+	for (int o = 16; o > 0; o >>= 1) {
+		const unsigned long long v = __shfl_xor_sync(0xffffffffu, kv, o);
+		if (v > kv) kv = v;
+	}
 	if (threadIdx.x != 0) return;
-	const unsigned long long kv = *key;
-	*key = 0;
 	const int tok = kv == 0 ? -1 : (int)~(unsigned)kv;
 	if (best_out) *best_out = tok;
 	const int p = pos ? *pos : 0;

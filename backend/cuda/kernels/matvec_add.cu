@@ -23,6 +23,44 @@ template <int T> struct mva_shape {
 	static constexpr int C = T == WT_Q4_0 ? 4 : 2;
 };
 
+// matvec_add_h is matvec_add for F16 and BF16 rows (R = 1): the same
+// warps, each a row and a chunk of S steps of 256 elements (32·C blocks),
+// lane l reading elements 256s + 8l … +7 of each step (weights.cuh's
+// hrow: 116 → ~50 registers a thread at C = 2). x past n is not read.
+template <int T, int S>
+__device__ __forceinline__ void matvec_add_h(const float *x, int n, const u8 *wq, int rows, float rs,
+                                             const long long *res, long long *out, unsigned *poison) {
+	const int lane = threadIdx.x & 31, nb = (n + 31) >> 5;
+	const int chunks = (nb + S * 8 - 1) / (S * 8);
+	const int item = grid_warp();
+	if (item >= chunks * rows) return;
+	const int r = item % rows, base = (item / rows) * 256 * S;
+	const long row0 = (long)r * nb * 32;
+	uint4 w[S];
+#pragma unroll
+	for (int s = 0; s < S; s++) {
+		const int e = base + 256 * s + 8 * lane;
+		if (e < 32 * nb) w[s] = hrow<T>::load(wq, row0 + e);
+	}
+	pdl_wait_and_release();
+	float acc = 0.f;
+#pragma unroll
+	for (int s = 0; s < S; s++) {
+		const int e = base + 256 * s + 8 * lane;
+		if (e + 8 <= n) {
+			const float4 *p = (const float4 *)(x + e);
+			acc += hrow<T>::dot(w[s], p[0], p[1]);
+		} else if (e < n) {
+			float v[8];
+#pragma unroll
+			for (int j = 0; j < 8; j++) v[j] = e + j < n ? x[e + j] : 0.f;
+			acc += hrow<T>::dot(w[s], make_float4(v[0], v[1], v[2], v[3]), make_float4(v[4], v[5], v[6], v[7]));
+		}
+	}
+	acc = warp_sum(acc);
+	if (lane == 0) res_add(out + r, acc * rs, base == 0 && res ? res[r] : 0, poison);
+}
+
 // Q8: x is int8 blocks (xblk8, 12 words each: the split FFN's h8,
 // ffn.cu's h8_store), multiplied as the int8 decode kernels do
 // (decode.cuh, xq8); a third of the float row's bytes a block.
@@ -30,6 +68,10 @@ template <int T, bool Q8>
 __device__ __forceinline__ void matvec_add(const float *x, int n, const u8 *wq, const f16 *wd, int rows,
                                            float rs, const long long *res, long long *out, unsigned *poison) {
 	constexpr int R = mva_shape<T>::R, C = mva_shape<T>::C;
+	if constexpr (is_hrow<T>::v && !Q8) {
+		matvec_add_h<T, 4 * C>(x, n, wq, rows, rs, res, out, poison);
+		return;
+	}
 	const int lane = threadIdx.x & 31, nb = (n + 31) >> 5;
 	const int chunks = (nb + 32 * C - 1) / (32 * C);
 	const int groups = (rows + R - 1) / R;
