@@ -109,6 +109,9 @@ type tuning struct {
 	// their activations from act_q8, one kernel more each, instead of
 	// staging and quantizing the residual stream in every block.
 	act8 bool
+	// qkvXF has F16 and BF16 QKV weights take act_f32's row (with act8's
+	// buffer) in qkv_rope_xf instead of staging the residual stream.
+	qkvXF bool
 	// postApart runs the attention's post-norm in postnorm's kernel and
 	// the FFN's in its own layer, instead of within act_q8 (recordStep;
 	// for the launch-shape sweep's A/B).
@@ -177,6 +180,14 @@ func tuningFor(c *model.Config, ffn gpuType) tuning {
 			// warps, F16): Llama-1B 1,174 → 1,114, 8B shape (4 layers)
 			// 1,035 → 1,017. BF16's kernel is F16's but for the widening.
 			t.qkvWarps = 4
+			// QKV on act_f32's row from the 8B shape's width (H200, µs a
+			// token @100, staged → act_f32, F16): Llama-8B shape (4
+			// layers) 818 → 801, BF16 824 → 807; Llama-1B 927 → 950.
+			t.qkvXF = c.Dim >= 4096
+			// W_o by matvec_add's float path (H200, µs a token @100, in
+			// the attention kernel → apart, F16): Llama-8B shape (4
+			// layers) 830 → 821, Llama-1B 961 → 929.
+			t.attnHeads = true
 		}
 		// The int8 layouts' activations from act_q8, once a layer (H200,
 		// µs a token @100, staged → act_q8): Llama-8B shape (4 layers)
@@ -942,7 +953,7 @@ func (b *Backend) recordStep(l *launcher, k stepKind, afterLayer func(i int) err
 			neox: c.Rope.Neox, temp: b.temp, pos: pos, q: b.q, kCache: ly.kCache, vCache: ly.vCache, ctxMax: b.ctxLen,
 			post: ffnPost}
 		if b.tune.act8 {
-			qa.x8 = b.x8
+			qa.x8, qa.xf = b.x8, b.tune.qkvXF
 		}
 		if ly.qNorm != 0 {
 			qa.ropeDim, qa.temp = 0, 0 // qk_norm rotates and scales after the norms

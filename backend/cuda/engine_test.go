@@ -895,6 +895,8 @@ func sweepShapes(t *testing.T, g *Backend, only []string) {
 		{name: "activations from act_q8", tune: with(func(t *tuning) { t.act8 = true })},
 		{name: "post-norms apart", tune: with(func(t *tuning) { t.postApart = true })},
 		{name: "head staged", tune: with(func(t *tuning) { t.logitsX8 = false })},
+		{name: "qkv staged", tune: with(func(t *tuning) { t.qkvXF = false })},
+		{name: "qkv on act_f32", tune: with(func(t *tuning) { t.qkvXF = true })},
 		{name: "head on act_q8", tune: with(func(t *tuning) { t.logitsX8 = true })},
 		{name: "attention single-split kernel", tune: with(func(t *tuning) { t.attnCluster, t.attnMidCluster = 0, 0 })},
 	}

@@ -58,8 +58,9 @@ type kernelSet struct {
 	// families': typedKernels.matvecAdd8).
 	matvecAdd, matvecAdd8 [numGPUTypes]*cu.Function
 	// glu: the split FFN's gate/up kernel on act_f32's row, F16's and
-	// BF16's (kernels/glu.cu).
-	glu         [numGPUTypes]*cu.Function
+	// BF16's (kernels/glu.cu); qkvXF their QKV kernel on it
+	// (qkv_rope_xf_*).
+	glu, qkvXF  [numGPUTypes]*cu.Function
 	sampleChain *cu.Function
 	// qkNorm, postnorm and actQ8Post: the block features of other
 	// families than llama's (Q/K norms, post-norms).
@@ -83,7 +84,7 @@ type kernelSet struct {
 	int8X8 map[*cu.Function]bool
 	// floatX are the decode kernels that take act_f32's float row
 	// (kernels/act_f32.cu) in x8's place: the F16 and BF16 heads of
-	// logitsX8 and glu.
+	// logitsX8, glu and qkvXF.
 	floatX map[*cu.Function]bool
 	// decode are the decode step's kernels, which share one shared-memory
 	// carveout (setCarveout).
@@ -157,6 +158,9 @@ func loadKernels(c *cu.Context) (_ *kernelSet, err error) {
 				names = append(names, "embed_"+s)
 			case "qkv_rope":
 				names = append(names, "qkv_rope_"+s, "qkv_rope_"+s+"_r2", "qkv_rope_ext_"+s, "qkv_rope_ext_"+s+"_r2")
+				if t == wtF16 || t == wtBF16 {
+					names = append(names, "qkv_rope_xf_"+s)
+				}
 			case "logits":
 				names = append(names, "logits_"+s, "logits_"+s+"_r2", "logits_float_"+s)
 			case "attention":
@@ -170,6 +174,7 @@ func loadKernels(c *cu.Context) (_ *kernelSet, err error) {
 				if t == wtF16 || t == wtBF16 {
 					names = append(names, "glu_"+s)
 				}
+
 			case "ffn":
 				for i := range ffnShapes {
 					if i == 0 || t.quantized() {
@@ -271,9 +276,11 @@ func loadKernels(c *cu.Context) (_ *kernelSet, err error) {
 	k.floatX = map[*cu.Function]bool{}
 	for _, t := range []gpuType{wtF16, wtBF16} {
 		k.logitsX8[t] = [2]*cu.Function{funcs["logits_xf_"+t.suffix()], funcs["logits_xf_"+t.suffix()+"_c2"]}
-		k.glu[t] = funcs["glu_"+t.suffix()]
-		decode = append(decode, k.logitsX8[t][0], k.logitsX8[t][1], k.glu[t])
-		k.floatX[k.logitsX8[t][0]], k.floatX[k.logitsX8[t][1]], k.floatX[k.glu[t]] = true, true, true
+		k.glu[t], k.qkvXF[t] = funcs["glu_"+t.suffix()], funcs["qkv_rope_xf_"+t.suffix()]
+		decode = append(decode, k.logitsX8[t][0], k.logitsX8[t][1], k.glu[t], k.qkvXF[t])
+		for _, f := range []*cu.Function{k.logitsX8[t][0], k.logitsX8[t][1], k.glu[t], k.qkvXF[t]} {
+			k.floatX[f] = true
+		}
 	}
 	k.logitsPick = funcs["logits_pick"]
 	decode = append(decode, k.logitsWide[wtQ8_0], k.matvecAdd8[wtQ8_0], k.matvecAdd8[wtQ4_0], k.logitsPick)

@@ -194,6 +194,9 @@ type qkvArgs struct {
 	// post, when set, is the previous branch's post-norm, which joins the
 	// stream res before the kernel reads it (launcher.actQ8).
 	post *postArgs
+	// xf, with x8 set, has F16 and BF16 weights take act_f32's row in x8
+	// (qkv_rope_xf_*) instead of staging their input.
+	xf bool
 }
 
 // postArgs is a post-normed branch waiting to join the residual stream:
@@ -213,8 +216,17 @@ func (l *launcher) qkvRope(a qkvArgs) error {
 		return fmt.Errorf("cuda: the QKV kernel needs Q, K and V of one kernel family and row length (%s, %s, %s)",
 			a.wq.Type.suffix(), a.wk.Type.suffix(), a.wv.Type.suffix())
 	}
-	f, r := l.qkvKernel(a)
 	pairs := (a.nHead + 2*a.nKV) * a.headDim / 2
+	if f := l.k.qkvXF[t]; f != nil && a.xf && a.x8 != 0 {
+		if err := l.actF32(a.x8, a.res, a.normW, a.wq.Cols, a.post); err != nil {
+			return err
+		}
+		return l.launch(f, cu.Dim(pairs), 32*qkvXFWarps, 0, cu.Args{
+			a.x8, a.resNext, a.poison, b32(a.normW != 0), a.eps, i32(a.wq.Cols), a.wq.Q, a.wk.Q, a.wv.Q, a.bias,
+			i32(a.nHead), i32(a.nKV), i32(a.headDim), a.ropeCS, i32(a.ropeDim), b32(a.neox), a.temp, a.pos, a.q,
+			a.kCache, a.vCache, i32(a.ctxMax)})
+	}
+	f, r := l.qkvKernel(a)
 	perWarp := r / 2 // pairs of rows
 	x8, shared, err := l.actQ8(f, a.x8, a.res, a.normW, a.wq.Cols, stagedNormBytes(a.wq.Cols), a.post)
 	if err != nil {
@@ -229,6 +241,10 @@ func (l *launcher) qkvRope(a qkvArgs) error {
 // act8Words is the 4-byte words of act_q8's output for k activations:
 // 12 a 32-element block (xblk8) and its Σ x² (kernels/act_q8.cu).
 func act8Words(k int) int { return 13 * ((k + 31) / 32) }
+
+// qkvXFWarps is the warps a block of qkv_rope_xf, a rotation pair
+// (kernels/qkv_rope.cu's QKV_XF_WARPS).
+const qkvXFWarps = 4
 
 // actF32Words is the 4-byte words of act_f32's output for k activations:
 // the normed row padded to whole 32-element blocks and each block's Σ x²

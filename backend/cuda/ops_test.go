@@ -769,7 +769,9 @@ func TestAttentionStep(t *testing.T) {
 			// multiplies int8 ones), checked below; first the same kernel
 			// staging its input, which must give the same bits (V in Q6_K
 			// has a kernel of its own there: qkv_rope's _v6k).
-			qa.x8 = g.floats(nil, act8Words(tc.dim))
+			qa.x8 = g.floats(nil, actF32Words(tc.dim))
+			// F16 and BF16 take act_f32's row in every other case.
+			qa.xf = ci%2 == 0
 			qa0 := qa
 			qa0.x8 = 0
 			f0, _ := g.l.qkvKernel(qa0)

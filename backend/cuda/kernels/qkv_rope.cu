@@ -211,3 +211,126 @@ QKV_ROPE_R(mixq5k_r2, WT_MIX_Q5K, 2, false) QKV_ROPE_R(ext_mixq5k_r2, WT_MIX_Q5K
 #define QKV_ROPE_V(name, T, TV, EXT) QKV_ENTRY(name, qkv_rope2, T COMMA TV COMMA EXT)
 QKV_ROPE_V(mixq4k_v6k_r2, WT_MIX_Q4K, WT_MIX_Q6K, false) QKV_ROPE_V(ext_mixq4k_v6k_r2, WT_MIX_Q4K, WT_MIX_Q6K, true)
 QKV_ROPE_V(mixq5k_v6k_r2, WT_MIX_Q5K, WT_MIX_Q6K, false) QKV_ROPE_V(ext_mixq5k_v6k_r2, WT_MIX_Q5K, WT_MIX_Q6K, true)
+
+// qkv_rope_xf_<type>: qkv_rope for F16 and BF16 rows on wide models, on
+// act_f32's normed row (xf): the staged kernel holds a lane's 32-element
+// blocks and stages the residual stream in every block (Llama-8B shape,
+// F16: 164 registers a thread, 2.1 TB/s). A block of QKV_XF_WARPS warps a
+// rotation pair: warp w takes the steps w, w+4, … of 256 elements of both
+// rows (weights.cuh's hrow), the first P before the PDL wait, and the
+// warps' sums meet in shared memory, where thread 0 scales, biases,
+// rotates and stores the pair as qkv_rope does. The block's variations
+// at run time: norm = 0 (no pre-norm: the row unscaled), temp (the
+// attention temperature; null: none).
+#define QKV_XF_WARPS 4
+
+template <int T, int P>
+__device__ __forceinline__ void qkv_xf(const float *xf, long long *res_next, const unsigned *poison, int norm,
+                                       float eps, int k, const qkv_w &w, const float *bias, int head_dim,
+                                       const float *rope_cs, int rope_dim, int neox, const float *temp,
+                                       const int *pos_ptr, float *q_out, float *k_cache, float *v_cache,
+                                       int ctx_max) {
+	const int p = blockIdx.x, wi = threadIdx.x >> 5, lane = threadIdx.x & 31;
+	const int half = head_dim >> 1, rhalf = rope_dim >> 1, pairs = (w.n_head + 2 * w.n_kv_head) * half;
+	const int nb = (k + 31) >> 5, n = 32 * nb;
+	int h = p / half, a = 0, b = 0;
+	pair_rows(p % half, rhalf, rope_dim, neox, a, b);
+	const u8 *q = w.q;
+	int hm = h; // the head within its matrix
+	if (h >= w.n_head + w.n_kv_head) {
+		q = w.vq;
+		hm -= w.n_head + w.n_kv_head;
+	} else if (h >= w.n_head) {
+		q = w.kq;
+		hm -= w.n_head;
+	}
+	const long ra = ((long)hm * head_dim + a) * n, rb = ((long)hm * head_dim + b) * n;
+	uint4 wa[P], wb[P];
+	if (p < pairs) {
+#pragma unroll
+		for (int i = 0; i < P; i++) {
+			const int e = 256 * (wi + QKV_XF_WARPS * i) + 8 * lane;
+			if (e < n) {
+				wa[i] = hrow<T>::load(q, ra + e);
+				wb[i] = hrow<T>::load(q, rb + e);
+			}
+		}
+	}
+	pdl_wait_and_release();
+	for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < k; i += gridDim.x * blockDim.x) res_next[i] = 0;
+	if (p >= pairs) return; // the whole block
+	const xfrow xr{xf, nb};
+	float s0 = 0.f, s1 = 0.f;
+#pragma unroll
+	for (int i = 0; i < P; i++) {
+		const int e = 256 * (wi + QKV_XF_WARPS * i) + 8 * lane;
+		if (e < n) {
+			float4 x0, x1;
+			xr.at(e, x0, x1);
+			s0 += hrow<T>::dot(wa[i], x0, x1);
+			s1 += hrow<T>::dot(wb[i], x0, x1);
+		}
+	}
+	for (int s = wi + QKV_XF_WARPS * P; 256 * s < n; s += QKV_XF_WARPS) { // rows wider than 256·4·P
+		const int e = 256 * s + 8 * lane;
+		if (e < n) {
+			float4 x0, x1;
+			xr.at(e, x0, x1);
+			s0 += hrow<T>::dot(hrow<T>::load(q, ra + e), x0, x1);
+			s1 += hrow<T>::dot(hrow<T>::load(q, rb + e), x0, x1);
+		}
+	}
+	s0 = warp_sum(s0);
+	s1 = warp_sum(s1);
+	__shared__ float part[2][QKV_XF_WARPS];
+	if (lane == 0) {
+		part[0][wi] = s0;
+		part[1][wi] = s1;
+	}
+	__syncthreads();
+	if (wi != 0) return;
+	const float ss = norm ? xr.ss() : 0.f; // the whole warp
+	if (lane != 0) return;
+	float v0 = 0.f, v1 = 0.f;
+#pragma unroll
+	for (int i = 0; i < QKV_XF_WARPS; i++) {
+		v0 += part[0][i];
+		v1 += part[1][i];
+	}
+	const float scale = *poison ? __int_as_float(0x7fc00000) : norm ? rms_factor(ss, k, eps) : 1.f;
+	v0 *= scale;
+	v1 *= scale;
+	if (bias) {
+		v0 += bias[(long)h * head_dim + a];
+		v1 += bias[(long)h * head_dim + b];
+	}
+	const int pos = *pos_ptr;
+	float t0 = v0, t1 = v1;
+	if (h < w.n_head + w.n_kv_head && p % half < rhalf) {
+		const float *cs = rope_cs + 2 * ((long)pos * rhalf + p % half);
+		t0 = v0 * cs[0] - v1 * cs[1];
+		t1 = v0 * cs[1] + v1 * cs[0];
+	}
+	if (h < w.n_head) {
+		const float tq = temp ? temp[pos] : 1.f;
+		q_out[(long)h * head_dim + a] = t0 * tq;
+		q_out[(long)h * head_dim + b] = t1 * tq;
+	} else {
+		float *dst = (h >= w.n_head + w.n_kv_head ? v_cache : k_cache) + ((long)hm * ctx_max + pos) * head_dim;
+		dst[a] = t0;
+		dst[b] = t1;
+	}
+}
+
+#define QKV_XF(name, T)                                                                                            \
+	extern "C" __global__ void __launch_bounds__(32 * QKV_XF_WARPS)                                                \
+	    qkv_rope_xf_##name(const float *xf, long long *res_next, const unsigned *poison, int norm, float eps, int k, \
+	                       const u8 *wq, const u8 *wkq, const u8 *wvq, const float *bias, int n_head, int n_kv_head, \
+	                       int head_dim, const float *rope_cs, int rope_dim, int neox, const float *temp,           \
+	                       const int *pos_ptr, float *q_out, float *k_cache, float *v_cache, int ctx_max) {         \
+		const qkv_w w = {wq, wkq, wvq, nullptr, nullptr, nullptr, n_head, n_kv_head};                              \
+		qkv_xf<T, 4>(xf, res_next, poison, norm, eps, k, w, bias, head_dim, rope_cs, rope_dim, neox, temp, pos_ptr, \
+		             q_out, k_cache, v_cache, ctx_max);                                                             \
+	}
+QKV_XF(f16, WT_F16)
+QKV_XF(bf16, WT_BF16)
