@@ -97,9 +97,14 @@ func BenchmarkDecodeDepth(b *testing.B) {
 
 // BenchmarkStep8 decodes 8 sequences together (Step), each after a
 // 128-token prompt: the batched engine's steady state.
-func BenchmarkStep8(b *testing.B) {
+func BenchmarkStep8(b *testing.B) { benchStep(b, 8) }
+
+// BenchmarkStep1 is BenchmarkStep8 for one sequence: a server's step when
+// one stream is active, against BenchmarkDecode's single-sequence path.
+func BenchmarkStep1(b *testing.B) { benchStep(b, 1) }
+
+func benchStep(b *testing.B, n int) {
 	m := benchModel(b)
-	const n = 8
 	be, err := New(m, Options{ContextLen: 1024, KVTokens: n * 1024})
 	if err != nil {
 		b.Fatal(err)
