@@ -107,7 +107,9 @@ type tuning struct {
 	attnHeads, attnHeadsLong bool
 	// act8 has the int8 layouts' QKV and split gate/up kernels read
 	// their activations from act_q8, one kernel more each, instead of
-	// staging and quantizing the residual stream in every block.
+	// staging and quantizing the residual stream in every block; and
+	// F16's and BF16's split gate/up (glu), QKV (with qkvXF) and head
+	// (with logitsX8) read act_f32's float row from the same buffer.
 	act8 bool
 	// qkvXF has F16 and BF16 QKV weights take act_f32's row (with act8's
 	// buffer) in qkv_rope_xf instead of staging the residual stream.
@@ -122,7 +124,8 @@ type tuning struct {
 	logitsPerSM int
 	logitsWide  bool
 	// logitsX8 has the head take act_q8's int8 activations where its
-	// layout has a logits_x8 kernel (launcher.logitsX8Kernel).
+	// layout has a logits_x8 kernel, act_f32's row where it has a
+	// logits_xf one (launcher.logitsX8Kernel).
 	logitsX8 bool
 }
 
@@ -146,9 +149,10 @@ const largeModelDim = 1024
 // keeps the SmolLM shape (Q4_K: 16 units 1 a warp 1535 µs @100, 32 units
 // 4 a warp 2640), and runs split in two kernels (matvec_add.cu): 1287 /
 // 2073 against 1419 / 2175 fused (with matvec_add's chunks, 1173 /
-// 1946). The other families' FFNs stay fused (Q4_0: 673 / 1370, split
-// 729 / 1351; F16: 1029 / 1700, split 1130 / 1785). ffn is the FFN
-// weights' kernel family.
+// 1946). The other families' FFNs stayed fused then (Q4_0: 673 / 1370,
+// split 729 / 1351; F16: 1029 / 1700, split 1130 / 1785); both split
+// since, on int8 hidden units and on act_f32's row (below). ffn is the
+// FFN weights' kernel family.
 func tuningFor(c *model.Config, ffn gpuType) tuning {
 	t := defaultTuning()
 	if c.Dim >= largeModelDim {
@@ -309,7 +313,7 @@ type Backend struct {
 	q            cu.DevicePtr
 	ffnH         cu.DevicePtr // the split FFN's hidden units (tuning.ffnSplit)
 	ffnH8        cu.DevicePtr // and as int8 blocks, for the int8 layouts (ffnArgs.h8)
-	x8           cu.DevicePtr // act_q8's int8 activations (tuning.act8)
+	x8           cu.DevicePtr // act_q8's int8 activations or act_f32's float row (tuning.act8)
 	heads        cu.DevicePtr // the attention heads' outputs (tuning.attnHeads)
 	logits       cu.DevicePtr
 	partAcc      cu.DevicePtr
@@ -317,7 +321,7 @@ type Backend struct {
 	attnTickets  cu.DevicePtr
 	pos          cu.DevicePtr
 	partV, partI cu.DevicePtr // logits kernel's per-block argmax
-	headKey      cu.DevicePtr // logits_x8's best candidate (logitsArgs.key)
+	headKey      cu.DevicePtr // the logits_x8 and logits_xf heads' best candidates, 64 slots (logitsArgs.key)
 	ticket       cu.DevicePtr
 	best         cu.DevicePtr // the argmax of the (penalized) logits
 	params       cu.DevicePtr // samp_params, copied from io by the embedding

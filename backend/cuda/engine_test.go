@@ -224,14 +224,17 @@ func TestEngineMatchesCPU(t *testing.T) {
 	// Wide models' shapes (tuningFor) on the small one: the FFN split in
 	// two kernels, 32 units a block, QKV blocks of 8 warps, the heads'
 	// outputs projected by matvec_add, the int8 activations from act_q8
-	// (Q4_K_M's layers with V in Q6_K: qkv_rope's _v6k kernels), three
-	// head blocks an SM.
+	// (Q4_K_M's layers with V in Q6_K: qkv_rope's _v6k kernels) and F16's
+	// and BF16's float row from act_f32 (glu, qkv_rope_xf, logits_xf), the
+	// heads on them (logits_x8, logits_xf), three head blocks an SM.
 	wide := func(tu *tuning) {
 		tu.ffnSplit, tu.ffn, tu.attnOBlocks, tu.attnWarpsLong = true, ffnShape{32, 2}, 8, 4
 		tu.qkvWarps, tu.attnHeads, tu.act8, tu.logitsPerSM, tu.logitsWide = 8, true, true, 3, true
+		tu.logitsX8, tu.qkvXF = true, true
 	}
 	for _, o := range []synth.Options{q4KMLike(t256, 5), {Shape: t256, Type: quant.Q4_0, EmbedType: quant.Q8_0, Seed: 5},
-		{Shape: t256, Type: quant.F16, EmbedType: quant.F16, Seed: 5}, {Shape: t256, Type: quant.Q8_0, EmbedType: quant.Q8_0, Seed: 5}} {
+		{Shape: t256, Type: quant.F16, EmbedType: quant.F16, Seed: 5}, {Shape: t256, Type: quant.BF16, EmbedType: quant.BF16, Seed: 5},
+		{Shape: t256, Type: quant.Q8_0, EmbedType: quant.Q8_0, Seed: 5}} {
 		worst := compareWithCPU(t, genModelWith(t, o), 40, 5e-2, 9, wide)
 		t.Logf("%s, wide shapes: worst logits relative error over 40 steps %.3g", o.Type, worst)
 	}

@@ -187,9 +187,10 @@ type qkvArgs struct {
 	kCache     cu.DevicePtr
 	vCache     cu.DevicePtr
 	ctxMax     int
-	// x8, when set (act8Words(cols) words), takes the activations as
+	// x8, when set (actF32Words(cols) words), takes the activations as
 	// act_q8's int8 blocks where the kernel multiplies int8 ones: act_q8
-	// runs first, and the kernel stages nothing.
+	// runs first, and the kernel stages nothing. With xf set, F16 and
+	// BF16 weights take act_f32's float row there instead.
 	x8 cu.DevicePtr
 	// post, when set, is the previous branch's post-norm, which joins the
 	// stream res before the kernel reads it (launcher.actQ8).
@@ -661,8 +662,9 @@ type ffnArgs struct {
 	// (ffnInt8Down), which then reads them instead of h.
 	h8 cu.DevicePtr
 	// x8 as in qkvArgs: act_q8's int8 activations for the gate/up kernel,
-	// when split (h set). The fused kernel stages its input still: with
-	// act_q8 it was slower (Llama-8B shape, Q8_0: 98 → 119 µs a layer).
+	// when split (h set), or act_f32's float row for F16 and BF16 (glu).
+	// The fused kernel stages its input still: with act_q8 it was slower
+	// (Llama-8B shape, Q8_0: 98 → 119 µs a layer).
 	x8 cu.DevicePtr
 	// post as in qkvArgs: the attention's post-norm, joining res first.
 	post           *postArgs
@@ -836,8 +838,8 @@ const headKeyWords = 64 * 32
 const logitsX8Warps = 4
 
 // logitsPick is the head kernel for a: logitsX8Kernel's when a takes
-// act_q8's activations and w has one, logitsKernel's, or the float row's
-// for a prefill (res unset).
+// act_q8's activations (or act_f32's row, in the same buffer) and w has
+// one, logitsKernel's, or the float row's for a prefill (res unset).
 func (l *launcher) logitsPick(a logitsArgs) *cu.Function {
 	if a.res == 0 {
 		return l.k.logitsFloat[a.w.Type]

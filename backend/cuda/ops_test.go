@@ -262,7 +262,10 @@ func TestFFNKernel(t *testing.T) {
 		{model.GELUTanh, true, true, 0.25},
 	}
 	for _, typ := range testTypes {
-		for shi, sh := range []struct{ hidden, k int }{{1536, 576}, {160, 64}, {96, 2080}, {176, 100}, {40, 36}, {768, 512}} {
+		// {44, 4160}, the float layouts only: rows past a lane's 4,096
+		// elements in registers (glu's loop), hidden units not whole steps
+		// of 8 (matvec_add_h's partial step).
+		for shi, sh := range []struct{ hidden, k int }{{1536, 576}, {160, 64}, {96, 2080}, {176, 100}, {40, 36}, {768, 512}, {44, 4160}} {
 			if !fits(typ, sh.hidden, sh.k) {
 				continue
 			}
@@ -475,7 +478,7 @@ func TestLogitsKernel(t *testing.T) {
 	}
 	defer g.c.FreeHost(host)
 	for _, typ := range testTypes {
-		for _, sh := range []struct{ rows, cols int }{{512, 64}, {49152, 576}, {7, 96}, {300, 2080}, {1000, 512}, {600, 4096}, {301, 2304}} {
+		for _, sh := range []struct{ rows, cols int }{{512, 64}, {49152, 576}, {7, 96}, {300, 2080}, {1000, 512}, {600, 4096}, {301, 2304}, {64, 4160}} {
 			if !fits(typ, sh.cols) || (sh.rows == 49152 && typ.BlockSize() > 32) {
 				continue
 			}
@@ -497,7 +500,7 @@ func TestLogitsKernel(t *testing.T) {
 			key := g.floats(make([]float32, headKeyWords), 0)
 			modes := []bool{false}
 			if f, _ := g.l.logitsX8Kernel(dm); f != nil {
-				modes = append(modes, true) // the head on act_q8's activations (logits_x8_*)
+				modes = append(modes, true) // the head on act_q8's activations (logits_x8_*) or act_f32's row (logits_xf_*)
 			}
 			for _, onX8 := range modes {
 				ticket := g.floats([]float32{0}, 0)
@@ -562,7 +565,7 @@ func TestLogitsKernel(t *testing.T) {
 					got := g.read(a.logits, sh.rows)
 					name := fmt.Sprintf("%s/%dx%d/x8=%v run %d", typ, sh.rows, sh.cols, onX8 && run > 0, run)
 					if f := g.l.logitsPick(a); onX8 && run > 0 && !g.l.k.int8X8[f] && !g.l.k.floatX[f] {
-						t.Fatalf("%s: not the logits_x8 kernel", name)
+						t.Fatalf("%s: not the logits_x8 or logits_xf kernel", name)
 					}
 					if k := g.readInt32s(key, headKeyWords); slices.ContainsFunc(k, func(v int32) bool { return v != 0 }) ||
 						g.readInt32s(ticket, 1)[0] != 0 {
@@ -736,7 +739,7 @@ func TestAttentionStep(t *testing.T) {
 		if temp != nil {
 			dtemp = g.floats(temp, 0)
 		}
-		for _, pos := range []int{r.IntN(tc.minChunk), tc.ctx/3 + r.IntN(tc.ctx/3), tc.ctx - 1} {
+		for pi, pos := range []int{r.IntN(tc.minChunk), tc.ctx/3 + r.IntN(tc.ctx/3), tc.ctx - 1} {
 			name := fmt.Sprintf("%s/d%d/h%d/kv%d/hd%d/rope%d/neox=%v/bias=%v/pos%d/nonorm=%v/qk%d/temp=%v/win%d/cap%v/rs%v",
 				tc.typ, tc.dim, tc.nHead, tc.nKV, tc.headDim, tc.ropeD, tc.neox, tc.bias, pos, noNorm, qkMode, temp != nil,
 				window, capv, rs)
@@ -770,8 +773,9 @@ func TestAttentionStep(t *testing.T) {
 			// staging its input, which must give the same bits (V in Q6_K
 			// has a kernel of its own there: qkv_rope's _v6k).
 			qa.x8 = g.floats(nil, actF32Words(tc.dim))
-			// F16 and BF16 take act_f32's row in every other case.
-			qa.xf = ci%2 == 0
+			// F16 and BF16 take act_f32's row (qkv_rope_xf) at every other
+			// position, their staged kernel at the others.
+			qa.xf = (ci+pi)%2 == 0
 			qa0 := qa
 			qa0.x8 = 0
 			f0, _ := g.l.qkvKernel(qa0)
