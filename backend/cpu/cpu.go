@@ -63,6 +63,7 @@ type Backend struct {
 	// logits the head computes (into logits, a row each).
 	pos    []int
 	seqs   []*backend.Seq
+	rows   []int // the tokens' cache rows
 	chunks []attnChunk
 	outs   []int
 
@@ -134,6 +135,7 @@ func New(m *model.Model, o Options) (*Backend, error) {
 	T := MaxBatch
 	b.pos = make([]int, 0, T)
 	b.seqs = make([]*backend.Seq, 0, T)
+	b.rows = make([]int, T)
 	b.x = make([]float32, T*c.Dim)
 	b.xn = newActivations(T, c.Dim)
 	b.q = make([]float32, T*c.QDim())
@@ -299,6 +301,48 @@ func (b *Backend) Step(ctx context.Context, steps []backend.SeqStep) error {
 // tokens b.outs in b.logits, a row each. The block is llama's with the
 // variations model.Block describes; each is a branch per layer, not per
 // element, so the llama path costs what it did.
+// tokensGrain is the fewest tokens a worker's share of per-token work
+// takes (Backend.tokens): below it the batch runs on the caller alone.
+const tokensGrain = 8
+
+// tokens calls fn for each of the batch's T tokens, the tokens split over
+// the workers.
+func (b *Backend) tokens(T int, fn func(t int)) {
+	b.pool.parallelFor(T, tokensGrain, func(_, lo, hi int) {
+		for t := lo; t < hi; t++ {
+			fn(t)
+		}
+	})
+}
+
+// storeKV writes layer l's keys and values of the batch (b.kv2) into the
+// tokens' cache rows (b.rows). The keys are stored transposed, a cache
+// row a dimension: a worker takes a range of dimensions for every token,
+// so that each dimension's positions are written in a run and no two
+// workers write one cache line; the values, a row a token, are split by
+// tokens. Written a token at a time, each key touched KVDim cache lines
+// (5% of a SmolLM-shape prefill, on the caller alone).
+func (b *Backend) storeKV(l, T int) {
+	kvd := b.c.KVDim()
+	rows, kv := b.rows[:T], b.kv2
+	if T < tokensGrain {
+		b.cache.storeKeys(l, rows, kv, 2*kvd, 0, kvd)
+		for t, row := range rows {
+			b.cache.storeValue(l, row, kv[t*2*kvd+kvd:(t+1)*2*kvd])
+		}
+		return
+	}
+	// Items [0, kvd) are the keys' dimensions, [kvd, kvd+T) the values' tokens.
+	b.pool.parallelFor(kvd+T, tokensGrain, func(_, lo, hi int) {
+		if lo < kvd {
+			b.cache.storeKeys(l, rows, kv, 2*kvd, lo, min(hi, kvd))
+		}
+		for t := max(lo, kvd) - kvd; t < hi-kvd; t++ {
+			b.cache.storeValue(l, rows[t], kv[t*2*kvd+kvd:(t+1)*2*kvd])
+		}
+	})
+}
+
 func (b *Backend) forwardBatch(tokens []int32) error {
 	c := &b.c
 	blk := &c.Block
@@ -318,6 +362,9 @@ func (b *Backend) forwardBatch(tokens []int32) error {
 		b.localRope.set(b.pos)
 	}
 	b.setChunks()
+	for t := range T {
+		b.rows[t] = b.seqs[t].Row(b.pos[t])
+	}
 	xn, att, hidden := &b.xn, &b.att, &b.hidden
 	xn.t, att.t, hidden.t = T, T, T
 
@@ -334,7 +381,10 @@ func (b *Backend) forwardBatch(tokens []int32) error {
 			product{w: &ly.Wk, out: b.kv2, outStride: 2 * kvd},
 			product{w: &ly.Wv, out: b.kv2, outStride: 2 * kvd, outOff: kvd},
 		)
-		for t := 0; t < T; t++ {
+		// Each token's biases, Q/K norms and rotation, tokens split over
+		// the workers (serial, they and the stores below were 8% of a
+		// SmolLM-shape prefill).
+		b.tokens(T, func(t int) {
 			q := b.q[t*qd : (t+1)*qd]
 			k := b.kv2[t*2*kvd : t*2*kvd+kvd]
 			v := b.kv2[t*2*kvd+kvd : (t+1)*2*kvd]
@@ -364,8 +414,8 @@ func (b *Backend) forwardBatch(tokens []int32) error {
 			if blk.AttnTempScale != 0 {
 				scale(q, blk.AttnTemp(b.pos[t]))
 			}
-			b.cache.store(l, b.seqs[t].Row(b.pos[t]), k, v)
-		}
+		})
+		b.storeKV(l, T)
 		b.attention(l)
 		att.q8ok = false
 		b.matmul(att, product{w: &ly.Wo, out: b.att2, outStride: dim})
@@ -377,7 +427,7 @@ func (b *Backend) forwardBatch(tokens []int32) error {
 			product{w: &ly.Gate, out: b.gateUp, outStride: 2 * ffn},
 			product{w: &ly.Up, out: b.gateUp, outStride: 2 * ffn, outOff: ffn},
 		)
-		for t := 0; t < T; t++ {
+		b.tokens(T, func(t int) {
 			g := b.gateUp[t*2*ffn : t*2*ffn+ffn]
 			u := b.gateUp[t*2*ffn+ffn : (t+1)*2*ffn]
 			if blk.Act == model.GELUTanh {
@@ -385,7 +435,7 @@ func (b *Backend) forwardBatch(tokens []int32) error {
 			} else {
 				quant.SwiGLU(hidden.row(t), g, u)
 			}
-		}
+		})
 		hidden.q8ok = false
 		b.matmul(hidden, product{w: &ly.Down, out: b.att2, outStride: dim})
 		b.addBranch(x, T, ly.FFNPostNorm)

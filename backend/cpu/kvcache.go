@@ -50,20 +50,38 @@ func keyStride(rows int) int { return (rows+15)&^15 + 16 }
 // store writes layer l's key k and value v (KVDim each) into cache row
 // row.
 func (c *kvCache) store(l, row int, k, v []float32) {
-	if c.half {
-		kc := c.k16[l]
-		for i, x := range k {
-			kc[i*c.stride+row] = toHalf(x)
+	c.storeKeys(l, []int{row}, k, len(k), 0, len(k))
+	c.storeValue(l, row, v)
+}
+
+// storeKeys writes dimensions [i0, i1) of layer l's keys of a batch into
+// the cache: token t's key at k[t·ldk …], its row rows[t]. A dimension's
+// cache row takes the tokens in turn, so that consecutive positions land
+// in one cache line in a run.
+func (c *kvCache) storeKeys(l int, rows []int, k []float32, ldk, i0, i1 int) {
+	for i := i0; i < i1; i++ {
+		if c.half {
+			kc := c.k16[l][i*c.stride:]
+			for t, row := range rows {
+				kc[row] = toHalf(k[t*ldk+i])
+			}
+			continue
 		}
+		kc := c.k32[l][i*c.stride:]
+		for t, row := range rows {
+			kc[row] = k[t*ldk+i]
+		}
+	}
+}
+
+// storeValue writes layer l's value v (KVDim) into cache row row.
+func (c *kvCache) storeValue(l, row int, v []float32) {
+	if c.half {
 		vc := c.v16[l][row*c.kvd : (row+1)*c.kvd]
 		for i, x := range v {
 			vc[i] = toHalf(x)
 		}
 		return
-	}
-	kc := c.k32[l]
-	for i, x := range k {
-		kc[i*c.stride+row] = x
 	}
 	copy(c.v32[l][row*c.kvd:(row+1)*c.kvd], v)
 }
