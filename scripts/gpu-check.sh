@@ -1,7 +1,8 @@
 #!/bin/bash
 # gpu-check.sh: the CUDA decode engine's whole check on a GPU machine, in one
-# call: compile the kernels to PTX and cubins (in parallel; $OUT/ptx.tar.gz
-# holds the working tree's PTX and cubins, gzipped, with build-ptx.sh's manifest, to commit), the
+# call: compile the kernels to PTX and cubins (in parallel; $OUT/ptx-1.tar.gz
+# and ptx-2.tar.gz hold the working tree's PTX and cubins, gzipped, with
+# build-ptx.sh's manifest, to commit), the
 # compiler's register/spill/stack report, the driver binding and kernel
 # tests against their CPU twins, the engine against the CPU engine and
 # package sample, and the decode benchmark on a generated SmolLM-135M-shaped
