@@ -1,7 +1,7 @@
 #!/bin/bash
 # gpu-check.sh: the CUDA decode engine's whole check on a GPU machine, in one
 # call: compile the kernels to PTX and cubins (in parallel; $OUT/ptx-1.tar.gz
-# and ptx-2.tar.gz hold the working tree's PTX and cubins, gzipped, with
+# to ptx-3.tar.gz hold the working tree's PTX and cubins, gzipped, with
 # build-ptx.sh's manifest, to commit), the
 # compiler's register/spill/stack report, the driver binding and kernel
 # tests against their CPU twins, the engine against the CPU engine and
@@ -58,9 +58,9 @@ else
 	build_ptx "$root/$GPU_DIR/kernels" /tmp/ptx-run/ptx >"$OUT/build-run.log" 2>&1 || { echo "PTX build failed:"; head -40 "$OUT/build-run.log"; exit 1; }
 	build_ptx "$root/backend/cuda/kernels" /tmp/ptx/ptx >"$OUT/build.log" 2>&1 || { echo "working-tree PTX build failed:"; head -20 "$OUT/build.log"; }
 	gzip -9nf /tmp/ptx/ptx/*.ptx /tmp/ptx/ptx/*.cubin # as committed (build-ptx.sh)
-	# Two parts: a file back from the device is at most 16 MiB.
-	(cd /tmp/ptx && tar czf "$OUT/ptx-1.tar.gz" ptx/gemm* ptx/attention* &&
-		tar czf "$OUT/ptx-2.tar.gz" --exclude='ptx/gemm*' --exclude='ptx/attention*' ptx)
+	# In parts: a file back from the device is at most 16 MiB.
+	(cd /tmp/ptx && tar czf "$OUT/ptx-1.tar.gz" ptx/gemm* && tar czf "$OUT/ptx-2.tar.gz" ptx/attention* &&
+		tar czf "$OUT/ptx-3.tar.gz" --exclude='ptx/gemm*' --exclude='ptx/attention*' ptx)
 	ptx=/tmp/ptx-run/ptx
 	for f in "$ptx"/*.sm90.ptx; do
 		/usr/local/cuda/bin/ptxas -arch=sm_90 -v "$f" -o /dev/null 2>&1 | grep -E "Compiling entry|registers|spill"
