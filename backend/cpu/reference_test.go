@@ -445,11 +445,11 @@ func testPrefillMatchesTokenByToken(t *testing.T, typ, kv quant.Type) {
 	{
 		m := genModel(t, synth.Presets["tiny"], typ, 11)
 		rng := rand.New(rand.NewPCG(5, 6))
-		prompt := make([]int32, 150) // more than two MaxBatch chunks
+		prompt := make([]int32, 2*MaxBatch+22) // more than two MaxBatch chunks
 		for i := range prompt {
 			prompt[i] = int32(rng.IntN(m.Config.VocabSize))
 		}
-		one, err := New(m, Options{ContextLen: 256, Threads: 2, KVType: kv})
+		one, err := New(m, Options{ContextLen: 4 * MaxBatch, Threads: 2, KVType: kv})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -460,7 +460,7 @@ func testPrefillMatchesTokenByToken(t *testing.T, typ, kv quant.Type) {
 			}
 		}
 		one.Close()
-		batch, err := New(m, Options{ContextLen: 256, Threads: 2, KVType: kv})
+		batch, err := New(m, Options{ContextLen: 4 * MaxBatch, Threads: 2, KVType: kv})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -505,7 +505,7 @@ func testPrefillMatchesTokenByToken(t *testing.T, typ, kv quant.Type) {
 // one2 feeds prompt+next token by token (a KV cache of kv) and returns
 // the last logits.
 func one2(t *testing.T, m *model.Model, prompt []int32, next int32, kv quant.Type) ([]float64, error) {
-	b, err := New(m, Options{ContextLen: 256, Threads: 1, KVType: kv})
+	b, err := New(m, Options{ContextLen: 4 * MaxBatch, Threads: 1, KVType: kv})
 	if err != nil {
 		return nil, err
 	}
@@ -683,7 +683,7 @@ func TestFamiliesMatchFloat64Reference(t *testing.T) {
 
 			// Sliding windows run across attention tiles (256 positions);
 			// the other families need only cross a MaxBatch chunk.
-			n := 80
+			n := MaxBatch + 16
 			if slices.Contains(f, "sliding-window attention") {
 				n = 300
 			}
