@@ -146,6 +146,56 @@ func TestStepMatchesAlone(t *testing.T) {
 	}
 }
 
+// TestStepManyHeads runs more sequences in one Step than the head takes
+// rows of a batch (maxHeadRows), each a short prompt wanting its logits,
+// and checks each against the prompt alone.
+func TestStepManyHeads(t *testing.T) {
+	shape := synth.Shape{Layers: 2, Dim: 128, Heads: 4, KVHeads: 2, FFN: 256, Vocab: 320, Context: 512, RopeBase: 10000, Tied: true}
+	m := genModel(t, shape, quant.Q8_0, 9)
+	vocab := m.Config.VocabSize
+	r := rand.New(rand.NewPCG(5, 6))
+	n := maxHeadRows + 7
+	prompts := make([][]int32, n)
+	for i := range prompts {
+		prompts[i] = randTokens(r, 1+i/(n-2), vocab) // a token each, two the last two
+	}
+	b, err := New(m, Options{ContextLen: 64, KVTokens: 64 * n, Threads: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	st := make([]backend.SeqStep, n)
+	for i, p := range prompts {
+		seq, _ := b.KV().NewSeq(nil)
+		if err := seq.Reserve(len(p)); err != nil {
+			t.Fatal(err)
+		}
+		st[i] = backend.SeqStep{Seq: seq, Tokens: p, Logits: make([]float32, vocab)}
+	}
+	if err := b.Step(context.Background(), st); err != nil {
+		t.Fatal(err)
+	}
+	solo, err := New(m, Options{ContextLen: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer solo.Close()
+	for i, p := range prompts {
+		l, err := solo.Forward(context.Background(), p, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := make([]float64, vocab)
+		for j, v := range l {
+			want[j] = float64(v)
+		}
+		if e := relErr(st[i].Logits, want); !(e < 2e-3) {
+			t.Errorf("sequence %d of %d: logits differ from alone by %.3g", i, n, e)
+		}
+		st[i].Seq.Free()
+	}
+}
+
 func randTokens(r *rand.Rand, n, vocab int) []int32 {
 	t := make([]int32, n)
 	for i := range t {

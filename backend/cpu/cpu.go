@@ -15,12 +15,19 @@ import (
 )
 
 // MaxBatch is the most prompt tokens that go through a layer together; longer
-// prompts run in chunks of this size. 128 against 64: each chunk re-packs
-// the weights for the tiled products and synchronizes the workers a few
-// times a layer (SmolLM-shape Q4_0 pp512 +3-7%, Llama-1B Q4_K pp128 +5%,
-// 2 cores, alternating), for twice the scratch: the head's rows
-// (MaxBatch × the vocabulary) the most of it.
+// prompts run in chunks of this size. Each chunk re-packs the weights for
+// the tiled products and synchronizes the workers a few times a layer
+// (2 cores, gotok bench, alternating: 64 → 128, SmolLM-shape Q4_0 pp512
+// +3-11%, Llama-1B Q4_K pp256 +5-16%; 128 → 256, Llama-1B Q4_K and F16
+// pp256 +3-8%, but SmolLM Q4_0 pp512 −3-8%).
 const MaxBatch = 128
+
+// maxHeadRows is the most tokens of a batch whose logits the head
+// computes: a batch ends at that many (a token a sequence of a server's
+// step, every token of a scored prompt). Its rows at the vocabulary's
+// width are the largest scratch: 33 MB for Llama 3's, where MaxBatch rows
+// would be 66.
+const maxHeadRows = 64
 
 // Options configures a CPU backend.
 type Options struct {
@@ -82,7 +89,7 @@ type Backend struct {
 	hidden activations
 	attn   []attnScratch // per worker
 	tiles  []tileScratch // per worker
-	logits []float32     // MaxBatch × VocabSize
+	logits []float32     // maxHeadRows × VocabSize
 	outAct activations
 }
 
@@ -152,8 +159,8 @@ func New(m *model.Model, o Options) (*Backend, error) {
 	for i := range b.attn {
 		b.attn[i] = newAttnScratch(c.NumHeads/c.NumKVHeads, c.HeadDim)
 	}
-	b.logits = make([]float32, T*c.VocabSize)
-	b.outAct = newActivations(T, c.Dim)
+	b.logits = make([]float32, maxHeadRows*c.VocabSize)
+	b.outAct = newActivations(maxHeadRows, c.Dim)
 	return b, nil
 }
 
@@ -240,7 +247,7 @@ func (b *Backend) Logits(ctx context.Context, token int32, pos int) ([]float32, 
 // when that was MaxBatch. 128 tokens (0.1 s of SmolLM-135M on two cores)
 // measured no better time to first token under loadgen's 8 and 32
 // streams, and ~10% less throughput.
-func (b *Backend) StepTokens() int { return 4 * MaxBatch }
+func (b *Backend) StepTokens() int { return 512 }
 
 // Step implements backend.Batcher. The tokens of all entries run through
 // the layers together, MaxBatch at a time, in the entries' order.
@@ -255,7 +262,7 @@ func (b *Backend) Step(ctx context.Context, steps []backend.SeqStep) error {
 	// Fill batches of up to MaxBatch tokens; the head runs on the last
 	// token of each entry that wants its logits.
 	var toks [MaxBatch]int32
-	var outOf [MaxBatch]int // entry of each head row
+	var outOf [maxHeadRows]int // entry of each head row
 	n := 0
 	flush := func() error {
 		if n == 0 {
@@ -285,7 +292,7 @@ func (b *Backend) Step(ctx context.Context, steps []backend.SeqStep) error {
 				outOf[len(b.outs)] = i
 				b.outs = append(b.outs, n)
 			}
-			if n++; n == MaxBatch {
+			if n++; n == MaxBatch || len(b.outs) == maxHeadRows {
 				if err := flush(); err != nil {
 					return err
 				}
