@@ -29,6 +29,21 @@ type Backend interface {
 	Close() error
 }
 
+// Memory is what a backend holds for its model, in bytes: the weights as
+// it keeps them, the KV cache, and the rest it allocated (activations and
+// scratch; on a GPU also its kernels and graphs).
+type Memory struct {
+	Weights, KV, Other int64
+	// Device says the bytes are in an accelerator's memory, not the host's.
+	Device bool
+}
+
+// MemoryReporter is a backend that says what it holds (gotok run -v,
+// gotok serve's log).
+type MemoryReporter interface {
+	Memory() Memory
+}
+
 // SeqStep is one sequence's part of a batched step: its next tokens, and
 // what to return from the last one's logits.
 type SeqStep struct {

@@ -35,6 +35,11 @@ type attnScratch struct {
 	runs     []blockRun
 }
 
+// bytes is the scratch's float buffers.
+func (s *attnScratch) bytes() int64 {
+	return 4 * int64(cap(s.q)+cap(s.s)+cap(s.o)+cap(s.max)+cap(s.sum))
+}
+
 // attnRows is the query rows of a work item, rounded up to the kernel's
 // 4-row tiles.
 func attnRows(group int) int { return (attnTokens*group + 3) &^ 3 }

@@ -180,6 +180,26 @@ func (b *Backend) Name() string {
 // ContextLen is the KV cache length.
 func (b *Backend) ContextLen() int { return b.ctxLen }
 
+// Memory implements backend.MemoryReporter: the weights as the model
+// holds them (mapped from the file with Options.MMap), the KV cache, and
+// the batch's scratch as allocated so far (some grows on first use).
+func (b *Backend) Memory() backend.Memory {
+	m := backend.Memory{Weights: b.m.WeightBytes(), KV: b.cache.bytes()}
+	for _, f := range [][]float32{b.x, b.q, b.kv2, b.att2, b.gateUp, b.logits} {
+		m.Other += 4 * int64(cap(f))
+	}
+	for _, a := range []*activations{&b.xn, &b.att, &b.hidden, &b.outAct} {
+		m.Other += a.bytes()
+	}
+	for i := range b.attn {
+		m.Other += b.attn[i].bytes()
+	}
+	for i := range b.tiles {
+		m.Other += 4*int64(cap(b.tiles[i].f)) + int64(cap(b.tiles[i].b))
+	}
+	return m
+}
+
 // Close stops the workers.
 func (b *Backend) Close() error {
 	b.closed = true

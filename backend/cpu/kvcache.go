@@ -47,6 +47,18 @@ func newKVCache(t quant.Type, layers, kvd, rows int) (*kvCache, error) {
 // a multiple of 1024 rows.
 func keyStride(rows int) int { return (rows+15)&^15 + 16 }
 
+// bytes is the cache's size.
+func (c *kvCache) bytes() int64 {
+	var n int64
+	for l := range c.k32 {
+		n += 4 * int64(len(c.k32[l])+len(c.v32[l]))
+	}
+	for l := range c.k16 {
+		n += 2 * int64(len(c.k16[l])+len(c.v16[l]))
+	}
+	return n
+}
+
 // store writes layer l's key k and value v (KVDim each) into cache row
 // row.
 func (c *kvCache) store(l, row int, k, v []float32) {

@@ -37,3 +37,22 @@ func TestKVCacheHalfClamps(t *testing.T) {
 		}
 	}
 }
+
+// TestKVCacheBytes: the cache's size is its keys (KVDim rows of the key
+// stride) and values (a row of KVDim a position) for every layer, at the
+// element's width.
+func TestKVCacheBytes(t *testing.T) {
+	const layers, kvd, rows = 3, 8, 100
+	for _, tc := range []struct {
+		typ  quant.Type
+		elem int64
+	}{{quant.F32, 4}, {quant.F16, 2}} {
+		c, err := newKVCache(tc.typ, layers, kvd, rows)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := c.bytes(), layers*tc.elem*int64(kvd*keyStride(rows)+kvd*rows); got != want {
+			t.Errorf("%v cache: %d bytes, want %d", tc.typ, got, want)
+		}
+	}
+}

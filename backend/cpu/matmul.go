@@ -11,6 +11,11 @@ import (
 // float32 and, for weights with an 8-bit dot product, quantized to Q8_0
 // (Q4_0, Q8_0, IQ4_NL weights) or Q8_K (K-quant, IQ4_XS weights) once for
 // every product that reads them.
+// bytes is the batch's buffers as allocated so far.
+func (a *activations) bytes() int64 {
+	return 4*int64(cap(a.f32)+cap(a.f32T)+cap(a.bf16)) + int64(cap(a.q8)+cap(a.q8k))
+}
+
 type activations struct {
 	t    int
 	n    int       // vector length

@@ -1097,6 +1097,13 @@ type Stats struct {
 	DeviceBytes            int64 // device memory taken by New: weights, KV cache, scratch, modules, graphs
 }
 
+// Memory implements backend.MemoryReporter from Stats: what New took of
+// the device's memory, the weights and the KV cache apart.
+func (b *Backend) Memory() backend.Memory {
+	st := b.Stats()
+	return backend.Memory{Weights: st.WeightBytes, KV: st.KVBytes, Other: max(0, st.DeviceBytes-st.WeightBytes-st.KVBytes), Device: true}
+}
+
 // Stats returns the engine's launch and memory figures.
 func (b *Backend) Stats() Stats {
 	if b.c == nil {

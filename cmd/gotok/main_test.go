@@ -233,6 +233,30 @@ func TestRunErrorsOnPromptPastContext(t *testing.T) {
 	}
 }
 
+// TestRunVerboseSaysMemory: run -v reports what the backend holds, the
+// KV cache at its size for the context asked for.
+func TestRunVerboseSaysMemory(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "tiny.gguf")
+	if _, _, err := cli(t, "gen", "-o", p, "--preset", "tiny"); err != nil {
+		t.Fatal(err)
+	}
+	_, errOut, err := cli(t, "run", "-m", p, "-p", "hi", "-n", "2", "--ctx", "64", "--device", "cpu", "-v")
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := strings.Index(errOut, "memory:")
+	if i < 0 {
+		t.Fatalf("run -v says nothing of memory:\n%s", errOut)
+	}
+	line, _, _ := strings.Cut(errOut[i:], "\n")
+	for _, want := range []string{"MiB of host memory", "weights", "KV cache", "the rest"} {
+		if !strings.Contains(line, want) {
+			t.Errorf("run -v: %q lacks %q", line, want)
+		}
+	}
+}
+
 func TestBenchJSON(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "tiny.gguf")
 	if _, _, err := cli(t, "gen", "-o", p, "--preset", "tiny"); err != nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"gotok"
+	"gotok/backend"
 	"gotok/sample"
 )
 
@@ -178,10 +179,25 @@ Example:
 }
 
 func printStats(w io.Writer, m *gotok.Model, load time.Duration, st gotok.Stats) {
-	fmt.Fprintf(w, "\nbackend:  %s\n", m.Backend().Name())
+	be := m.Backend()
+	fmt.Fprintf(w, "\nbackend:  %s\n", be.Name())
+	if r, ok := be.(backend.MemoryReporter); ok {
+		fmt.Fprintf(w, "memory:   %s\n", memoryLine(r.Memory()))
+	}
 	fmt.Fprintf(w, "load:     %8.1f ms\n", float64(load.Microseconds())/1000)
 	fmt.Fprintf(w, "prompt:   %8.1f ms, %5d tokens, %9.1f tok/s\n", ms(st.PromptDuration), st.PromptTokens, st.PromptTokensPerSecond())
 	fmt.Fprintf(w, "generate: %8.1f ms, %5d tokens, %9.1f tok/s (stop: %s)\n", ms(st.DecodeDuration), st.GeneratedTokens, st.DecodeTokensPerSecond(), st.StopReason)
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// memoryLine says what a backend holds, in MiB.
+func memoryLine(m backend.Memory) string {
+	where := "host"
+	if m.Device {
+		where = "device"
+	}
+	mib := func(n int64) float64 { return float64(n) / (1 << 20) }
+	return fmt.Sprintf("%.1f MiB of %s memory: weights %.1f, KV cache %.1f, the rest %.1f",
+		mib(m.Weights+m.KV+m.Other), where, mib(m.Weights), mib(m.KV), mib(m.Other))
+}

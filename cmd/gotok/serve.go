@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"gotok"
+	"gotok/backend"
 	"gotok/chat"
 	"gotok/server"
 )
@@ -125,7 +126,11 @@ Example:
 					return nil, ctx.Err()
 				}
 				model = m
-				log.Info("model loaded", "path", path, "ctx", m.ContextLen(), "took", time.Since(start).Round(time.Millisecond))
+				attrs := []any{"path", path, "ctx", m.ContextLen(), "took", time.Since(start).Round(time.Millisecond)}
+				if r, ok := m.Backend().(backend.MemoryReporter); ok {
+					attrs = append(attrs, "memory", memoryLine(r.Memory()))
+				}
+				log.Info("model loaded", attrs...)
 				return server.New(m, o)
 			})
 			if errors.Is(err, server.ErrLoadAbandoned) {
