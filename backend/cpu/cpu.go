@@ -338,13 +338,65 @@ func (b *Backend) Step(ctx context.Context, steps []backend.SeqStep) error {
 const tokensGrain = 8
 
 // tokens calls fn for each of the batch's T tokens, the tokens split over
-// the workers.
+// the workers. The callers run batches under tokensGrain in place: fn
+// escapes to the workers, so building it costs an allocation, which a
+// decode step would pay twice a layer for nothing.
 func (b *Backend) tokens(T int, fn func(t int)) {
 	b.pool.parallelFor(T, tokensGrain, func(_, lo, hi int) {
 		for t := lo; t < hi; t++ {
 			fn(t)
 		}
 	})
+}
+
+// qkvToken finishes token t's query, key and value of layer l (ly)
+// after their products: biases, Q/K norms, the rotation (r) and the
+// attention temperature.
+func (b *Backend) qkvToken(l int, ly *model.Layer, r *rope, t int) {
+	c := &b.c
+	blk := &c.Block
+	qd, kvd := c.QDim(), c.KVDim()
+	q := b.q[t*qd : (t+1)*qd]
+	k := b.kv2[t*2*kvd : t*2*kvd+kvd]
+	v := b.kv2[t*2*kvd+kvd : (t+1)*2*kvd]
+	if ly.Bq != nil {
+		addTo(q, f32s(ly.Bq.Data))
+		addTo(k, f32s(ly.Bk.Data))
+		addTo(v, f32s(ly.Bv.Data))
+	}
+	switch blk.QKNorm {
+	case model.QKNormHead:
+		for h := 0; h < c.NumHeads; h++ {
+			qh := q[h*c.HeadDim : (h+1)*c.HeadDim]
+			rmsNorm(qh, qh, f32s(ly.QNorm.Data), c.RMSEps)
+		}
+		for h := 0; h < c.NumKVHeads; h++ {
+			kh := k[h*c.HeadDim : (h+1)*c.HeadDim]
+			rmsNorm(kh, kh, f32s(ly.KNorm.Data), c.RMSEps)
+		}
+	case model.QKNormFull:
+		rmsNorm(q, q, f32s(ly.QNorm.Data), c.RMSEps)
+		rmsNorm(k, k, f32s(ly.KNorm.Data), c.RMSEps)
+	}
+	if !c.LayerAttn[l].NoRope {
+		r.apply(q, c.NumHeads, c.HeadDim, t)
+		r.apply(k, c.NumKVHeads, c.HeadDim, t)
+	}
+	if blk.AttnTempScale != 0 {
+		scale(q, blk.AttnTemp(b.pos[t]))
+	}
+}
+
+// gluToken writes token t's hidden units from its gate and up products.
+func (b *Backend) gluToken(t int) {
+	ffn := b.c.FFNDim
+	g := b.gateUp[t*2*ffn : t*2*ffn+ffn]
+	u := b.gateUp[t*2*ffn+ffn : (t+1)*2*ffn]
+	if b.c.Block.Act == model.GELUTanh {
+		geluTanhGLU(b.hidden.row(t), g, u)
+	} else {
+		quant.SwiGLU(b.hidden.row(t), g, u)
+	}
 }
 
 // storeKV writes layer l's keys and values of the batch (b.kv2) into the
@@ -416,37 +468,13 @@ func (b *Backend) forwardBatch(tokens []int32) error {
 		// Each token's biases, Q/K norms and rotation, tokens split over
 		// the workers (serial, they and the stores below were 8% of a
 		// SmolLM-shape prefill).
-		b.tokens(T, func(t int) {
-			q := b.q[t*qd : (t+1)*qd]
-			k := b.kv2[t*2*kvd : t*2*kvd+kvd]
-			v := b.kv2[t*2*kvd+kvd : (t+1)*2*kvd]
-			if ly.Bq != nil {
-				addTo(q, f32s(ly.Bq.Data))
-				addTo(k, f32s(ly.Bk.Data))
-				addTo(v, f32s(ly.Bv.Data))
+		if T < tokensGrain {
+			for t := range T {
+				b.qkvToken(l, ly, rope, t)
 			}
-			switch blk.QKNorm {
-			case model.QKNormHead:
-				for h := 0; h < c.NumHeads; h++ {
-					qh := q[h*c.HeadDim : (h+1)*c.HeadDim]
-					rmsNorm(qh, qh, f32s(ly.QNorm.Data), c.RMSEps)
-				}
-				for h := 0; h < c.NumKVHeads; h++ {
-					kh := k[h*c.HeadDim : (h+1)*c.HeadDim]
-					rmsNorm(kh, kh, f32s(ly.KNorm.Data), c.RMSEps)
-				}
-			case model.QKNormFull:
-				rmsNorm(q, q, f32s(ly.QNorm.Data), c.RMSEps)
-				rmsNorm(k, k, f32s(ly.KNorm.Data), c.RMSEps)
-			}
-			if !c.LayerAttn[l].NoRope {
-				rope.apply(q, c.NumHeads, c.HeadDim, t)
-				rope.apply(k, c.NumKVHeads, c.HeadDim, t)
-			}
-			if blk.AttnTempScale != 0 {
-				scale(q, blk.AttnTemp(b.pos[t]))
-			}
-		})
+		} else {
+			b.tokens(T, func(t int) { b.qkvToken(l, ly, rope, t) })
+		}
 		b.storeKV(l, T)
 		b.attention(l)
 		att.q8ok = false
@@ -459,15 +487,13 @@ func (b *Backend) forwardBatch(tokens []int32) error {
 			product{w: &ly.Gate, out: b.gateUp, outStride: 2 * ffn},
 			product{w: &ly.Up, out: b.gateUp, outStride: 2 * ffn, outOff: ffn},
 		)
-		b.tokens(T, func(t int) {
-			g := b.gateUp[t*2*ffn : t*2*ffn+ffn]
-			u := b.gateUp[t*2*ffn+ffn : (t+1)*2*ffn]
-			if blk.Act == model.GELUTanh {
-				geluTanhGLU(hidden.row(t), g, u)
-			} else {
-				quant.SwiGLU(hidden.row(t), g, u)
+		if T < tokensGrain {
+			for t := range T {
+				b.gluToken(t)
 			}
-		})
+		} else {
+			b.tokens(T, b.gluToken)
+		}
 		hidden.q8ok = false
 		b.matmul(hidden, product{w: &ly.Down, out: b.att2, outStride: dim})
 		b.addBranch(x, T, ly.FFNPostNorm)

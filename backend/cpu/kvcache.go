@@ -59,13 +59,6 @@ func (c *kvCache) bytes() int64 {
 	return n
 }
 
-// store writes layer l's key k and value v (KVDim each) into cache row
-// row.
-func (c *kvCache) store(l, row int, k, v []float32) {
-	c.storeKeys(l, []int{row}, k, len(k), 0, len(k))
-	c.storeValue(l, row, v)
-}
-
 // storeKeys writes dimensions [i0, i1) of layer l's keys of a batch into
 // the cache: token t's key at k[t·ldk …], its row rows[t]. A dimension's
 // cache row takes the tokens in turn, so that consecutive positions land
