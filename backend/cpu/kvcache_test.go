@@ -57,8 +57,9 @@ func TestKVCacheBytes(t *testing.T) {
 	}
 }
 
-// store writes (tests: the engine stores a batch at a time, Backend.storeKV) layer l's key k and value v (KVDim each) into cache row
-// row.
+// store writes layer l's key k and value v (KVDim each) into cache row
+// row: the tests' one-token store (the engine stores a batch at a time,
+// Backend.storeKV).
 func (c *kvCache) store(l, row int, k, v []float32) {
 	c.storeKeys(l, []int{row}, k, len(k), 0, len(k))
 	c.storeValue(l, row, v)
