@@ -8,6 +8,9 @@
 #   compute_80: runs on Ampere and every newer GPU (the driver JITs it)
 #   compute_90: Hopper and newer; adds programmatic dependent launch
 #   sm_80, sm_90 cubins: loaded without JIT on 8.x and 9.0 devices
+#
+# A source whose first line is "// target: sm_90a" (Hopper's wgmma) is
+# built for compute_90a and sm_90a alone, as OP.sm90a.ptx and .cubin.
 set -eu
 NVCC=${NVCC:-/usr/local/cuda/bin/nvcc}
 cd "$(dirname "$0")/../backend/cuda/kernels"
@@ -15,6 +18,11 @@ out=${1:-ptx}
 mkdir -p "$out"
 for f in *.cu; do
 	op=${f%.cu}
+	if head -n 1 "$f" | grep -q '^// target: sm_90a'; then
+		"$NVCC" -ptx -O3 -std=c++17 -arch=compute_90a -o "$out/$op.sm90a.ptx" "$f"
+		"$NVCC" -cubin -O3 -std=c++17 -arch=sm_90a -o "$out/$op.sm90a.cubin" "$f"
+		continue
+	fi
 	"$NVCC" -ptx -O3 -std=c++17 -arch=compute_80 -o "$out/$op.sm80.ptx" "$f"
 	"$NVCC" -ptx -O3 -std=c++17 -arch=compute_90 -o "$out/$op.sm90.ptx" "$f"
 	"$NVCC" -cubin -O3 -std=c++17 -arch=sm_80 -o "$out/$op.sm80.cubin" "$f"

@@ -40,6 +40,11 @@ else
 		cd "$1" || exit 1
 		for f in *.cu; do
 			op=${f%.cu}
+			if head -n 1 "$f" | grep -q '^// target: sm_90a'; then # build-ptx.sh's rule
+				"$NVCC" -ptx -O3 -std=c++17 -arch=compute_90a -o "$2/$op.sm90a.ptx" "$f" &
+				"$NVCC" -cubin -O3 -std=c++17 -arch=sm_90a -o "$2/$op.sm90a.cubin" "$f" &
+				continue
+			fi
 			"$NVCC" -ptx -O3 -std=c++17 -arch=compute_80 -o "$2/$op.sm80.ptx" "$f" &
 			"$NVCC" -ptx -O3 -std=c++17 -arch=compute_90 -o "$2/$op.sm90.ptx" "$f" &
 			"$NVCC" -cubin -O3 -std=c++17 -arch=sm_80 -o "$2/$op.sm80.cubin" "$f" &
@@ -67,6 +72,9 @@ else
 	for f in "$ptx"/*.sm90.ptx; do
 		/usr/local/cuda/bin/ptxas -arch=sm_90 -v "$f" -o /dev/null 2>&1 | grep -E "Compiling entry|registers|spill"
 	done >"$OUT/ptxas.txt" 2>&1
+	for f in "$ptx"/*.sm90a.ptx; do
+		/usr/local/cuda/bin/ptxas -arch=sm_90a -v "$f" -o /dev/null 2>&1 | grep -E "Compiling entry|registers|spill|C75|warn"
+	done >>"$OUT/ptxas.txt" 2>&1
 	grep -E "Compiling|registers|spill" "$OUT/ptxas.txt" | paste - - - | sed -E 's/ptxas info *: //g' |
 		grep -E "q4_0|q8_0|attention_|sample_chain|embed_q8" | grep -v prefill | cut -c1-220
 	echo "kernels with spills or a stack frame:"

@@ -467,7 +467,7 @@ func (b *Backend) layerInt8(l *launcher, i int) (attn, ffn, down bool) {
 func (b *Backend) newLauncher(pdl bool) *launcher {
 	return &launcher{c: b.c, k: b.k, stream: b.stream, sms: b.c.Info.SMCount, pdl: pdl,
 		ffnShape: b.tune.ffn, ffnMixShape: b.tune.ffnMix, attnWarpsPerHead: b.tune.attnWarps, warpsPerBlock: b.tune.qkvWarps,
-		logitsPerSM: b.tune.logitsPerSM, logitsWide: b.tune.logitsWide, largeGemm: b.c.Info.Major >= 9}
+		logitsPerSM: b.tune.logitsPerSM, logitsWide: b.tune.logitsWide, largeGemm: b.c.Info.Major >= 9, wgGemm: b.k.pre.wgGemm}
 }
 
 func (b *Backend) checkConfig() error {

@@ -936,7 +936,7 @@ func sweepShapes(t *testing.T, g *Backend, only []string) {
 		if v.logitsPerSM == 0 {
 			v.logitsPerSM = def.logitsPerSM
 		}
-		l := &launcher{c: g.c, k: g.k, stream: g.stream, sms: g.c.Info.SMCount, pdl: g.c.Info.Major >= 9 && !v.noPDL, largeGemm: g.c.Info.Major >= 9,
+		l := &launcher{c: g.c, k: g.k, stream: g.stream, sms: g.c.Info.SMCount, pdl: g.c.Info.Major >= 9 && !v.noPDL, largeGemm: g.c.Info.Major >= 9, wgGemm: g.k.pre.wgGemm,
 			warpsPerBlock: v.warps, logitsPerSM: v.logitsPerSM, rows: v.rows, logitsRows: v.logitsRows, ffnShape: ffn,
 			ffnMixShape: ffnMix, attnWarpsPerHead: v.attnWarps, untyped: v.untyped, logitsWide: v.tune.logitsWide}
 		if err := g.k.setCarveout(g.c, cmp.Or(v.tune.carveout, decodeCarveout)); err != nil {

@@ -38,6 +38,9 @@ type launcher struct {
 	// it was measured. (On sm_80's 164 KB of shared memory two of its
 	// blocks do not fit an SM.)
 	largeGemm bool
+	// wgGemm makes gemmTileFor's large tile gemm_wg.cu's (wgmma), where
+	// it is loaded (9.0 devices).
+	wgGemm bool
 	// attnCluster is the blocks per cluster of the attention kernel for
 	// contexts run whole (attention_cl; 0: the split kernel), set by
 	// Backend.capture for the graph of short contexts.

@@ -38,7 +38,7 @@ func newGPU(t *testing.T) *gpu {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := &gpu{t: t, c: c, l: &launcher{c: c, k: k, stream: s, sms: c.Info.SMCount, pdl: c.Info.Major >= 9, largeGemm: c.Info.Major >= 9}}
+	g := &gpu{t: t, c: c, l: &launcher{c: c, k: k, stream: s, sms: c.Info.SMCount, pdl: c.Info.Major >= 9, largeGemm: c.Info.Major >= 9, wgGemm: k.pre.wgGemm}}
 	t.Cleanup(func() {
 		c.DestroyStream(s)
 		k.unload()

@@ -355,7 +355,10 @@ func TestPrefillSpeed(t *testing.T) {
 		what := "gemm tiles by shape"
 		if g.pre.l.gemmTile > 0 {
 			tile := gemmTiles[g.pre.l.gemmTile-1]
-			what = fmt.Sprintf("gemm tile %d×%d", tile.m, tile.n)
+			if tile.wg && !g.k.pre.wgGemm {
+				continue
+			}
+			what = fmt.Sprintf("gemm tile %d×%d%s", tile.m, tile.n, tile.suffix)
 		}
 		line := what + ":"
 		for _, n := range []int{128, 512, 2048} {

@@ -33,6 +33,7 @@ var gemmTypes = []gpuType{wtQ4_0, wtQ8_0, wtF16, wtBF16, wtMix}
 type prefillKernels struct {
 	embed     [numGPUTypes]*cu.Function
 	gemm      [numGPUTypes][3][len(gemmTiles)]*cu.Function // by weight type, epilogue and tile
+	wgGemm    bool                                         // gemm_wg's tile is loaded (9.0 devices)
 	norm      *cu.Function
 	rope      *cu.Function
 	qkNorm    *cu.Function         // Q/K norms (prefill_qk_norm)
@@ -76,28 +77,40 @@ func (k *kernelSet) loadPrefill(c *cu.Context, dir string) error {
 	}
 	copy(p.embed[:], fs)
 
-	names = names[:0]
-	gemmNames := func(suffix string) {
-		for e := gemmStore; e <= gemmGLU; e++ {
-			for _, tile := range gemmTiles {
+	// The gemm tiles: gemm.cu's everywhere, gemm_wg.cu's (wgmma) on 9.0
+	// devices, the only ones its sm_90a image runs on; elsewhere its
+	// slots stay nil and gemmTileFor never picks it.
+	typed := slices.Sorted(maps.Keys(typedQuants))
+	for ti, tile := range gemmTiles {
+		op := "gemm"
+		if tile.wg {
+			if c.Info.Major != 9 || c.Info.Minor != 0 {
+				continue
+			}
+			op = "gemm_wg"
+		}
+		names = names[:0]
+		gemmNames := func(suffix string) {
+			for e := gemmStore; e <= gemmGLU; e++ {
 				names = append(names, "gemm_"+suffix+"_"+e.String()+tile.suffix)
 			}
 		}
-	}
-	for _, t := range gemmTypes {
-		gemmNames(t.suffix())
-	}
-	typed := slices.Sorted(maps.Keys(typedQuants))
-	for _, q := range typed {
-		gemmNames(typedQuants[q])
-	}
-	if fs, err = load("gemm", names...); err != nil {
-		return err
-	}
-	// The tiles past 48 KB of shared memory must ask for it, and for all
-	// of L1 as shared memory: the driver's own choice fits one block an SM.
-	for i, f := range fs {
-		if tile := gemmTiles[i%len(gemmTiles)]; tile.smem() > 48<<10 {
+		for _, t := range gemmTypes {
+			gemmNames(t.suffix())
+		}
+		for _, q := range typed {
+			gemmNames(typedQuants[q])
+		}
+		if fs, err = load(op, names...); err != nil {
+			return err
+		}
+		// The tiles past 48 KB of shared memory must ask for it, and for
+		// all of L1 as shared memory: the driver's own choice fits one
+		// block an SM.
+		for i, f := range fs {
+			if tile.smem() <= 48<<10 {
+				break
+			}
 			if err := c.SetMaxDynamicShared(f, tile.smem()); err != nil {
 				return fmt.Errorf("cuda: %s: %w", names[i], err)
 			}
@@ -105,18 +118,21 @@ func (k *kernelSet) loadPrefill(c *cu.Context, dir string) error {
 				return fmt.Errorf("cuda: %s: %w", names[i], err)
 			}
 		}
-	}
-	take := func(dst *[3][len(gemmTiles)]*cu.Function) {
-		for e := range dst {
-			copy(dst[e][:], fs[:len(gemmTiles)])
-			fs = fs[len(gemmTiles):]
+		take := func(dst *[3][len(gemmTiles)]*cu.Function) {
+			for e := range dst {
+				dst[e][ti] = fs[0]
+				fs = fs[1:]
+			}
 		}
-	}
-	for _, t := range gemmTypes {
-		take(&p.gemm[t])
-	}
-	for _, q := range typed {
-		take(&k.typed[q].gemm)
+		for _, t := range gemmTypes {
+			take(&p.gemm[t])
+		}
+		for _, q := range typed {
+			take(&k.typed[q].gemm)
+		}
+		if tile.wg {
+			p.wgGemm = true
+		}
 	}
 
 	if fs, err = load("prefill_norm", "prefill_norm"); err != nil {

@@ -17,25 +17,35 @@ const (
 	prefillWarp = 32
 )
 
-// gemmTile is one of kernels/gemm.cu's block tiles (gemm_tile): m×n of
-// the product on threads, kernels named with suffix.
+// gemmTile is one of the prefill gemm's block tiles: m×n of the product
+// on threads, kernels named with suffix; wg: gemm_wg.cu's (wgmma, sm_90a),
+// else gemm.cu's (gemm_tile).
 type gemmTile struct {
 	m, n, threads int
 	suffix        string
+	wg            bool
 }
 
-// gemmTiles are the tiles gemm.cu builds, in its order: 64×64 on 4 warps,
-// 128×128 on 8.
-var gemmTiles = [...]gemmTile{{64, 64, 128, ""}, {128, 128, 256, "_l"}}
+// gemmTiles are the tiles: gemm.cu's 64×64 on 4 warps and 128×128 on 8,
+// in its order, then gemm_wg.cu's 128×128 on two warpgroups.
+var gemmTiles = [...]gemmTile{{64, 64, 128, "", false}, {128, 128, 256, "_l", false}, {128, 128, 256, "_w", true}}
 
 const (
 	gemmSmall = 0 // index in gemmTiles
 	gemmLarge = 1
+	gemmWG    = 2
 )
 
-// smem is the tile's dynamic shared memory: three activation and two
-// weight stages of 64 halves a row, rows 72 halves apart (GEMM_LD).
-func (t gemmTile) smem() int { return (3*t.m + 2*t.n) * 72 * 2 }
+// smem is the tile's dynamic shared memory. gemm.cu: three activation
+// and two weight stages of 64 halves a row, rows 72 halves apart
+// (GEMM_LD). gemm_wg.cu: four activation and three weight stages of 128
+// bytes a row, and 1 KB to align them to 1,024 bytes (its swizzle).
+func (t gemmTile) smem() int {
+	if t.wg {
+		return (4*t.m+3*t.n)*128 + 1024
+	}
+	return (3*t.m + 2*t.n) * 72 * 2
+}
 
 // tiles is the grid of an m×n product (n: hidden units for the GLU
 // epilogue, whose tiles hold n/2 of them).
@@ -60,6 +70,9 @@ func (l *launcher) gemmTileFor(m, n int, epi gemmEpilogue) int {
 	}
 	tm, tn := gemmTiles[gemmLarge].tiles(m, n, epi)
 	if l.largeGemm && m > gemmTiles[gemmSmall].m && 8*tm*tn >= 7*l.sms {
+		if l.wgGemm {
+			return gemmWG
+		}
 		return gemmLarge
 	}
 	return gemmSmall

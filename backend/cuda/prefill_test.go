@@ -133,6 +133,9 @@ func TestGemmKernels(t *testing.T) {
 			c := refGemm(a, m, k, refF16Rows(w))
 			u := refGemm(a, m, k, refF16Rows(w2))
 			for ti, tile := range gemmTiles {
+				if g.l.k.pre.gemm[wtQ4_0][gemmStore][ti] == nil {
+					continue // gemm_wg's tile off 9.0 devices
+				}
 				g.l.gemmTile = ti + 1
 				name := fmt.Sprintf("%s/m%d/n%d/k%d/tile%dx%d", typ, m, n, k, tile.m, tile.n)
 				out := g.floats(nil, (m+1)*n)
@@ -621,6 +624,14 @@ func TestGemmTileFor(t *testing.T) {
 			t.Errorf("%s (m %d, n %d, %v): tile %d, want %d", tc.name, tc.m, tc.n, tc.epi, got, tc.want)
 		}
 	}
+	l.wgGemm = true
+	if got := l.gemmTileFor(512, 14336, gemmGLU); got != gemmWG {
+		t.Errorf("wgmma loaded: got tile %d, want %d", got, gemmWG)
+	}
+	if got := l.gemmTileFor(512, 3072, gemmStore); got != gemmSmall {
+		t.Errorf("wgmma loaded, 1B QKV: got tile %d, want %d", got, gemmSmall)
+	}
+	l.wgGemm = false
 	l.largeGemm = false
 	if got := l.gemmTileFor(512, 14336, gemmGLU); got != gemmSmall {
 		t.Errorf("large tile not allowed (sm_80): got %d", got)
@@ -632,5 +643,8 @@ func TestGemmTileFor(t *testing.T) {
 	}
 	if got, want := gemmTiles[gemmLarge].smem(), (3*128+2*128)*72*2; got != want {
 		t.Errorf("large tile's shared memory %d, want %d (gemm_tile::smem in gemm.cu)", got, want)
+	}
+	if got, want := gemmTiles[gemmWG].smem(), 7*128*128+1024; got != want {
+		t.Errorf("wgmma tile's shared memory %d, want %d (WG_NA, WG_NB in gemm_wg.cu)", got, want)
 	}
 }

@@ -34,194 +34,11 @@
 // F16, BF16 and the mixed layouts (weights.cuh) load a block as the decode
 // kernels do and round its values to f16 (BF16 and the K-quants' products
 // of scales are not exact in f16: rounded to nearest).
-#include "prefill.cuh"
-#include "weights.cuh"
+#include "gemm.cuh"
 
-#define GEMM_BM 64
-#define GEMM_BN 64
-#define GEMM_BK 64
 // Shared-memory row stride in halves: 8 more than a row so that the eight
 // 16-byte rows one ldmatrix reads fall in distinct banks.
 #define GEMM_LD 72
-
-#define EPI_STORE 0
-#define EPI_ADD 1
-#define EPI_GLU 2
-
-// wblock is one quant block's raw words, held in registers between the
-// load and the dequantization into shared memory.
-template <int T> struct wblock {
-	static const int words = T == WT_Q8_0 ? 8 : 4;
-	unsigned w[words];
-	float d;
-};
-
-template <int T> __device__ __forceinline__ wblock<T> load_wblock(const u8 *wq, const f16 *wd, long blk, bool valid) {
-	wblock<T> b;
-	const int nw = wblock<T>::words;
-	if (valid) {
-		const uint4 *p = (const uint4 *)(wq + blk * 4 * nw);
-#pragma unroll
-		for (int i = 0; i < nw / 4; i++) {
-			uint4 v = p[i];
-			b.w[4 * i] = v.x;
-			b.w[4 * i + 1] = v.y;
-			b.w[4 * i + 2] = v.z;
-			b.w[4 * i + 3] = v.w;
-		}
-		b.d = f16_to_f32(wd[blk]);
-	} else {
-#pragma unroll
-		for (int i = 0; i < nw; i++) b.w[i] = 0;
-		b.d = 0.f;
-	}
-	return b;
-}
-
-__device__ __forceinline__ void store16(f16 *dst, const u32 *v) { *(uint4 *)dst = make_uint4v(v[0], v[1], v[2], v[3]); }
-
-// store_wblock writes a block's 32 values as f16 to dst (16-byte aligned).
-template <int T> __device__ __forceinline__ void store_wblock(f16 *dst, const wblock<T> &b);
-
-// Byte j of a Q4_0 block holds element j in its low nibble and element j+16
-// in its high one.
-template <> __device__ __forceinline__ void store_wblock<WT_Q4_0>(f16 *dst, const wblock<WT_Q4_0> &b) {
-	const int nw = wblock<WT_Q4_0>::words;
-	u32 lo[2 * nw], hi[2 * nw];
-	float d = b.d;
-#pragma unroll
-	for (int j = 0; j < nw; j++) {
-		unsigned u = b.w[j];
-		lo[2 * j] = pack_half2(((float)(u & 15) - 8.f) * d, ((float)((u >> 8) & 15) - 8.f) * d);
-		lo[2 * j + 1] = pack_half2(((float)((u >> 16) & 15) - 8.f) * d, ((float)((u >> 24) & 15) - 8.f) * d);
-		hi[2 * j] = pack_half2(((float)((u >> 4) & 15) - 8.f) * d, ((float)((u >> 12) & 15) - 8.f) * d);
-		hi[2 * j + 1] = pack_half2(((float)((u >> 20) & 15) - 8.f) * d, ((float)(u >> 28) - 8.f) * d);
-	}
-#pragma unroll
-	for (int i = 0; i < 2; i++) {
-		store16(dst + 8 * i, lo + 4 * i);
-		store16(dst + 16 + 8 * i, hi + 4 * i);
-	}
-}
-
-template <> __device__ __forceinline__ void store_wblock<WT_Q8_0>(f16 *dst, const wblock<WT_Q8_0> &b) {
-	const int nw = wblock<WT_Q8_0>::words;
-	u32 o[2 * nw];
-	float d = b.d;
-#pragma unroll
-	for (int j = 0; j < nw; j++) {
-		unsigned u = b.w[j];
-		o[2 * j] = pack_half2((float)(signed char)(u & 255) * d, (float)(signed char)((u >> 8) & 255) * d);
-		o[2 * j + 1] = pack_half2((float)(signed char)((u >> 16) & 255) * d, (float)(signed char)(u >> 24) * d);
-	}
-#pragma unroll
-	for (int i = 0; i < 4; i++) store16(dst + 8 * i, o + 4 * i);
-}
-
-// The float and mixed layouts hold the block as the decode kernels do.
-template <> struct wblock<WT_F16> { wblk<WT_F16> w; };
-template <> struct wblock<WT_BF16> { wblk<WT_BF16> w; };
-template <> struct wblock<WT_MIX> { wblk<WT_MIX> w; };
-
-template <> __device__ __forceinline__ wblock<WT_F16> load_wblock<WT_F16>(const u8 *wq, const f16 *wd, long blk, bool valid) {
-	wblock<WT_F16> b;
-	if (valid) {
-		wload<WT_F16>(b.w, wq, wd, blk);
-	} else {
-#pragma unroll
-		for (int j = 0; j < 4; j++) b.w.q[j] = make_zero4();
-	}
-	return b;
-}
-template <> __device__ __forceinline__ wblock<WT_BF16> load_wblock<WT_BF16>(const u8 *wq, const f16 *wd, long blk, bool valid) {
-	wblock<WT_BF16> b;
-	if (valid) {
-		wload<WT_BF16>(b.w, wq, wd, blk);
-	} else {
-#pragma unroll
-		for (int j = 0; j < 4; j++) b.w.q[j] = make_zero4();
-	}
-	return b;
-}
-template <> __device__ __forceinline__ wblock<WT_MIX> load_wblock<WT_MIX>(const u8 *wq, const f16 *wd, long blk, bool valid) {
-	wblock<WT_MIX> b;
-	if (valid) {
-		wload<WT_MIX>(b.w, wq, wd, blk);
-	} else { // zero codes, zero scales
-		b.w.q = b.w.x = make_zero4();
-		b.w.s0 = b.w.s1 = b.w.m0 = b.w.m1 = 0.f;
-		b.w.off = 8388608.f;
-		b.w.t = MX_Q4_1;
-	}
-	return b;
-}
-
-template <> __device__ __forceinline__ void store_wblock<WT_F16>(f16 *dst, const wblock<WT_F16> &b) {
-#pragma unroll
-	for (int j = 0; j < 4; j++) *(uint4 *)(dst + 8 * j) = b.w.q[j];
-}
-
-template <> __device__ __forceinline__ void store_wblock<WT_BF16>(f16 *dst, const wblock<WT_BF16> &b) {
-#pragma unroll
-	for (int j = 0; j < 4; j++) {
-		const uint4 q = b.w.q[j];
-		u32 o[4] = {pack_half2(bf16_lo(q.x), bf16_hi(q.x)), pack_half2(bf16_lo(q.y), bf16_hi(q.y)),
-		            pack_half2(bf16_lo(q.z), bf16_hi(q.z)), pack_half2(bf16_lo(q.w), bf16_hi(q.w))};
-		store16(dst + 8 * j, o);
-	}
-}
-
-// store_mix writes a mixed block's values; FIX is the typed families'
-// layout (0: the block's own).
-template <int FIX> __device__ __forceinline__ void store_mix(f16 *dst, const wblk<WT_MIX> &w) {
-	unsigned c[8];
-	mix_codes<0, 8, FIX>(w, c);
-	u32 o[16];
-#pragma unroll
-	for (int i = 0; i < 16; i++) o[i] = pack_half2(mix_value(w, c, 2 * i), mix_value(w, c, 2 * i + 1));
-#pragma unroll
-	for (int j = 0; j < 4; j++) store16(dst + 8 * j, o + 4 * j);
-}
-template <> __device__ __forceinline__ void store_wblock<WT_MIX>(f16 *dst, const wblock<WT_MIX> &b) { store_mix<0>(dst, b.w); }
-
-// The typed mixed families (common.cuh): WT_MIX's bytes with the layout
-// fixed at compile time, for matrices of one type (Q4_K_M's Q4_K and
-// Q6_K, Q5_K_M's Q5_K), without the switch over the layouts in the dequantization that
-// bounds these gemms when a pass has few rows.
-template <> struct wblock<WT_MIX_Q4K> { wblk<WT_MIX> w; };
-template <> struct wblock<WT_MIX_Q6K> { wblk<WT_MIX> w; };
-template <> struct wblock<WT_MIX_Q5K> { wblk<WT_MIX> w; };
-template <int T, int FIX>
-__device__ __forceinline__ wblock<T> load_mix_typed(const u8 *wq, const f16 *wd, long blk, bool valid) {
-	wblock<T> b;
-	if (valid) {
-		mix_load<FIX>(b.w, wq, wd, blk);
-	} else { // zero codes, zero scales
-		b.w.q = b.w.x = make_zero4();
-		b.w.s0 = b.w.s1 = b.w.m0 = b.w.m1 = 0.f;
-		b.w.off = 8388608.f;
-		b.w.t = FIX;
-	}
-	return b;
-}
-template <> __device__ __forceinline__ wblock<WT_MIX_Q4K> load_wblock<WT_MIX_Q4K>(const u8 *wq, const f16 *wd, long blk, bool valid) {
-	return load_mix_typed<WT_MIX_Q4K, MX_Q4_K>(wq, wd, blk, valid);
-}
-template <> __device__ __forceinline__ wblock<WT_MIX_Q6K> load_wblock<WT_MIX_Q6K>(const u8 *wq, const f16 *wd, long blk, bool valid) {
-	return load_mix_typed<WT_MIX_Q6K, MX_Q6_K>(wq, wd, blk, valid);
-}
-template <> __device__ __forceinline__ wblock<WT_MIX_Q5K> load_wblock<WT_MIX_Q5K>(const u8 *wq, const f16 *wd, long blk, bool valid) {
-	return load_mix_typed<WT_MIX_Q5K, MX_Q5_K>(wq, wd, blk, valid);
-}
-template <> __device__ __forceinline__ void store_wblock<WT_MIX_Q4K>(f16 *dst, const wblock<WT_MIX_Q4K> &b) {
-	store_mix<MX_Q4_K>(dst, b.w);
-}
-template <> __device__ __forceinline__ void store_wblock<WT_MIX_Q6K>(f16 *dst, const wblock<WT_MIX_Q6K> &b) {
-	store_mix<MX_Q6_K>(dst, b.w);
-}
-template <> __device__ __forceinline__ void store_wblock<WT_MIX_Q5K>(f16 *dst, const wblock<WT_MIX_Q5K> &b) {
-	store_mix<MX_Q5_K>(dst, b.w);
-}
 
 // gemm_tile is a block tile: BM×BN of C, WM×WN warps each of a
 // (BM/WM)×(BN/WN) warp tile. Each thread loads one of a stage's 2·BN quant
@@ -291,7 +108,7 @@ __device__ __forceinline__ void gemm(const f16 *a, int m, int k, const u8 *wq, c
 		wrow = (long)blockIdx.x * BN + brow;
 	}
 	bool brow_ok = wrow < n;
-	f16 *bdst0 = sb0 + brow * GEMM_LD + bsub * 32, *bdst1 = bdst0 + BN * GEMM_LD;
+	const wdst bdst0 = {sb0 + brow * GEMM_LD, 4 * bsub, 0}, bdst1 = {bdst0.row + BN * GEMM_LD, 4 * bsub, 0};
 
 	// load_a issues the cp.async copies of stage s's activation tile as one
 	// group (an empty group past the last stage keeps the count uniform).
@@ -368,29 +185,9 @@ __device__ __forceinline__ void gemm(const f16 *a, int m, int k, const u8 *wq, c
 #pragma unroll
 		for (int j = 0; j < NJ; j++)
 #pragma unroll
-			for (int hr = 0; hr < 2; hr++) {
-				int row = m0 + wm * WTM + i * 16 + g + hr * 8;
-				if (row >= m) continue;
-				float v0 = acc[i][j][2 * hr], v1 = acc[i][j][2 * hr + 1];
-				int col = wn * WTN + j * 8 + 2 * tq; // column within the tile
-				if (EPI == EPI_GLU) {
-					int u = blockIdx.x * (BN / 2) + (col >> 1);
-					if (u < n) ((f16 *)out)[(long)row * ldo + u] = to_half(glu(v0, v1, act));
-				} else {
-					int c = blockIdx.x * BN + col;
-					float *o = (float *)out + (long)row * ldo + c;
-					if (EPI == EPI_ADD && split) {
-						if (c < n) atomicAdd(o, v0);
-						if (c + 1 < n) atomicAdd(o + 1, v1);
-					} else if (EPI == EPI_ADD) {
-						if (c < n) o[0] += v0;
-						if (c + 1 < n) o[1] += v1;
-					} else {
-						if (c < n) o[0] = v0;
-						if (c + 1 < n) o[1] = v1;
-					}
-				}
-			}
+			for (int hr = 0; hr < 2; hr++)
+				gemm_put<EPI, BN>(out, ldo, m, n, m0 + wm * WTM + i * 16 + g + hr * 8, wn * WTN + j * 8 + 2 * tq,
+				                  acc[i][j][2 * hr], acc[i][j][2 * hr + 1], act, split);
 }
 
 #define GEMM_KERNEL(name, T, epi, EPI, G, tile)                                                                \

@@ -15,6 +15,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 )
 
@@ -48,21 +49,6 @@ func parseManifest(b []byte) (map[string]string, error) {
 	return m, sc.Err()
 }
 
-// Ops lists the kernel modules: one per .cu source in the manifest.
-func Ops() ([]string, error) {
-	m, err := Manifest()
-	if err != nil {
-		return nil, err
-	}
-	var ops []string
-	for name := range m {
-		if op, ok := strings.CutSuffix(name, ".cu"); ok {
-			ops = append(ops, op)
-		}
-	}
-	return ops, nil
-}
-
 // Target returns the PTX flavour for a device of compute capability major:
 // "sm90" (with programmatic dependent launch) on Hopper and newer, else "sm80".
 func Target(major int) string {
@@ -92,6 +78,14 @@ func CubinArch(major, minor int) string {
 	return ""
 }
 
+// sm90aOps are the ops built for sm_90a alone (their source's first line
+// is "// target: sm_90a", which scripts/build-ptx.sh reads): Hopper's
+// wgmma, which no portable PTX target has. Only 9.0 devices load them.
+var sm90aOps = [...]string{"gemm_wg"}
+
+// SM90aOnly says whether op is built for sm_90a alone.
+func SM90aOnly(op string) bool { return slices.Contains(sm90aOps[:], op) }
+
 // Image returns op's module image for a device of compute capability
 // major.minor: its machine code (a cubin, CubinArch) when there is one,
 // which the driver loads as it is, else the PTX of Target(major), which
@@ -99,6 +93,15 @@ func CubinArch(major, minor int) string {
 // driver then caches the result), where the cubins load in about a second.
 // dir is as for PTX; a dir without cubins gives PTX.
 func Image(op string, major, minor int, dir string) ([]byte, error) {
+	if SM90aOnly(op) {
+		if major != 9 || minor != 0 {
+			return nil, fmt.Errorf("kernels: %s is built for sm_90a only, not sm_%d%d", op, major, minor)
+		}
+		if b, err := file(op+".sm90a.cubin", dir); err == nil {
+			return b, nil
+		}
+		return file(op+".sm90a.ptx", dir)
+	}
 	if arch := CubinArch(major, minor); arch != "" {
 		if b, err := file(op+"."+arch+".cubin", dir); err == nil {
 			return b, nil

@@ -63,7 +63,18 @@ func TestPTXIsFresh(t *testing.T) {
 		if !ok {
 			continue
 		}
-		for _, target := range []string{"sm80", "sm90"} {
+		targets := []string{"sm80", "sm90"}
+		b, err := os.ReadFile(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if marked := bytes.HasPrefix(b, []byte("// target: sm_90a\n")); marked != SM90aOnly(op) {
+			t.Errorf("%s: first line marks it sm_90a-only: %v, SM90aOnly: %v", name, marked, SM90aOnly(op))
+		}
+		if SM90aOnly(op) {
+			targets = []string{"sm90a"}
+		}
+		for _, target := range targets {
 			b, err := PTX(op, target, "")
 			if err != nil {
 				t.Error(err)
@@ -112,6 +123,17 @@ func TestImage(t *testing.T) {
 	}
 	if _, err := Image("nothing", 9, 0, dir); err == nil {
 		t.Error("Image of a missing op: no error")
+	}
+	for _, op := range sm90aOps {
+		b, err := Image(op, 9, 0, "")
+		if err != nil || !bytes.HasPrefix(b, []byte("\x7fELF")) {
+			t.Errorf("Image(%s, 9.0): not a cubin (%v)", op, err)
+		}
+		for _, cc := range [][2]int{{8, 0}, {8, 9}, {10, 0}, {12, 0}} {
+			if _, err := Image(op, cc[0], cc[1], ""); err == nil {
+				t.Errorf("Image(%s, %d.%d): no error for an sm_90a-only op", op, cc[0], cc[1])
+			}
+		}
 	}
 }
 
