@@ -138,7 +138,11 @@ func (l *launcher) gemmInto(a cu.DevicePtr, m int, w, w2 *deviceMatrix, act mode
 		stages := (w.Cols/32 + 1) / 2
 		splits = max(1, min((2*l.sms+tilesN-1)/tilesN, stages/2))
 	}
-	return l.launch(f, cu.Dim3{X: tilesN, Y: tilesM, Z: splits}, tile.threads, tile.smem(),
+	if tilesN > 65535 {
+		return fmt.Errorf("cuda: prefill gemm of %d rows: more than 65,535 tiles of %d", w.Rows, tile.n)
+	}
+	// Row tiles in x (gemm.cuh says why).
+	return l.launch(f, cu.Dim3{X: tilesM, Y: tilesN, Z: splits}, tile.threads, tile.smem(),
 		cu.Args{a, i32(m), i32(w.Cols), w.Q, w.D, q2, d2, i32(w.Rows), out, i32(ldo), i32(int(act))})
 }
 

@@ -85,7 +85,7 @@ __device__ __forceinline__ void gemm(const f16 *a, int m, int k, const u8 *wq, c
 	pdl_wait_and_release();
 	int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
 	int wm = warp / WN, wn = warp % WN;
-	int m0 = blockIdx.y * BM;
+	int m0 = blockIdx.x * BM;
 	int nkb = k >> 5; // quant blocks per row
 	int all = (nkb + 1) >> 1;
 	// This block's stages [s0, s0 + stages) of the k loop (split-K).
@@ -99,13 +99,13 @@ __device__ __forceinline__ void gemm(const f16 *a, int m, int k, const u8 *wq, c
 	const u8 *bq = wq;
 	const f16 *bd = wd;
 	if (EPI == EPI_GLU) {
-		wrow = (long)blockIdx.x * (BN / 2) + (brow >> 1);
+		wrow = (long)blockIdx.y * (BN / 2) + (brow >> 1);
 		if (brow & 1) {
 			bq = wq2;
 			bd = wd2;
 		}
 	} else {
-		wrow = (long)blockIdx.x * BN + brow;
+		wrow = (long)blockIdx.y * BN + brow;
 	}
 	bool brow_ok = wrow < n;
 	const wdst bdst0 = {sb0 + brow * GEMM_LD, 4 * bsub, 0}, bdst1 = {bdst0.row + BN * GEMM_LD, 4 * bsub, 0};

@@ -78,7 +78,7 @@ __device__ __forceinline__ void gemm_wg(const f16 *a, int m, int k, const u8 *wq
 	unsigned char *const gbase = wg_smem + (base - raw);
 	pdl_wait_and_release();
 	const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wgi = warp >> 2;
-	const int m0 = blockIdx.y * WG_BM;
+	const int m0 = blockIdx.x * WG_BM;
 	const int nkb = k >> 5;
 	const int all = (nkb + 1) >> 1;
 	const int s0 = (int)((long)blockIdx.z * all / gridDim.z);
@@ -91,13 +91,13 @@ __device__ __forceinline__ void gemm_wg(const f16 *a, int m, int k, const u8 *wq
 	const u8 *bq = wq;
 	const f16 *bd = wd;
 	if (EPI == EPI_GLU) {
-		wrow = (long)blockIdx.x * (WG_BN / 2) + (brow >> 1);
+		wrow = (long)blockIdx.y * (WG_BN / 2) + (brow >> 1);
 		if (brow & 1) {
 			bq = wq2;
 			bd = wd2;
 		}
 	} else {
-		wrow = (long)blockIdx.x * WG_BN + brow;
+		wrow = (long)blockIdx.y * WG_BN + brow;
 	}
 	const bool brow_ok = wrow < n;
 	auto bdst = [&](int s) {
