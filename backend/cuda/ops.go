@@ -38,8 +38,8 @@ type launcher struct {
 	// it was measured. (On sm_80's 164 KB of shared memory two of its
 	// blocks do not fit an SM.)
 	largeGemm bool
-	// wgGemm makes gemmTileFor's large tile gemm_wg.cu's (wgmma), where
-	// it is loaded (9.0 devices).
+	// wgGemm lets gemmTileFor choose gemm_wg.cu's tile (wgmma), loaded on
+	// 9.0 devices.
 	wgGemm bool
 	// attnCluster is the blocks per cluster of the attention kernel for
 	// contexts run whole (attention_cl; 0: the split kernel), set by

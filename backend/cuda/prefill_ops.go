@@ -57,20 +57,27 @@ func (t gemmTile) tiles(m, n int, epi gemmEpilogue) (tm, tn int) {
 	return (m + t.m - 1) / t.m, (n + cols - 1) / cols
 }
 
-// gemmTileFor picks the tile of an m×n product: the large one where its
-// grid gives at least 7 SMs in 8 a block, the small one otherwise (fewer
-// rows or columns, where large tiles would leave SMs idle). On the H200
-// at 512 rows, Llama-8B's O and down projections (128 large tiles for 132
-// SMs) run 15-28% faster on large tiles, Llama-1B's QKV (96) 40% slower.
-// Products of one small row tile (a batched decode step's, tuned with
-// split-K) keep the small tile: a large one would multiply rows of zeros.
-func (l *launcher) gemmTileFor(m, n int, epi gemmEpilogue) int {
+// gemmTileFor picks the tile of an m×n product of typ's weights: the
+// large one where its grid gives at least 7 SMs in 8 a block, the small
+// one otherwise (fewer rows or columns, where large tiles would leave SMs
+// idle). On the H200 at 512 rows, Llama-8B's O and down projections (128
+// large tiles for 132 SMs) run 15-28% faster on large tiles, Llama-1B's
+// QKV (96) 40% slower. Products of one small row tile (a batched decode
+// step's, tuned with split-K) keep the small tile: a large one would
+// multiply rows of zeros.
+//
+// The large tile is gemm_wg.cu's (wgmma) for the mixed family, whose
+// dequantization its asynchronous products hide (Llama-8B/4 Q4_K_M pp512
+// 67.1k → 79.5k tok/s, every product faster), and gemm.cu's for the rest,
+// where wgmma's was level or slower (F16 gate/up 522 against 615 µs,
+// Q4_0 533 against 560; BENCHMARKS.md, 2026-11-27).
+func (l *launcher) gemmTileFor(m, n int, epi gemmEpilogue, typ gpuType) int {
 	if l.gemmTile > 0 {
 		return l.gemmTile - 1
 	}
 	tm, tn := gemmTiles[gemmLarge].tiles(m, n, epi)
 	if l.largeGemm && m > gemmTiles[gemmSmall].m && 8*tm*tn >= 7*l.sms {
-		if l.wgGemm {
+		if l.wgGemm && typ == wtMix {
 			return gemmWG
 		}
 		return gemmLarge
@@ -117,7 +124,7 @@ func (l *launcher) gemmInto(a cu.DevicePtr, m int, w, w2 *deviceMatrix, act mode
 	}
 	ti := gemmSmall
 	if !(l.splitK && epi == gemmAdd && m <= gemmTiles[gemmSmall].m) {
-		ti = l.gemmTileFor(m, w.Rows, epi)
+		ti = l.gemmTileFor(m, w.Rows, epi, w.Type)
 	}
 	tile := gemmTiles[ti]
 	f := l.k.pre.gemm[w.Type][epi][ti]

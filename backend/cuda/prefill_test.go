@@ -620,25 +620,28 @@ func TestGemmTileFor(t *testing.T) {
 		{"one token", 1, 2048, gemmStore, gemmSmall},      // 16 × 1
 		{"SmolLM gate/up", 512, 1536, gemmGLU, gemmSmall}, // 24 × 4
 	} {
-		if got := l.gemmTileFor(tc.m, tc.n, tc.epi); got != tc.want {
+		if got := l.gemmTileFor(tc.m, tc.n, tc.epi, wtF16); got != tc.want {
 			t.Errorf("%s (m %d, n %d, %v): tile %d, want %d", tc.name, tc.m, tc.n, tc.epi, got, tc.want)
 		}
 	}
 	l.wgGemm = true
-	if got := l.gemmTileFor(512, 14336, gemmGLU); got != gemmWG {
-		t.Errorf("wgmma loaded: got tile %d, want %d", got, gemmWG)
+	if got := l.gemmTileFor(512, 14336, gemmGLU, wtMix); got != gemmWG {
+		t.Errorf("wgmma loaded, K-quants: got tile %d, want %d", got, gemmWG)
 	}
-	if got := l.gemmTileFor(512, 3072, gemmStore); got != gemmSmall {
+	if got := l.gemmTileFor(512, 14336, gemmGLU, wtF16); got != gemmLarge {
+		t.Errorf("wgmma loaded, F16: got tile %d, want %d", got, gemmLarge)
+	}
+	if got := l.gemmTileFor(512, 3072, gemmStore, wtMix); got != gemmSmall {
 		t.Errorf("wgmma loaded, 1B QKV: got tile %d, want %d", got, gemmSmall)
 	}
 	l.wgGemm = false
 	l.largeGemm = false
-	if got := l.gemmTileFor(512, 14336, gemmGLU); got != gemmSmall {
+	if got := l.gemmTileFor(512, 14336, gemmGLU, wtMix); got != gemmSmall {
 		t.Errorf("large tile not allowed (sm_80): got %d", got)
 	}
 	l.largeGemm = true
 	l.gemmTile = gemmSmall + 1
-	if got := l.gemmTileFor(512, 14336, gemmGLU); got != gemmSmall {
+	if got := l.gemmTileFor(512, 14336, gemmGLU, wtMix); got != gemmSmall {
 		t.Errorf("fixed small tile: got %d", got)
 	}
 	if got, want := gemmTiles[gemmLarge].smem(), (3*128+2*128)*72*2; got != want {
