@@ -486,7 +486,15 @@ func testPrefillMatchesTokenByToken(t *testing.T, typ, kv quant.Type) {
 		if typ == quant.BF16 && quant.MatMulBF16Fast() {
 			bound = 1e-3
 		}
-		if kv == quant.F16 {
+		// The quantized types multiply activations rounded to Q8_0: a
+		// last-bit difference between the paths' float sums (the tiled and
+		// row kernels add in other orders) now and then lands on a rounding
+		// step, and one element a step off moves every later logit. That
+		// is ~1e-2 where it happens and below 1e-4 elsewhere: Q5_0 at 278
+		// positions with AVX2 (9.1e-3), Q4_0 at 533 with AVX-512 (1.1e-2);
+		// the other lengths tried (5 to 300) gave under 1e-4. A wrong
+		// kernel gives errors of order one.
+		if kv == quant.F16 || (typ != quant.F32 && typ != quant.F16 && typ != quant.BF16) {
 			bound = 3e-2
 		}
 		e := relErr(got, w64)
