@@ -25,3 +25,54 @@ func Q5_0ToQ8_0(src, dst []byte) error {
 	}
 	return nil
 }
+
+// MinToQ8_0 re-encodes rows of Q4_1 or Q5_1 blocks (typ), whose values
+// are d·q + m, as Q8_0 blocks of d and the codes q, and writes each
+// block's min apart, transposed: mins[b*rows+r] is that of block b of row
+// r. A block's dot product with a Q8_0 activation block is then the
+// re-encoded block's plus m·s, s the activation block's sum
+// (Q8_0BlockSums), so a batch's product is the tiled Q8_0 kernel's plus a
+// small float product of the mins by the sums: where quant has no tiled
+// kernel for these types (no AVX512-VNNI), the CPU engine's prefill takes
+// that path. src holds rows rows of whole blocks; dst and mins must hold
+// them as Q8_0 blocks and as floats.
+func MinToQ8_0(typ Type, src []byte, rows int, dst []byte, mins []float32) error {
+	bs := typ.BlockBytes()
+	if (typ != Q4_1 && typ != Q5_1) || rows <= 0 || len(src)%(rows*bs) != 0 {
+		return fmt.Errorf("quant: MinToQ8_0: %d bytes of %s in %d rows", len(src), typ, rows)
+	}
+	n := len(src) / bs
+	if len(dst) != n*q8_0Bytes || len(mins) != n {
+		return fmt.Errorf("quant: MinToQ8_0: %d blocks into %d bytes of Q8_0 and %d mins", n, len(dst), len(mins))
+	}
+	nb := n / rows
+	for i := 0; i < n; i++ {
+		s, d := src[i*bs:(i+1)*bs], dst[i*q8_0Bytes:(i+1)*q8_0Bytes]
+		d[0], d[1] = s[0], s[1] // the f16 scale
+		mins[i%nb*rows+i/nb] = f16At(s[2:])
+		if typ == Q4_1 {
+			qs := s[4:20]
+			for j := 0; j < 16; j++ {
+				d[2+j], d[18+j] = qs[j]&15, qs[j]>>4
+			}
+			continue
+		}
+		qh, qs := binary.LittleEndian.Uint32(s[4:]), s[8:24]
+		for j := 0; j < 32; j++ {
+			d[2+j] = qs[j%16]>>(4*(j/16))&15 | byte(qh>>j&1)<<4
+		}
+	}
+	return nil
+}
+
+// Q8_0BlockSums writes the sum of each Q8_0 block of x, d·Σq, to sums.
+func Q8_0BlockSums(x []byte, sums []float32) {
+	for i := range sums {
+		b := x[i*q8_0Bytes : (i+1)*q8_0Bytes]
+		s := int32(0)
+		for _, q := range b[2:q8_0Bytes] {
+			s += int32(int8(q))
+		}
+		sums[i] = f16At(b) * float32(s)
+	}
+}

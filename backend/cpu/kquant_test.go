@@ -67,8 +67,9 @@ func roundingBound(w *model.Tensor, r int, x []float32) float64 {
 
 // The K-quant products take Q8_K activations: each output equals the float
 // dot product of the weight row with the Q8_K-rounded activations, for one
-// token (decode) and for a batch (prefill), next to a Q8_0 product reading
-// the same batch, and again after the batch's values change.
+// token (decode) and for a batch (prefill), next to the Q8_0 products
+// (Q4_0, IQ4_NL, Q4_1, Q5_1, Q5_0) reading the same batch, and again after
+// the batch's values change.
 func TestMatmulKQuantDispatch(t *testing.T) {
 	rng := rand.New(rand.NewPCG(21, 22))
 	const cols = 512
@@ -85,6 +86,12 @@ func TestMatmulKQuantDispatch(t *testing.T) {
 			randTensor(t, rng, quant.IQ4_XS, 7, cols),
 			randTensor(t, rng, quant.Q4_0, 11, cols),
 			randTensor(t, rng, quant.IQ4_NL, 9, cols),
+			// Where quant has no tiled kernel for them (no AVX512-VNNI),
+			// Q5_0 is re-encoded as Q8_0 and Q4_1 and Q5_1 split into Q8_0
+			// codes and mins; 70 rows are more than one chunk of those.
+			randTensor(t, rng, quant.Q4_1, 70, cols),
+			randTensor(t, rng, quant.Q5_1, 13, cols),
+			randTensor(t, rng, quant.Q5_0, 10, cols),
 		}
 		for round := 0; round < 2; round++ {
 			for i := range x.f32 {

@@ -226,7 +226,8 @@ func (b *Backend) matmul(x *activations, ps ...product) {
 }
 
 // tileScratch is a worker's scratch for the tiled products: the widened
-// rows and results of floatRowsTiled, the re-encoded rows of q8ViaRows.
+// rows and results of floatRowsTiled, the re-encoded rows of q8ViaRows
+// and minViaRows.
 // It is grown as needed and kept: allocated each call (eight calls a
 // worker a product) they were ~200 MB of garbage a SmolLM prefill batch,
 // and a bench's first repetitions ran at half speed.
@@ -276,7 +277,13 @@ func matRows(x *activations, p product, lo, hi int, sc *tileScratch) {
 			return
 		}
 		fallthrough
-	case quant.IQ4_NL, quant.Q4_1, quant.Q5_1:
+	case quant.Q4_1, quant.Q5_1:
+		if x.t > 1 && !quant.MatMulRowsTiled(w.Type) {
+			minViaRows(x, p, lo, hi, sc)
+			return
+		}
+		fallthrough
+	case quant.IQ4_NL:
 		nb := w.Cols / 32
 		if x.t == 1 { // decode: the row loop in the kernel
 			quant.MatVecRowsQ8_0(w.Type, w.Data[lo*rb:hi*rb], x.q8row(0), nb, p.out[p.outOff+lo:p.outOff+hi])
@@ -399,6 +406,32 @@ func q8ViaRows(x *activations, p product, lo, hi int, sc *tileScratch) {
 			panic(err) // whole rows of whole blocks: sizes always match
 		}
 		quant.MatMulQ8_0Q8_0(q8, nb, n, x.q8, x.t, p.out[p.outOff+r0:], p.outStride)
+	}
+}
+
+// minViaRows is q8ViaRows for Q4_1 and Q5_1 weights, whose values d·q + m
+// are not a Q8_0 block's: a chunk of rows is split into Q8_0 blocks of
+// d and q and the blocks' mins (quant.MinToQ8_0), multiplied by the tiled
+// Q8_0 kernel, and the mins' part, Σ m·s over the activation blocks' sums
+// s, added as a float product (k = the row's blocks, 1/32 of the
+// multiply–adds). Without it these types ran a row and a token at a time.
+func minViaRows(x *activations, p product, lo, hi int, sc *tileScratch) {
+	w := p.w
+	rb, nb := w.RowBytes(), w.Cols/32
+	chunk := min(viaChunkRows, hi-lo)
+	buf := sc.bytes(chunk * nb * quant.Q8_0.BlockBytes())
+	f := sc.floats(x.t*nb + chunk*nb)
+	sums, mins := f[:x.t*nb], f[x.t*nb:]
+	quant.Q8_0BlockSums(x.q8[:x.t*nb*quant.Q8_0.BlockBytes()], sums)
+	for r0 := lo; r0 < hi; r0 += viaChunkRows {
+		n := min(viaChunkRows, hi-r0)
+		q8, m := buf[:n*nb*quant.Q8_0.BlockBytes()], mins[:n*nb]
+		if err := quant.MinToQ8_0(w.Type, w.Data[r0*rb:(r0+n)*rb], n, q8, m); err != nil {
+			panic(err) // whole rows of whole blocks: sizes always match
+		}
+		out := p.out[p.outOff+r0:]
+		quant.MatMulQ8_0Q8_0(q8, nb, n, x.q8, x.t, out, p.outStride)
+		quant.MatMulF32(x.t, n, nb, sums, nb, m, n, out, p.outStride, true)
 	}
 }
 

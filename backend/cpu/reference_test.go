@@ -426,7 +426,7 @@ func TestLogitsMatchFloat64Reference(t *testing.T) {
 }
 
 func TestPrefillMatchesTokenByToken(t *testing.T) {
-	for _, typ := range []quant.Type{quant.F32, quant.F16, quant.BF16, quant.Q4_0, quant.Q5_0} {
+	for _, typ := range []quant.Type{quant.F32, quant.F16, quant.BF16, quant.Q4_0, quant.Q5_0, quant.Q4_1, quant.Q5_1} {
 		testPrefillMatchesTokenByToken(t, typ, quant.F32)
 	}
 	// With an f16 KV cache the two paths' last-bit differences in K and V
