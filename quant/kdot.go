@@ -378,8 +378,8 @@ func MatMulKQ8_K(typ Type, w []byte, nblocks, rows int, x []byte, tokens int, ou
 		matMulKAVX2(typ, w, nblocks, rows, x, tokens, out, outStride)
 		return
 	}
-	if useAVX2 && typ == IQ4_XS && tokens == 1 { // decode: the row loop in assembly
-		matVecIQ4_XSQ8_KAVX2(&w[0], &x[0], nblocks, &out[0], rows)
+	if useAVX2 && typ == IQ4_XS {
+		matMulIQ4_XSAVX2(w, nblocks, rows, x, tokens, out, outStride)
 		return
 	}
 	rb, xb := nblocks*bs, nblocks*q8_KBytes
