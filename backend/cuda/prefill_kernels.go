@@ -34,6 +34,7 @@ type prefillKernels struct {
 	embed     [numGPUTypes]*cu.Function
 	gemm      [numGPUTypes][3][len(gemmTiles)]*cu.Function // by weight type, epilogue and tile
 	wgGemm    bool                                         // gemm_wg's tile is loaded (9.0 devices)
+	wgErr     error                                        // why it is not, on a 9.0 device
 	norm      *cu.Function
 	rope      *cu.Function
 	qkNorm    *cu.Function         // Q/K norms (prefill_qk_norm)
@@ -102,6 +103,12 @@ func (k *kernelSet) loadPrefill(c *cu.Context, dir string) error {
 			gemmNames(typedQuants[q])
 		}
 		if fs, err = load(op, names...); err != nil {
+			if tile.wg {
+				// A driver that does not take the sm_90a image: gemm.cu's
+				// tiles serve, and the tests say why (wgErr).
+				p.wgErr = err
+				continue
+			}
 			return err
 		}
 		// The tiles past 48 KB of shared memory must ask for it, and for

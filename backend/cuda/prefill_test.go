@@ -99,6 +99,9 @@ func untouched(t *testing.T, what string, f []float32) {
 // checked bit for bit against the mixed family's.
 func TestGemmKernels(t *testing.T) {
 	g := newGPU(t)
+	if g.c.Info.Major == 9 && g.c.Info.Minor == 0 && !g.l.k.pre.wgGemm {
+		t.Errorf("gemm_wg (wgmma) did not load on a 9.0 device: %v", g.l.k.pre.wgErr)
+	}
 	r := rand.New(rand.NewPCG(11, 11))
 	shapes := []struct{ m, n, k int }{
 		{1, 64, 64}, {7, 40, 96}, {64, 64, 32}, {100, 200, 576}, {130, 832, 576}, {65, 96, 1536}, {200, 1536, 160}, {3, 5, 32},
