@@ -18,6 +18,13 @@ var useBF16 = useAVX512 && hasAVX512BF16()
 //go:noescape
 func matMulFloatPanelAVX512(x *float32, ldx int, p *float32, k int, c *float32, ldc int, m int, mask uint64, pf *byte, pfLines int)
 
+// matMulFloatPanelAVX2 sets c[i*ldc+j] = Σ_l x[i*ldx+l]·p[l*24+j] for
+// tokens i < m (m > 0) and the panel's rows j < 24 whose word of mask is
+// -1 (strides in elements, k > 0).
+//
+//go:noescape
+func matMulFloatPanelAVX2(x *float32, ldx int, p *float32, k int, c *float32, ldc int, m int, mask *int32)
+
 // matMulBF16PanelAVX512 is matMulFloatPanelAVX512 on bfloat16 pairs: x
 // and p hold two bfloat16 values a word (k pairs of columns, ldx in
 // words), each pair's products summed by VDPBF16PS.

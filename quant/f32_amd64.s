@@ -904,3 +904,129 @@ TEXT ·matMulF32x8AVX512(SB), NOSPLIT, $0-72
 // func matMulF32F16x8AVX512(a *float32, lda int, b *uint16, ldb int, k int, c *float32, ldc int, tiles int, accumulate int)
 TEXT ·matMulF32F16x8AVX512(SB), NOSPLIT, $0-72
 	MATMUL_F32_ZMM8(LOADB_F16_Z8, 1, 64)
+
+// func matMulFloatPanelAVX2(x *float32, ldx int, p *float32, k int, c *float32, ldc int, m int, mask *int32)
+//
+// matMulFloatPanelAVX512 on YMM registers: a panel of 24 rows (three
+// registers a column, Y12-Y14) times four tokens at a time (Y0-Y11 their
+// accumulators, Y15 the broadcast value): a column step is 7 loads for 12
+// FMAs, and twelve independent accumulators cover the FMA latency. Tokens
+// past a multiple of four take a one-token loop. A token's 24 results are
+// stored under the 24 lanes of mask (-1: the row is in the panel).
+TEXT ·matMulFloatPanelAVX2(SB), NOSPLIT, $0-64
+	MOVQ x+0(FP), SI
+	MOVQ ldx+8(FP), R8
+	SHLQ $2, R8
+	LEAQ (R8)(R8*2), R9 // 3 tokens
+	MOVQ p+16(FP), DI
+	MOVQ k+24(FP), R10
+	MOVQ c+32(FP), DX
+	MOVQ ldc+40(FP), R11
+	SHLQ $2, R11
+	MOVQ m+48(FP), R12
+	MOVQ mask+56(FP), R14
+	CMPQ R12, $4
+	JLT  ytail
+
+ygroup4:
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	VXORPS Y8, Y8, Y8
+	VXORPS Y9, Y9, Y9
+	VXORPS Y10, Y10, Y10
+	VXORPS Y11, Y11, Y11
+	MOVQ DI, BX
+	MOVQ SI, AX
+	MOVQ R10, R13
+
+yloop4:
+	VMOVUPS (BX), Y12
+	VMOVUPS 32(BX), Y13
+	VMOVUPS 64(BX), Y14
+	VBROADCASTSS (AX), Y15
+	VFMADD231PS Y12, Y15, Y0
+	VFMADD231PS Y13, Y15, Y1
+	VFMADD231PS Y14, Y15, Y2
+	VBROADCASTSS (AX)(R8*1), Y15
+	VFMADD231PS Y12, Y15, Y3
+	VFMADD231PS Y13, Y15, Y4
+	VFMADD231PS Y14, Y15, Y5
+	VBROADCASTSS (AX)(R8*2), Y15
+	VFMADD231PS Y12, Y15, Y6
+	VFMADD231PS Y13, Y15, Y7
+	VFMADD231PS Y14, Y15, Y8
+	VBROADCASTSS (AX)(R9*1), Y15
+	VFMADD231PS Y12, Y15, Y9
+	VFMADD231PS Y13, Y15, Y10
+	VFMADD231PS Y14, Y15, Y11
+	ADDQ $96, BX
+	ADDQ $4, AX
+	DECQ R13
+	JNZ  yloop4
+	VMOVUPS (R14), Y12
+	VMOVUPS 32(R14), Y13
+	VMOVUPS 64(R14), Y14
+	MOVQ DX, CX
+	VMASKMOVPS Y0, Y12, (CX)
+	VMASKMOVPS Y1, Y13, 32(CX)
+	VMASKMOVPS Y2, Y14, 64(CX)
+	ADDQ R11, CX
+	VMASKMOVPS Y3, Y12, (CX)
+	VMASKMOVPS Y4, Y13, 32(CX)
+	VMASKMOVPS Y5, Y14, 64(CX)
+	ADDQ R11, CX
+	VMASKMOVPS Y6, Y12, (CX)
+	VMASKMOVPS Y7, Y13, 32(CX)
+	VMASKMOVPS Y8, Y14, 64(CX)
+	ADDQ R11, CX
+	VMASKMOVPS Y9, Y12, (CX)
+	VMASKMOVPS Y10, Y13, 32(CX)
+	VMASKMOVPS Y11, Y14, 64(CX)
+	LEAQ (SI)(R8*4), SI
+	LEAQ (DX)(R11*4), DX
+	SUBQ $4, R12
+	CMPQ R12, $4
+	JGE  ygroup4
+
+ytail:
+	TESTQ R12, R12
+	JZ    ydone
+
+ytoken:
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	MOVQ DI, BX
+	MOVQ SI, AX
+	MOVQ R10, R13
+
+yloop1:
+	VBROADCASTSS (AX), Y15
+	VFMADD231PS (BX), Y15, Y0
+	VFMADD231PS 32(BX), Y15, Y1
+	VFMADD231PS 64(BX), Y15, Y2
+	ADDQ $96, BX
+	ADDQ $4, AX
+	DECQ R13
+	JNZ  yloop1
+	VMOVUPS (R14), Y12
+	VMOVUPS 32(R14), Y13
+	VMOVUPS 64(R14), Y14
+	MOVQ DX, CX
+	VMASKMOVPS Y0, Y12, (CX)
+	VMASKMOVPS Y1, Y13, 32(CX)
+	VMASKMOVPS Y2, Y14, 64(CX)
+	ADDQ R8, SI
+	ADDQ R11, DX
+	DECQ R12
+	JNZ  ytoken
+
+ydone:
+	VZEROUPPER
+	RET

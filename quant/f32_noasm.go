@@ -10,6 +10,9 @@ const useAVX512, useBF16 = false, false
 func matMulFloatPanelAVX512(x *float32, ldx int, p *float32, k int, c *float32, ldc int, m int, mask uint64, pf *byte, pfLines int) {
 	panic("unreachable")
 }
+func matMulFloatPanelAVX2(x *float32, ldx int, p *float32, k int, c *float32, ldc int, m int, mask *int32) {
+	panic("unreachable")
+}
 func matMulBF16PanelAVX512(x *uint32, ldx int, p *uint32, k int, c *float32, ldc int, m int, mask uint64, pf *byte, pfLines int) {
 	panic("unreachable")
 }
