@@ -25,6 +25,19 @@ func matMulFloatPanelAVX512(x *float32, ldx int, p *float32, k int, c *float32, 
 //go:noescape
 func matMulFloatPanelAVX2(x *float32, ldx int, p *float32, k int, c *float32, ldc int, m int, mask *int32)
 
+// pack8F32AVX2, pack8F16AVX2 and pack8BF16AVX2 lay eight rows of k > 0
+// elements (a multiple of 8; rows ldw bytes apart) into the AVX2 panel at
+// p, element l of row r at p[l*24+r], widened to float32.
+//
+//go:noescape
+func pack8F32AVX2(w *float32, ldw int, p *float32, k int)
+
+//go:noescape
+func pack8F16AVX2(w *uint16, ldw int, p *float32, k int)
+
+//go:noescape
+func pack8BF16AVX2(w *uint16, ldw int, p *float32, k int)
+
 // matMulBF16PanelAVX512 is matMulFloatPanelAVX512 on bfloat16 pairs: x
 // and p hold two bfloat16 values a word (k pairs of columns, ldx in
 // words), each pair's products summed by VDPBF16PS.

@@ -1030,3 +1030,121 @@ yloop1:
 ydone:
 	VZEROUPPER
 	RET
+
+// The AVX2 panel's packing: eight rows of a column block of eight,
+// widened to float32 in Y0-Y7 (LOAD8: row r's eight values at SI, SI+R8,
+// SI+2·R8, SI+R9, then BX and on), transposed (Y8-Y15 the pairs, Y0-Y7
+// the quads, Y8-Y15 the columns) and stored as eight columns of the panel,
+// 96 bytes apart.
+#define PACK8_LOAD_F32(off) \
+	VMOVUPS off(SI), Y0; \
+	VMOVUPS off(SI)(R8*1), Y1; \
+	VMOVUPS off(SI)(R8*2), Y2; \
+	VMOVUPS off(SI)(R9*1), Y3; \
+	VMOVUPS off(BX), Y4; \
+	VMOVUPS off(BX)(R8*1), Y5; \
+	VMOVUPS off(BX)(R8*2), Y6; \
+	VMOVUPS off(BX)(R9*1), Y7
+
+#define PACK8_LOAD_F16(off) \
+	VCVTPH2PS off(SI), Y0; \
+	VCVTPH2PS off(SI)(R8*1), Y1; \
+	VCVTPH2PS off(SI)(R8*2), Y2; \
+	VCVTPH2PS off(SI)(R9*1), Y3; \
+	VCVTPH2PS off(BX), Y4; \
+	VCVTPH2PS off(BX)(R8*1), Y5; \
+	VCVTPH2PS off(BX)(R8*2), Y6; \
+	VCVTPH2PS off(BX)(R9*1), Y7
+
+#define BF16_ROW(src, y) \
+	VPMOVZXWD src, y; \
+	VPSLLD $16, y, y
+
+#define PACK8_LOAD_BF16(off) \
+	BF16_ROW(off(SI), Y0); \
+	BF16_ROW(off(SI)(R8*1), Y1); \
+	BF16_ROW(off(SI)(R8*2), Y2); \
+	BF16_ROW(off(SI)(R9*1), Y3); \
+	BF16_ROW(off(BX), Y4); \
+	BF16_ROW(off(BX)(R8*1), Y5); \
+	BF16_ROW(off(BX)(R8*2), Y6); \
+	BF16_ROW(off(BX)(R9*1), Y7)
+
+#define PACK8_T \
+	VUNPCKLPS Y1, Y0, Y8; \
+	VUNPCKHPS Y1, Y0, Y9; \
+	VUNPCKLPS Y3, Y2, Y10; \
+	VUNPCKHPS Y3, Y2, Y11; \
+	VUNPCKLPS Y5, Y4, Y12; \
+	VUNPCKHPS Y5, Y4, Y13; \
+	VUNPCKLPS Y7, Y6, Y14; \
+	VUNPCKHPS Y7, Y6, Y15; \
+	VSHUFPS $0x44, Y10, Y8, Y0; \
+	VSHUFPS $0xee, Y10, Y8, Y1; \
+	VSHUFPS $0x44, Y11, Y9, Y2; \
+	VSHUFPS $0xee, Y11, Y9, Y3; \
+	VSHUFPS $0x44, Y14, Y12, Y4; \
+	VSHUFPS $0xee, Y14, Y12, Y5; \
+	VSHUFPS $0x44, Y15, Y13, Y6; \
+	VSHUFPS $0xee, Y15, Y13, Y7; \
+	VPERM2F128 $0x20, Y4, Y0, Y8; \
+	VPERM2F128 $0x20, Y5, Y1, Y9; \
+	VPERM2F128 $0x20, Y6, Y2, Y10; \
+	VPERM2F128 $0x20, Y7, Y3, Y11; \
+	VPERM2F128 $0x31, Y4, Y0, Y12; \
+	VPERM2F128 $0x31, Y5, Y1, Y13; \
+	VPERM2F128 $0x31, Y6, Y2, Y14; \
+	VPERM2F128 $0x31, Y7, Y3, Y15; \
+	VMOVUPS Y8, (DI); \
+	VMOVUPS Y9, 96(DI); \
+	VMOVUPS Y10, 192(DI); \
+	VMOVUPS Y11, 288(DI); \
+	VMOVUPS Y12, 384(DI); \
+	VMOVUPS Y13, 480(DI); \
+	VMOVUPS Y14, 576(DI); \
+	VMOVUPS Y15, 672(DI)
+
+// PACK8 is the body of the pack8*AVX2 functions, w in SI, ldw in R8, p
+// in DI and k in CX: LOAD the block at SI/BX, transpose and store it,
+// COLBYTES the bytes of eight elements.
+#define PACK8(LOAD, COLBYTES, loop) \
+	LEAQ (R8)(R8*2), R9; \
+	LEAQ (SI)(R8*4), BX; \
+loop: \
+	LOAD(0); \
+	PACK8_T; \
+	ADDQ $COLBYTES, SI; \
+	ADDQ $COLBYTES, BX; \
+	ADDQ $768, DI; \
+	SUBQ $8, CX; \
+	JNZ loop; \
+	VZEROUPPER; \
+	RET
+
+// func pack8F32AVX2(w *float32, ldw int, p *float32, k int)
+//
+// pack8F32AVX2 lays eight rows of k > 0 elements (a multiple of 8; ldw
+// bytes apart) into the AVX2 panel at p: element l of row r at
+// p[l*24+r].
+TEXT ·pack8F32AVX2(SB), NOSPLIT, $0-32
+	MOVQ w+0(FP), SI
+	MOVQ ldw+8(FP), R8
+	MOVQ p+16(FP), DI
+	MOVQ k+24(FP), CX
+	PACK8(PACK8_LOAD_F32, 32, pack8f32loop)
+
+// func pack8F16AVX2(w *uint16, ldw int, p *float32, k int)
+TEXT ·pack8F16AVX2(SB), NOSPLIT, $0-32
+	MOVQ w+0(FP), SI
+	MOVQ ldw+8(FP), R8
+	MOVQ p+16(FP), DI
+	MOVQ k+24(FP), CX
+	PACK8(PACK8_LOAD_F16, 16, pack8f16loop)
+
+// func pack8BF16AVX2(w *uint16, ldw int, p *float32, k int)
+TEXT ·pack8BF16AVX2(SB), NOSPLIT, $0-32
+	MOVQ w+0(FP), SI
+	MOVQ ldw+8(FP), R8
+	MOVQ p+16(FP), DI
+	MOVQ k+24(FP), CX
+	PACK8(PACK8_LOAD_BF16, 16, pack8bf16loop)

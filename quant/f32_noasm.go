@@ -13,6 +13,9 @@ func matMulFloatPanelAVX512(x *float32, ldx int, p *float32, k int, c *float32, 
 func matMulFloatPanelAVX2(x *float32, ldx int, p *float32, k int, c *float32, ldc int, m int, mask *int32) {
 	panic("unreachable")
 }
+func pack8F32AVX2(w *float32, ldw int, p *float32, k int) { panic("unreachable") }
+func pack8F16AVX2(w *uint16, ldw int, p *float32, k int)  { panic("unreachable") }
+func pack8BF16AVX2(w *uint16, ldw int, p *float32, k int) { panic("unreachable") }
 func matMulBF16PanelAVX512(x *uint32, ldx int, p *uint32, k int, c *float32, ldc int, m int, mask uint64, pf *byte, pfLines int) {
 	panic("unreachable")
 }
