@@ -17,13 +17,47 @@ func Q5_0ToQ8_0(src, dst []byte) error {
 	for i := 0; i < len(src)/q5_0Bytes; i++ {
 		s, d := src[i*q5_0Bytes:(i+1)*q5_0Bytes], dst[i*q8_0Bytes:(i+1)*q8_0Bytes]
 		d[0], d[1] = s[0], s[1] // the f16 scale
-		qh, qs := binary.LittleEndian.Uint32(s[2:]), s[6:22]
-		for j := 0; j < 32; j++ {
-			q := int32(qs[j%16]>>(4*(j/16))&15) | int32(qh>>j&1)<<4
-			d[2+j] = byte(int8(q - 16))
+		codes5(s[6:22], binary.LittleEndian.Uint32(s[2:]), d[2:34])
+		// q − 16 a byte: q & 15 with the sign byte's high bits where q < 16.
+		for j := 2; j < 34; j += 8 {
+			q := binary.LittleEndian.Uint64(d[j:])
+			low := (q >> 4 & bytes01) ^ bytes01 // 1 where q < 16
+			binary.LittleEndian.PutUint64(d[j:], q&bytes0F|low*0xF0)
 		}
 	}
 	return nil
+}
+
+const (
+	bytes01 = 0x0101010101010101
+	bytes0F = 0x0F0F0F0F0F0F0F0F
+)
+
+// codes4 writes the 32 codes of a block's 16 bytes of nibbles qs (byte j:
+// code j low, code j+16 high) to dst, one a byte, eight at a time.
+func codes4(qs, dst []byte) {
+	a, b := binary.LittleEndian.Uint64(qs), binary.LittleEndian.Uint64(qs[8:])
+	binary.LittleEndian.PutUint64(dst, a&bytes0F)
+	binary.LittleEndian.PutUint64(dst[8:], b&bytes0F)
+	binary.LittleEndian.PutUint64(dst[16:], a>>4&bytes0F)
+	binary.LittleEndian.PutUint64(dst[24:], b>>4&bytes0F)
+}
+
+// codes5 is codes4 with each code's fifth bit from qh (bit j, code j).
+func codes5(qs []byte, qh uint32, dst []byte) {
+	codes4(qs, dst)
+	for j := 0; j < 32; j += 8 {
+		q := binary.LittleEndian.Uint64(dst[j:])
+		binary.LittleEndian.PutUint64(dst[j:], q|spreadBits(byte(qh>>j))<<4)
+	}
+}
+
+// spreadBits puts bit i of b in bit 0 of byte i.
+func spreadBits(b byte) uint64 {
+	x := uint64(b)
+	x = (x | x<<28) & 0x0000000F0000000F
+	x = (x | x<<14) & 0x0003000300030003
+	return (x | x<<7) & bytes01
 }
 
 // MinToQ8_0 re-encodes rows of Q4_1 or Q5_1 blocks (typ), whose values
@@ -51,15 +85,9 @@ func MinToQ8_0(typ Type, src []byte, rows int, dst []byte, mins []float32) error
 		d[0], d[1] = s[0], s[1] // the f16 scale
 		mins[i%nb*rows+i/nb] = f16At(s[2:])
 		if typ == Q4_1 {
-			qs := s[4:20]
-			for j := 0; j < 16; j++ {
-				d[2+j], d[18+j] = qs[j]&15, qs[j]>>4
-			}
-			continue
-		}
-		qh, qs := binary.LittleEndian.Uint32(s[4:]), s[8:24]
-		for j := 0; j < 32; j++ {
-			d[2+j] = qs[j%16]>>(4*(j/16))&15 | byte(qh>>j&1)<<4
+			codes4(s[4:20], d[2:34])
+		} else {
+			codes5(s[8:24], binary.LittleEndian.Uint32(s[4:]), d[2:34])
 		}
 	}
 	return nil

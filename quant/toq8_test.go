@@ -101,3 +101,15 @@ func TestMinToQ8_0(t *testing.T) {
 		t.Error("blocks that do not split into the rows were accepted")
 	}
 }
+
+// TestSpreadBits checks every byte: bit i lands in bit 0 of byte i.
+func TestSpreadBits(t *testing.T) {
+	for b := 0; b < 256; b++ {
+		got := spreadBits(byte(b))
+		for i := 0; i < 8; i++ {
+			if want := uint64(b>>i&1) << (8 * i); got&(0xFF<<(8*i)) != want {
+				t.Fatalf("spreadBits(%#x) = %#x: byte %d wrong", b, got, i)
+			}
+		}
+	}
+}
