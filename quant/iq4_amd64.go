@@ -19,3 +19,9 @@ func matVecIQ4_NLQ8_0AVX2(w, x *byte, nblocks int, out *float32, rows int)
 
 //go:noescape
 func matVecIQ4_XSQ8_KAVX2(w, x *byte, nblocks int, out *float32, rows int)
+
+// dotIQ4XSRow4AVX2 is dotIQ4_XSQ8_KAVX2 for four tokens' activations
+// xstride bytes apart, adding token t's 8 partial sums to acc[8t:8t+8].
+//
+//go:noescape
+func dotIQ4XSRow4AVX2(w, x *byte, xstride, nblocks int, acc *[32]float32)

@@ -176,3 +176,115 @@ TEXT ·matVecIQ4_XSQ8_KAVX2(SB), NOSPLIT, $0-40
 	MOVQ rows+32(FP), R14
 	IQ4_CONSTS
 	MATVEC_ROWS(IQ4_XS_BLOCK(xsmvsub), IQ4_HSUM, Y0, X0, nblocks+16(FP), xsmvrow, xsmvloop)
+
+// IQ4_XS_SUB4 adds the products of one 32-value sub-block of the IQ4_XS
+// block at SI with four tokens' Q8_K values to their int32 sums Y0, Y4,
+// Y7 and Y8: the table values are looked up once (Y1, their magnitudes
+// Y2), and the sub-block's scale ls − 32 (from R9's low nibble and R8's
+// low two bits) multiplies each token's int16 pair sums in VPMADDWD. R10
+// walks the codes, R11 token 0's values (the others R12, 2·R12 and R13
+// bytes on). Clobbers AX, BX, Y1-Y3, Y5, Y6.
+#define IQ4_XS_SUB4 \
+	VMOVDQU (R10), X1; \
+	VPSRLW $4, X1, X2; \
+	VINSERTI128 $1, X2, Y1, Y1; \
+	VPAND Y11, Y1, Y1; \
+	VPSHUFB Y1, Y10, Y1; \
+	VPSIGNB Y1, Y1, Y2; \
+	MOVL R9, AX; \
+	ANDL $15, AX; \
+	MOVL R8, BX; \
+	ANDL $3, BX; \
+	SHLL $4, BX; \
+	ORL BX, AX; \
+	SUBL $32, AX; \
+	VMOVD AX, X6; \
+	VPBROADCASTW X6, Y6; \
+	VMOVDQU (R11), Y3; \
+	VPSIGNB Y1, Y3, Y3; \
+	VPMADDUBSW Y3, Y2, Y5; \
+	VPMADDWD Y6, Y5, Y5; \
+	VPADDD Y5, Y0, Y0; \
+	VMOVDQU (R11)(R12*1), Y3; \
+	VPSIGNB Y1, Y3, Y3; \
+	VPMADDUBSW Y3, Y2, Y5; \
+	VPMADDWD Y6, Y5, Y5; \
+	VPADDD Y5, Y4, Y4; \
+	VMOVDQU (R11)(R12*2), Y3; \
+	VPSIGNB Y1, Y3, Y3; \
+	VPMADDUBSW Y3, Y2, Y5; \
+	VPMADDWD Y6, Y5, Y5; \
+	VPADDD Y5, Y7, Y7; \
+	VMOVDQU (R11)(R13*1), Y3; \
+	VPSIGNB Y1, Y3, Y3; \
+	VPMADDUBSW Y3, Y2, Y5; \
+	VPMADDWD Y6, Y5, Y5; \
+	VPADDD Y5, Y8, Y8; \
+	SHRL $4, R9; \
+	SHRL $2, R8; \
+	ADDQ $16, R10; \
+	ADDQ $32, R11
+
+// func dotIQ4XSRow4AVX2(w, x *byte, xstride, nblocks int, acc *[32]float32)
+//
+// dotIQ4_XSQ8_KAVX2 for four tokens' Q8_K rows xstride bytes apart (nblocks
+// ≥ 1), adding token t's eight partial sums to acc[8t:8t+8]: each
+// sub-block's codes are looked up once for the four. The integer sums are
+// the row kernel's, the scale in VPMADDWD where it multiplies after it.
+TEXT ·dotIQ4XSRow4AVX2(SB), NOSPLIT, $0-40
+	MOVQ w+0(FP), SI
+	MOVQ x+8(FP), DI
+	MOVQ xstride+16(FP), R12
+	MOVQ nblocks+24(FP), CX
+	MOVQ acc+32(FP), R14
+	LEAQ (R12)(R12*2), R13
+	IQ4_CONSTS
+	VMOVUPS (R14), Y13
+	VMOVUPS 32(R14), Y14
+	VMOVUPS 64(R14), Y15
+	VMOVUPS 96(R14), Y9
+
+xs4block:
+	MOVWLZX 2(SI), R8
+	MOVL 4(SI), R9
+	LEAQ 8(SI), R10
+	LEAQ 4(DI), R11
+	MOVQ $8, DX
+	VPXOR Y0, Y0, Y0
+	VPXOR Y4, Y4, Y4
+	VPXOR Y7, Y7, Y7
+	VPXOR Y8, Y8, Y8
+
+xs4sub:
+	IQ4_XS_SUB4
+	DECQ DX
+	JNZ  xs4sub
+	MOVWLZX (SI), AX
+	VMOVD AX, X5
+	VCVTPH2PS X5, X5
+	VMULSS (DI), X5, X6
+	VBROADCASTSS X6, Y6
+	VCVTDQ2PS Y0, Y0
+	VFMADD231PS Y6, Y0, Y13
+	VMULSS (DI)(R12*1), X5, X6
+	VBROADCASTSS X6, Y6
+	VCVTDQ2PS Y4, Y4
+	VFMADD231PS Y6, Y4, Y14
+	VMULSS (DI)(R12*2), X5, X6
+	VBROADCASTSS X6, Y6
+	VCVTDQ2PS Y7, Y7
+	VFMADD231PS Y6, Y7, Y15
+	VMULSS (DI)(R13*1), X5, X6
+	VBROADCASTSS X6, Y6
+	VCVTDQ2PS Y8, Y8
+	VFMADD231PS Y6, Y8, Y9
+	ADDQ $136, SI
+	ADDQ $292, DI
+	DECQ CX
+	JNZ  xs4block
+	VMOVUPS Y13, (R14)
+	VMOVUPS Y14, 32(R14)
+	VMOVUPS Y15, 64(R14)
+	VMOVUPS Y9, 96(R14)
+	VZEROUPPER
+	RET

@@ -42,7 +42,7 @@ func matMulKAVX2(typ Type, w []byte, nblocks, rows int, x []byte, tokens int, ou
 // them.
 const kTileRows = 32
 
-// matMulKTiled multiplies Q4_K, Q5_K or Q6_K rows by tokens in tiles of
+// matMulKTiled multiplies Q4_K, Q5_K, Q6_K or IQ4_XS rows by tokens in tiles of
 // kTileRows rows by four tokens: the four tokens' activations (a
 // 2048-wide Q8_K row is 2,336 bytes) stay in L1 across the tile's rows,
 // and each row's scales and codes are unpacked once for the four
@@ -56,6 +56,8 @@ func matMulKTiled(typ Type, w []byte, nblocks, rows int, x []byte, tokens int, o
 		kernel4, kernel1 = dotQ5KRow4AVX2, dotQ5KRowAVX2
 	case Q6_K:
 		kernel4, kernel1 = dotQ6KRow4AVX2, dotQ6KRowAVX2
+	case IQ4_XS:
+		kernel4, kernel1 = dotIQ4XSRow4AVX2, dotIQ4_XSQ8_KAVX2
 	}
 	var acc [32]float32
 	var pair [2]float32
@@ -86,27 +88,18 @@ func matMulKTiled(typ Type, w []byte, nblocks, rows int, x []byte, tokens int, o
 	}
 }
 
-// iq4XSTileRows is the rows of matMulIQ4_XSAVX2's tile: 32 rows of a
-// 2048-wide IQ4_XS matrix are 34 KB, in L2 while every token passes.
-const iq4XSTileRows = 32
-
 // matMulIQ4_XSAVX2 is MatMulKQ8_K for IQ4_XS on checked arguments without
-// AVX512-VNNI: a tile of rows at a time, each token's products with the
-// tile by the assembly row loop (matVecIQ4_XSQ8_KAVX2), so that the
-// tile's weights are read from memory once for all the tokens and Go
-// makes one call a token a tile, not one a row and token. (IQ4_XS has no
-// AVX2 tile kernel.) One token (decode) takes every row in one call: in
-// tiles, the test-256 shape's tg32 measured 1,000 against 1,400 tok/s.
+// AVX512-VNNI: batches of four tokens or more in matMulKTiled's tiles
+// (dotIQ4XSRow4AVX2 looks each sub-block's codes up once for four
+// tokens), one token (decode) by the assembly row loop over every row,
+// and two or three a token at a time the same way.
 func matMulIQ4_XSAVX2(w []byte, nblocks, rows int, x []byte, tokens int, out []float32, outStride int) {
-	if tokens == 1 {
-		matVecIQ4_XSQ8_KAVX2(&w[0], &x[0], nblocks, &out[0], rows)
+	if tokens >= 4 {
+		matMulKTiled(IQ4_XS, w, nblocks, rows, x, tokens, out, outStride)
 		return
 	}
-	rb, xb := nblocks*IQ4_XS.BlockBytes(), nblocks*q8_KBytes
-	for r0 := 0; r0 < rows; r0 += iq4XSTileRows {
-		n := min(iq4XSTileRows, rows-r0)
-		for t := 0; t < tokens; t++ {
-			matVecIQ4_XSQ8_KAVX2(&w[r0*rb], &x[t*xb], nblocks, &out[t*outStride+r0], n)
-		}
+	xb := nblocks * q8_KBytes
+	for t := 0; t < tokens; t++ {
+		matVecIQ4_XSQ8_KAVX2(&w[0], &x[t*xb], nblocks, &out[t*outStride], rows)
 	}
 }
