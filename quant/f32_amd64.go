@@ -20,10 +20,11 @@ func matMulFloatPanelAVX512(x *float32, ldx int, p *float32, k int, c *float32, 
 
 // matMulFloatPanelAVX2 sets c[i*ldc+j] = Σ_l x[i*ldx+l]·p[l*24+j] for
 // tokens i < m (m > 0) and the panel's rows j < 24 whose word of mask is
-// -1 (strides in elements, k > 0).
+// -1 (strides in elements, k > 0), or adds the sum there when accumulate
+// is not 0.
 //
 //go:noescape
-func matMulFloatPanelAVX2(x *float32, ldx int, p *float32, k int, c *float32, ldc int, m int, mask *int32)
+func matMulFloatPanelAVX2(x *float32, ldx int, p *float32, k int, c *float32, ldc int, m int, mask *int32, accumulate int)
 
 // pack8F32AVX2, pack8F16AVX2 and pack8BF16AVX2 lay eight rows of k > 0
 // elements (a multiple of 8; rows ldw bytes apart) into the AVX2 panel at

@@ -905,15 +905,16 @@ TEXT ·matMulF32x8AVX512(SB), NOSPLIT, $0-72
 TEXT ·matMulF32F16x8AVX512(SB), NOSPLIT, $0-72
 	MATMUL_F32_ZMM8(LOADB_F16_Z8, 1, 64)
 
-// func matMulFloatPanelAVX2(x *float32, ldx int, p *float32, k int, c *float32, ldc int, m int, mask *int32)
+// func matMulFloatPanelAVX2(x *float32, ldx int, p *float32, k int, c *float32, ldc int, m int, mask *int32, accumulate int)
 //
 // matMulFloatPanelAVX512 on YMM registers: a panel of 24 rows (three
 // registers a column, Y12-Y14) times four tokens at a time (Y0-Y11 their
 // accumulators, Y15 the broadcast value): a column step is 7 loads for 12
 // FMAs, and twelve independent accumulators cover the FMA latency. Tokens
 // past a multiple of four take a one-token loop. A token's 24 results are
-// stored under the 24 lanes of mask (-1: the row is in the panel).
-TEXT ·matMulFloatPanelAVX2(SB), NOSPLIT, $0-64
+// stored under the 24 lanes of mask (-1: the row is in the panel), or
+// added to what is there when accumulate is not 0.
+TEXT ·matMulFloatPanelAVX2(SB), NOSPLIT, $0-72
 	MOVQ x+0(FP), SI
 	MOVQ ldx+8(FP), R8
 	SHLQ $2, R8
@@ -925,6 +926,7 @@ TEXT ·matMulFloatPanelAVX2(SB), NOSPLIT, $0-64
 	SHLQ $2, R11
 	MOVQ m+48(FP), R12
 	MOVQ mask+56(FP), R14
+	MOVQ accumulate+64(FP), R15
 	CMPQ R12, $4
 	JLT  ytail
 
@@ -973,6 +975,38 @@ yloop4:
 	VMOVUPS 32(R14), Y13
 	VMOVUPS 64(R14), Y14
 	MOVQ DX, CX
+	TESTQ R15, R15
+	JZ   ystore4
+	VMASKMOVPS (CX), Y12, Y15
+	VADDPS Y15, Y0, Y0
+	VMASKMOVPS 32(CX), Y13, Y15
+	VADDPS Y15, Y1, Y1
+	VMASKMOVPS 64(CX), Y14, Y15
+	VADDPS Y15, Y2, Y2
+	ADDQ R11, CX
+	VMASKMOVPS (CX), Y12, Y15
+	VADDPS Y15, Y3, Y3
+	VMASKMOVPS 32(CX), Y13, Y15
+	VADDPS Y15, Y4, Y4
+	VMASKMOVPS 64(CX), Y14, Y15
+	VADDPS Y15, Y5, Y5
+	ADDQ R11, CX
+	VMASKMOVPS (CX), Y12, Y15
+	VADDPS Y15, Y6, Y6
+	VMASKMOVPS 32(CX), Y13, Y15
+	VADDPS Y15, Y7, Y7
+	VMASKMOVPS 64(CX), Y14, Y15
+	VADDPS Y15, Y8, Y8
+	ADDQ R11, CX
+	VMASKMOVPS (CX), Y12, Y15
+	VADDPS Y15, Y9, Y9
+	VMASKMOVPS 32(CX), Y13, Y15
+	VADDPS Y15, Y10, Y10
+	VMASKMOVPS 64(CX), Y14, Y15
+	VADDPS Y15, Y11, Y11
+	MOVQ DX, CX
+
+ystore4:
 	VMASKMOVPS Y0, Y12, (CX)
 	VMASKMOVPS Y1, Y13, 32(CX)
 	VMASKMOVPS Y2, Y14, 64(CX)
@@ -1019,6 +1053,16 @@ yloop1:
 	VMOVUPS 32(R14), Y13
 	VMOVUPS 64(R14), Y14
 	MOVQ DX, CX
+	TESTQ R15, R15
+	JZ   ystore1
+	VMASKMOVPS (CX), Y12, Y15
+	VADDPS Y15, Y0, Y0
+	VMASKMOVPS 32(CX), Y13, Y15
+	VADDPS Y15, Y1, Y1
+	VMASKMOVPS 64(CX), Y14, Y15
+	VADDPS Y15, Y2, Y2
+
+ystore1:
 	VMASKMOVPS Y0, Y12, (CX)
 	VMASKMOVPS Y1, Y13, 32(CX)
 	VMASKMOVPS Y2, Y14, 64(CX)

@@ -10,7 +10,7 @@ const useAVX512, useBF16 = false, false
 func matMulFloatPanelAVX512(x *float32, ldx int, p *float32, k int, c *float32, ldc int, m int, mask uint64, pf *byte, pfLines int) {
 	panic("unreachable")
 }
-func matMulFloatPanelAVX2(x *float32, ldx int, p *float32, k int, c *float32, ldc int, m int, mask *int32) {
+func matMulFloatPanelAVX2(x *float32, ldx int, p *float32, k int, c *float32, ldc int, m int, mask *int32, accumulate int) {
 	panic("unreachable")
 }
 func pack8F32AVX2(w *float32, ldw int, p *float32, k int) { panic("unreachable") }

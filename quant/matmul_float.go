@@ -93,49 +93,72 @@ const panelRowsAVX2 = 24
 // matMulFloatAVX2 is MatMulFloat on checked arguments with AVX2: the same
 // scheme as the AVX-512 kernel's, on panels of 24 rows (eight rows at a
 // time packed by the assembly, widened and transposed in registers; the
-// rows of a last group of fewer in Go) and four tokens at a time.
+// rows of a last group of fewer in Go) and four tokens at a time, in
+// chunks of panelColsAVX2 columns, each chunk's sums added to the last's.
 // Against MatMulF32's 4×16 tiles on widened rows and transposed
 // activations, it needs no transposition either way and keeps twelve
 // accumulators (7 loads for 12 FMAs a step, where the tiles had 6 for 8).
 func matMulFloatAVX2(t Type, w []byte, cols, rows int, x []float32, tokens int, out []float32, outStride int, scratch []float32) {
-	rb := cols * t.BlockBytes()
-	p, row := scratch[:panelRowsAVX2*cols], scratch[panelRowsAVX2*cols:][:cols]
+	rb, eb := cols*t.BlockBytes(), t.BlockBytes()
+	kc := min(cols, panelColsAVX2)
+	p, row := scratch[:panelRowsAVX2*kc], scratch[panelRowsAVX2*kc:][:kc]
 	var mask [panelRowsAVX2]int32
 	for r0 := 0; r0 < rows; r0 += panelRowsAVX2 {
 		nr := min(panelRowsAVX2, rows-r0)
-		for i := range panelRowsAVX2 {
+		for i := range mask {
 			mask[i] = 0
-			if i%8 == 0 && i+8 <= nr { // eight whole rows: the assembly packs them
-				src := unsafe.Pointer(&w[(r0+i)*rb])
-				switch t {
-				case F32:
-					pack8F32AVX2((*float32)(src), rb, &p[i], cols)
-				case F16:
-					pack8F16AVX2((*uint16)(src), rb, &p[i], cols)
-				default:
-					pack8BF16AVX2((*uint16)(src), rb, &p[i], cols)
-				}
-			}
-			if i < nr/8*8 {
+			if i < nr {
 				mask[i] = -1
-				continue
 			}
-			if i >= nr {
-				for l := range cols {
-					p[l*panelRowsAVX2+i] = 0
-				}
-				continue
+		}
+		for k0 := 0; k0 < cols; k0 += kc {
+			kn := min(kc, cols-k0)
+			packChunkAVX2(t, w[r0*rb+k0*eb:], rb, nr, kn, p, row[:kn])
+			matMulFloatPanelAVX2(&x[k0], cols, &p[0], kn, &out[r0], outStride, tokens, &mask[0], min(k0, 1))
+		}
+	}
+}
+
+// panelColsAVX2 is the columns of a chunk of matMulFloatAVX2's panel: 24
+// rows of 1,024 floats are 96 KB, in L2 while the tokens pass over them
+// four at a time. Whole rows of Llama-1B's down projection (8,192
+// columns) made a panel of 768 KB, past a Zen 3's L2: 58 GFLOP/s a
+// thread against 66-79 in chunks of 512 or 1,024 (96 rows by 128 tokens;
+// at 2,048 columns every chunk size measured alike, 60-80).
+const panelColsAVX2 = 1024
+
+// packChunkAVX2 lays k columns of nr ≤ 24 rows of type t (at w, rb bytes
+// apart; k a multiple of 8) into the panel p, eight rows at a time by the
+// assembly, the rows of a last group of fewer through row, and zeros for
+// the rows past nr.
+func packChunkAVX2(t Type, w []byte, rb, nr, k int, p, row []float32) {
+	eb := t.BlockBytes()
+	for i := 0; i < panelRowsAVX2; i++ {
+		switch {
+		case i%8 == 0 && i+8 <= nr:
+			src := unsafe.Pointer(&w[i*rb])
+			switch t {
+			case F32:
+				pack8F32AVX2((*float32)(src), rb, &p[i], k)
+			case F16:
+				pack8F16AVX2((*uint16)(src), rb, &p[i], k)
+			default:
+				pack8BF16AVX2((*uint16)(src), rb, &p[i], k)
 			}
-			mask[i] = -1
-			if err := Widen(t, w[(r0+i)*rb:(r0+i+1)*rb], row); err != nil {
+			i += 7
+		case i < nr:
+			if err := Widen(t, w[i*rb:i*rb+k*eb], row); err != nil {
 				panic(err) // a float type, whole rows: checked by MatMulFloat
 			}
 			col := p[i:]
 			for l, v := range row {
 				col[l*panelRowsAVX2] = v
 			}
+		default:
+			for l := range k {
+				p[l*panelRowsAVX2+i] = 0
+			}
 		}
-		matMulFloatPanelAVX2(&x[0], cols, &p[0], cols, &out[r0], outStride, tokens, &mask[0])
 	}
 }
 

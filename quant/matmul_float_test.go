@@ -39,11 +39,22 @@ func randFloatRows(rng *rand.Rand, t Type, rows, cols int) ([]byte, []float32) {
 // result against a float64 product and that out is untouched elsewhere.
 // The weights go on past the rows at times, as the CPU backend passes them.
 func TestMatMulFloat(t *testing.T) {
-	rng := rand.New(rand.NewPCG(72, 73))
+	testMatMulFloat(t, rand.New(rand.NewPCG(72, 73)), []int{1, 3, 13, 16, 17, 36, 47, 48, 49, 64, 96, 100, 150},
+		[]int{7, 16, 48, 256}, []int{1, 2, 3, 4, 5, 6, 7, 8, 9, 11, 12, 13, 15, 16, 64})
+}
+
+// TestMatMulFloatLongRows is TestMatMulFloat for rows of more columns than
+// a chunk of the AVX2 panel (panelColsAVX2), whose sums are added chunk
+// by chunk.
+func TestMatMulFloatLongRows(t *testing.T) {
+	testMatMulFloat(t, rand.New(rand.NewPCG(74, 75)), []int{5, 24, 31}, []int{panelColsAVX2 + 16, 2*panelColsAVX2 + 48}, []int{1, 3, 4, 6})
+}
+
+func testMatMulFloat(t *testing.T, rng *rand.Rand, rowCounts, colCounts, tokenCounts []int) {
 	for _, typ := range []Type{F32, F16, BF16} {
-		for _, rows := range []int{1, 3, 13, 16, 17, 36, 47, 48, 49, 64, 96, 100, 150} {
-			for _, cols := range []int{7, 16, 48, 256} {
-				for _, tokens := range []int{1, 2, 3, 4, 5, 6, 7, 8, 9, 11, 12, 13, 15, 16, 64} {
+		for _, rows := range rowCounts {
+			for _, cols := range colCounts {
+				for _, tokens := range tokenCounts {
 					scratch := MatMulFloatScratch(cols) + rng.IntN(2)*cols
 					outStride := rows + rng.IntN(3)
 					at := fmt.Sprintf("%v %d rows × %d columns × %d tokens (scratch %d, stride %d)",
