@@ -177,6 +177,15 @@ TEXT ·matVecIQ4_XSQ8_KAVX2(SB), NOSPLIT, $0-40
 	IQ4_CONSTS
 	MATVEC_ROWS(IQ4_XS_BLOCK(xsmvsub), IQ4_HSUM, Y0, X0, nblocks+16(FP), xsmvrow, xsmvloop)
 
+// IQ4_XS_TOKEN adds one token's products with the sub-block of
+// IQ4_XS_SUB4 (its values at xs) to its int32 sums acc. Clobbers Y3, Y5.
+#define IQ4_XS_TOKEN(xs, acc) \
+	VMOVDQU xs, Y3; \
+	VPSIGNB Y1, Y3, Y3; \
+	VPMADDUBSW Y3, Y2, Y5; \
+	VPMADDWD Y6, Y5, Y5; \
+	VPADDD Y5, acc, acc
+
 // IQ4_XS_SUB4 adds the products of one 32-value sub-block of the IQ4_XS
 // block at SI with four tokens' Q8_K values to their int32 sums Y0, Y4,
 // Y7 and Y8: the table values are looked up once (Y1, their magnitudes
@@ -200,26 +209,10 @@ TEXT ·matVecIQ4_XSQ8_KAVX2(SB), NOSPLIT, $0-40
 	SUBL $32, AX; \
 	VMOVD AX, X6; \
 	VPBROADCASTW X6, Y6; \
-	VMOVDQU (R11), Y3; \
-	VPSIGNB Y1, Y3, Y3; \
-	VPMADDUBSW Y3, Y2, Y5; \
-	VPMADDWD Y6, Y5, Y5; \
-	VPADDD Y5, Y0, Y0; \
-	VMOVDQU (R11)(R12*1), Y3; \
-	VPSIGNB Y1, Y3, Y3; \
-	VPMADDUBSW Y3, Y2, Y5; \
-	VPMADDWD Y6, Y5, Y5; \
-	VPADDD Y5, Y4, Y4; \
-	VMOVDQU (R11)(R12*2), Y3; \
-	VPSIGNB Y1, Y3, Y3; \
-	VPMADDUBSW Y3, Y2, Y5; \
-	VPMADDWD Y6, Y5, Y5; \
-	VPADDD Y5, Y7, Y7; \
-	VMOVDQU (R11)(R13*1), Y3; \
-	VPSIGNB Y1, Y3, Y3; \
-	VPMADDUBSW Y3, Y2, Y5; \
-	VPMADDWD Y6, Y5, Y5; \
-	VPADDD Y5, Y8, Y8; \
+	IQ4_XS_TOKEN((R11), Y0); \
+	IQ4_XS_TOKEN((R11)(R12*1), Y4); \
+	IQ4_XS_TOKEN((R11)(R12*2), Y7); \
+	IQ4_XS_TOKEN((R11)(R13*1), Y8); \
 	SHRL $4, R9; \
 	SHRL $2, R8; \
 	ADDQ $16, R10; \

@@ -226,8 +226,7 @@ func (b *Backend) matmul(x *activations, ps ...product) {
 }
 
 // tileScratch is a worker's scratch for the tiled products: the widened
-// rows and results of floatRowsTiled, the re-encoded rows of q8ViaRows
-// and minViaRows.
+// rows and results of floatRowsTiled, the re-encoded rows of q8ViaRows.
 // It is grown as needed and kept: allocated each call (eight calls a
 // worker a product) they were ~200 MB of garbage a SmolLM prefill batch,
 // and a bench's first repetitions ran at half speed.
@@ -271,15 +270,9 @@ func matRows(x *activations, p product, lo, hi int, sc *tileScratch) {
 		q8Rows(x, p, lo, hi, quant.MatVecQ4_0Q8_0, quant.MatMulQ4_0Q8_0)
 	case quant.Q8_0:
 		q8Rows(x, p, lo, hi, quant.MatVecQ8_0Q8_0, quant.MatMulQ8_0Q8_0)
-	case quant.Q5_0:
-		if x.t > 1 && !quant.MatMulRowsTiled(quant.Q5_0) {
-			q8ViaRows(x, p, lo, hi, sc)
-			return
-		}
-		fallthrough
-	case quant.Q4_1, quant.Q5_1:
+	case quant.Q5_0, quant.Q4_1, quant.Q5_1:
 		if x.t > 1 && !quant.MatMulRowsTiled(w.Type) {
-			minViaRows(x, p, lo, hi, sc)
+			q8ViaRows(x, p, lo, hi, sc)
 			return
 		}
 		fallthrough
@@ -390,48 +383,44 @@ func floatRowsTiled(x *activations, p product, lo, hi int, sc *tileScratch) {
 // 8192 columns are 557 KB of Q8_0.
 const viaChunkRows = 64
 
-// q8ViaRows computes rows [lo, hi) of a batched product of Q5_0 weights
-// where quant has no tiled Q5_0 product (no AVX512-VNNI): a chunk of rows
-// at a time is re-encoded as Q8_0 (the same values, quant.Q5_0ToQ8_0) and
+// q8ViaRows computes rows [lo, hi) of a batched product of Q5_0, Q4_1 or
+// Q5_1 weights where quant has no tiled product for them (no
+// AVX512-VNNI): a chunk of rows at a time is re-encoded as Q8_0 and
 // multiplied by the tiled Q8_0 kernel, which reads each weight block once
-// for all the tokens.
+// for all the tokens. Q5_0's blocks hold the same values as Q8_0
+// (quant.Q5_0ToQ8_0). Q4_1's and Q5_1's values d·q + m do not: they split
+// into Q8_0 blocks of d and q and the blocks' mins (quant.MinToQ8_0), and
+// the mins' part, Σ m·s over the activation blocks' sums s, is added as a
+// float product (k = the row's blocks, 1/32 of the multiply–adds).
 func q8ViaRows(x *activations, p product, lo, hi int, sc *tileScratch) {
-	w := p.w
-	rb, nb := w.RowBytes(), w.Cols/32
-	buf := sc.bytes(min(viaChunkRows, hi-lo) * nb * quant.Q8_0.BlockBytes())
-	for r0 := lo; r0 < hi; r0 += viaChunkRows {
-		n := min(viaChunkRows, hi-r0)
-		q8 := buf[:n*nb*quant.Q8_0.BlockBytes()]
-		if err := quant.Q5_0ToQ8_0(w.Data[r0*rb:(r0+n)*rb], q8); err != nil {
-			panic(err) // whole rows of whole blocks: sizes always match
-		}
-		quant.MatMulQ8_0Q8_0(q8, nb, n, x.q8, x.t, p.out[p.outOff+r0:], p.outStride)
-	}
-}
-
-// minViaRows is q8ViaRows for Q4_1 and Q5_1 weights, whose values d·q + m
-// are not a Q8_0 block's: a chunk of rows is split into Q8_0 blocks of
-// d and q and the blocks' mins (quant.MinToQ8_0), multiplied by the tiled
-// Q8_0 kernel, and the mins' part, Σ m·s over the activation blocks' sums
-// s, added as a float product (k = the row's blocks, 1/32 of the
-// multiply–adds). Without it these types ran a row and a token at a time.
-func minViaRows(x *activations, p product, lo, hi int, sc *tileScratch) {
 	w := p.w
 	rb, nb := w.RowBytes(), w.Cols/32
 	chunk := min(viaChunkRows, hi-lo)
 	buf := sc.bytes(chunk * nb * quant.Q8_0.BlockBytes())
-	f := sc.floats(x.t*nb + chunk*nb)
-	sums, mins := f[:x.t*nb], f[x.t*nb:]
-	quant.Q8_0BlockSums(x.q8[:x.t*nb*quant.Q8_0.BlockBytes()], sums)
+	withMins := w.Type != quant.Q5_0
+	var sums, mins []float32
+	if withMins {
+		f := sc.floats(x.t*nb + chunk*nb)
+		sums, mins = f[:x.t*nb], f[x.t*nb:]
+		quant.Q8_0BlockSums(x.q8[:x.t*nb*quant.Q8_0.BlockBytes()], sums)
+	}
 	for r0 := lo; r0 < hi; r0 += viaChunkRows {
 		n := min(viaChunkRows, hi-r0)
-		q8, m := buf[:n*nb*quant.Q8_0.BlockBytes()], mins[:n*nb]
-		if err := quant.MinToQ8_0(w.Type, w.Data[r0*rb:(r0+n)*rb], n, q8, m); err != nil {
+		q8, src := buf[:n*nb*quant.Q8_0.BlockBytes()], w.Data[r0*rb:(r0+n)*rb]
+		var err error
+		if withMins {
+			err = quant.MinToQ8_0(w.Type, src, n, q8, mins[:n*nb])
+		} else {
+			err = quant.Q5_0ToQ8_0(src, q8)
+		}
+		if err != nil {
 			panic(err) // whole rows of whole blocks: sizes always match
 		}
 		out := p.out[p.outOff+r0:]
 		quant.MatMulQ8_0Q8_0(q8, nb, n, x.q8, x.t, out, p.outStride)
-		quant.MatMulF32(x.t, n, nb, sums, nb, m, n, out, p.outStride, true)
+		if withMins {
+			quant.MatMulF32(x.t, n, nb, sums, nb, mins[:n*nb], n, out, p.outStride, true)
+		}
 	}
 }
 

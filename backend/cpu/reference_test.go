@@ -493,7 +493,7 @@ func testPrefillMatchesTokenByToken(t *testing.T, typ, kv quant.Type) {
 		// is ~1e-2 where it happens and below 1e-4 elsewhere: Q5_0 at 278
 		// positions with AVX2 (9.1e-3), Q4_0 at 533 with AVX-512 (1.1e-2);
 		// the other lengths tried (5 to 300) gave under 1e-4. Q4_1 and
-		// Q5_1 without AVX512-VNNI add their mins apart (minViaRows), and
+		// Q5_1 without AVX512-VNNI add their mins apart (q8ViaRows), and
 		// land on a step at most lengths past 100 (1.0-1.5e-2). A wrong
 		// kernel gives errors of order one.
 		if kv == quant.F16 || (typ != quant.F32 && typ != quant.F16 && typ != quant.BF16) {
