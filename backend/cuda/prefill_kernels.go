@@ -115,10 +115,10 @@ func (k *kernelSet) loadPrefill(c *cu.Context, dir string) error {
 		// all of L1 as shared memory: the driver's own choice fits one
 		// block an SM.
 		for i, f := range fs {
-			if tile.smem() <= 48<<10 {
+			if tile.smemMax() <= 48<<10 {
 				break
 			}
-			if err := c.SetMaxDynamicShared(f, tile.smem()); err != nil {
+			if err := c.SetMaxDynamicShared(f, tile.smemMax()); err != nil {
 				return fmt.Errorf("cuda: %s: %w", names[i], err)
 			}
 			if err := c.SetSharedCarveout(f, 100); err != nil {

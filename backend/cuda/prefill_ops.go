@@ -28,7 +28,8 @@ type gemmTile struct {
 
 // gemmTiles are the tiles: gemm.cu's 64×64 on 4 warps and 128×128 on 8,
 // in its order, then gemm_wg.cu's 128×128 on two warpgroups.
-var gemmTiles = [...]gemmTile{{64, 64, 128, "", false}, {128, 128, 256, "_l", false}, {128, 128, 256, "_w", true}}
+var gemmTiles = [...]gemmTile{{64, 64, 128, "", false}, {128, 128, 256, "_l", false}, {128, 128, 256, "_w", true},
+	{128, 128, 256, "_wx", true}}
 
 const (
 	gemmSmall = 0 // index in gemmTiles
@@ -36,16 +37,28 @@ const (
 	gemmWG    = 2
 )
 
-// smem is the tile's dynamic shared memory. gemm.cu: three activation
-// and two weight stages of 64 halves a row, rows 72 halves apart
-// (GEMM_LD). gemm_wg.cu: four activation and three weight stages of 128
-// bytes a row, and 1 KB to align them to 1,024 bytes (its swizzle).
-func (t gemmTile) smem() int {
-	if t.wg {
-		return (4*t.m+3*t.n)*128 + 1024
+// smem is the tile's dynamic shared memory for typ's weights. gemm.cu:
+// three activation and two weight stages of 64 halves a row, rows 72
+// halves apart (GEMM_LD). gemm_wg.cu (wg_cfg): buffers of 128 rows of
+// 128 bytes, and 1 KB to align them to 1,024 bytes (its swizzle): six for
+// the activations (copied four stages ahead), as many for F16 weights
+// (copied alongside), three for the other types' (dequantized).
+func (t gemmTile) smem(typ gpuType) int {
+	if !t.wg {
+		return (3*t.m + 2*t.n) * 72 * 2
 	}
-	return (3*t.m + 2*t.n) * 72 * 2
+	pf := 4
+	if typ == wtF16 && t.suffix == "_wx" {
+		pf = 5
+	}
+	if typ == wtF16 {
+		return 2*(pf+2)*128*128 + 1024
+	}
+	return (pf+2+3)*128*128 + 1024
 }
+
+// smemMax is the most shared memory the tile's kernels take, of any type.
+func (t gemmTile) smemMax() int { return max(t.smem(wtF16), t.smem(wtMix)) }
 
 // tiles is the grid of an m×n product (n: hidden units for the GLU
 // epilogue, whose tiles hold n/2 of them).
@@ -77,7 +90,7 @@ func (l *launcher) gemmTileFor(m, n int, epi gemmEpilogue, typ gpuType) int {
 	}
 	tm, tn := gemmTiles[gemmLarge].tiles(m, n, epi)
 	if l.largeGemm && m > gemmTiles[gemmSmall].m && 8*tm*tn >= 7*l.sms {
-		if l.wgGemm && typ == wtMix {
+		if l.wgGemm && (typ == wtMix || typ == wtF16) {
 			return gemmWG
 		}
 		return gemmLarge
@@ -149,7 +162,7 @@ func (l *launcher) gemmInto(a cu.DevicePtr, m int, w, w2 *deviceMatrix, act mode
 		return fmt.Errorf("cuda: prefill gemm of %d rows: more than 65,535 tiles of %d", w.Rows, tile.n)
 	}
 	// Row tiles in x (gemm.cuh says why).
-	return l.launch(f, cu.Dim3{X: tilesM, Y: tilesN, Z: splits}, tile.threads, tile.smem(),
+	return l.launch(f, cu.Dim3{X: tilesM, Y: tilesN, Z: splits}, tile.threads, tile.smem(w.Type),
 		cu.Args{a, i32(m), i32(w.Cols), w.Q, w.D, q2, d2, i32(w.Rows), out, i32(ldo), i32(int(act))})
 }
 

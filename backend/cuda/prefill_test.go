@@ -631,8 +631,11 @@ func TestGemmTileFor(t *testing.T) {
 	if got := l.gemmTileFor(512, 14336, gemmGLU, wtMix); got != gemmWG {
 		t.Errorf("wgmma loaded, K-quants: got tile %d, want %d", got, gemmWG)
 	}
-	if got := l.gemmTileFor(512, 14336, gemmGLU, wtF16); got != gemmLarge {
-		t.Errorf("wgmma loaded, F16: got tile %d, want %d", got, gemmLarge)
+	if got := l.gemmTileFor(512, 14336, gemmGLU, wtF16); got != gemmWG {
+		t.Errorf("wgmma loaded, F16: got tile %d, want %d", got, gemmWG)
+	}
+	if got := l.gemmTileFor(512, 14336, gemmGLU, wtQ4_0); got != gemmLarge {
+		t.Errorf("wgmma loaded, Q4_0: got tile %d, want %d", got, gemmLarge)
 	}
 	if got := l.gemmTileFor(512, 3072, gemmStore, wtMix); got != gemmSmall {
 		t.Errorf("wgmma loaded, 1B QKV: got tile %d, want %d", got, gemmSmall)
@@ -647,10 +650,24 @@ func TestGemmTileFor(t *testing.T) {
 	if got := l.gemmTileFor(512, 14336, gemmGLU, wtMix); got != gemmSmall {
 		t.Errorf("fixed small tile: got %d", got)
 	}
-	if got, want := gemmTiles[gemmLarge].smem(), (3*128+2*128)*72*2; got != want {
+	if got, want := gemmTiles[gemmLarge].smem(wtMix), (3*128+2*128)*72*2; got != want {
 		t.Errorf("large tile's shared memory %d, want %d (gemm_tile::smem in gemm.cu)", got, want)
 	}
-	if got, want := gemmTiles[gemmWG].smem(), 7*128*128+1024; got != want {
-		t.Errorf("wgmma tile's shared memory %d, want %d (WG_NA, WG_NB in gemm_wg.cu)", got, want)
+	// wg_cfg in gemm_wg.cu: buffers of 128×128 bytes.
+	for _, tc := range []struct {
+		want int
+		typ  gpuType
+	}{
+		{(6+3)*128*128 + 1024, wtMix},
+		{(6+6)*128*128 + 1024, wtF16},
+	} {
+		if got := gemmTiles[gemmWG].smem(tc.typ); got != tc.want {
+			t.Errorf("wgmma tile's shared memory for %s: %d, want %d", tc.typ.suffix(), got, tc.want)
+		}
+	}
+	for _, tile := range gemmTiles {
+		if got := tile.smemMax(); got > 227<<10 {
+			t.Errorf("tile %s takes %d bytes of shared memory, past the 227 KB a block may have", tile.suffix, got)
+		}
 	}
 }

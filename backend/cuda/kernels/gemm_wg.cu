@@ -11,23 +11,23 @@
 // (a row's 64 halves of a stage in 128 bytes) in the 128-byte swizzle: the
 // 16-byte chunk c of row r sits at chunk c ^ (r mod 8), so the eight rows
 // of an 8×128-byte core block spread over the banks. The activations
-// arrive by cp.async into that layout, the weights are dequantized by the
-// threads into it (gemm.cuh's wdst); one fence.proxy.async makes both
-// visible to the tensor cores.
+// arrive by cp.async into that layout, and so do F16 weights; the other
+// types are dequantized by the threads into it (gemm.cuh's wdst). One
+// fence.proxy.async makes both visible to the tensor cores.
 //
-// The products are asynchronous: a stage's four wgmma (k 16 each) are one
+// The products are asynchronous: a stage's wgmma (k 16 each) are one
 // group, and a thread waits for its group of stage s-1 only after issuing
-// stage s, so the loads of stage s+2 and the dequantization of stage s+1
-// overlap the tensor cores' work. Buffers are reused three stages later
-// (four activation and three weight buffers): when a block passes the
-// barrier of stage s, every warpgroup has waited for its stage s-2.
+// stage s, so the loads of later stages and the dequantization of stage
+// s+1 overlap the tensor cores' work (wg_cfg says how far ahead).
+//
+// Tried: a 128×256 tile (two m64n128k16 a k step, twice the products an
+// activation byte): slower for every type (F16 gate/up 322 against 283
+// µs, Q4_K 562 against 510 at Llama-8B's shape, 2026-11-27).
 #include "gemm.cuh"
 
 #define WG_BM 128
 #define WG_BN 128
-#define WG_NA 4                      // activation buffers
-#define WG_NB 3                      // weight buffers
-#define WG_STAGE (128 * GEMM_BK * 2) // bytes of one buffer: 128 rows of 64 halves
+#define WG_STAGE (WG_BM * GEMM_BK * 2) // bytes of one activation buffer: 128 rows of 64 halves
 
 // wg_desc is a wgmma matrix descriptor for K-major operand rows of 128
 // bytes in the 128-byte swizzle, the core blocks of 8 rows 1024 bytes
@@ -67,15 +67,37 @@ __device__ __forceinline__ void wg_hold(float d[64]) {
 // completed cp.async copies) before the tensor cores' reads.
 __device__ __forceinline__ void fence_async_smem() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
 
-template <int T, int EPI>
+// wg_cfg is the pipeline of the kernels of variant V (0: _w, 1: _wx, a
+// sweep's second point). The products of a stage take ~0.3 µs; a load
+// from L2 or DRAM under this traffic takes several times that, so each
+// operand is loaded several stages ahead of its products. The activations
+// (and F16 weights, which need no conversion) arrive by cp.async into
+// swizzled buffers PF stages ahead; the other types are loaded into
+// registers LB stages ahead (a ring of LB blocks) and dequantized into one
+// of three buffers the stage before their products. A buffer is reused
+// when the products that read it are done: stage s's copies go to the
+// buffer of stage s+PF-NA = s-2, s+1's weights to that of s-2, which every
+// warpgroup has waited for before the barrier of stage s.
+template <int T, int V> struct wg_cfg {
+	static constexpr bool direct = T == WT_F16;
+	static constexpr int PF = direct && V == 1 ? 5 : 4; // stages copied ahead
+	static constexpr int LB = V == 1 ? 4 : 2;           // stages of weights in registers ahead (not direct)
+	static constexpr int NA = PF + 2;                   // activation buffers
+	static constexpr int NB = direct ? NA : 3;          // weight buffers
+};
+
+// gemm_wg computes the block's 128×128 tile of C.
+template <int T, int EPI, int V>
 __device__ __forceinline__ void gemm_wg(const f16 *a, int m, int k, const u8 *wq, const f16 *wd, const u8 *wq2,
                                         const f16 *wd2, int n, void *out, int ldo, int act) {
+	using C = wg_cfg<T, V>;
 	extern __shared__ __attribute__((aligned(1024))) unsigned char wg_smem[];
 	// The swizzle is of address bits: buffers start 1024-byte aligned
 	// (the launch asks for 1 KB more than the buffers).
 	const u32 raw = smem_addr(wg_smem);
 	const u32 base = (raw + 1023) & ~1023u;
 	unsigned char *const gbase = wg_smem + (base - raw);
+	const u32 bbase = base + C::NA * WG_STAGE;
 	pdl_wait_and_release();
 	const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wgi = warp >> 2;
 	const int m0 = blockIdx.x * WG_BM;
@@ -85,75 +107,102 @@ __device__ __forceinline__ void gemm_wg(const f16 *a, int m, int k, const u8 *wq
 	const int stages = (int)((long)(blockIdx.z + 1) * all / gridDim.z) - s0;
 	const bool split = gridDim.z > 1;
 
-	// This thread's weight row and which of the stage's two quant blocks.
-	const int brow = tid >> 1, bsub = tid & 1;
-	long wrow;
-	const u8 *bq = wq;
-	const f16 *bd = wd;
-	if (EPI == EPI_GLU) {
-		wrow = (long)blockIdx.y * (WG_BN / 2) + (brow >> 1);
-		if (brow & 1) {
-			bq = wq2;
-			bd = wd2;
+	// The weight row of the tile's row r: for the GLU epilogue the tile's
+	// rows alternate between gate (even) and up (odd) rows of 64 units.
+	auto weight_row = [&](int r, bool &second) -> long {
+		if (EPI == EPI_GLU) {
+			second = r & 1;
+			return (long)blockIdx.y * (WG_BN / 2) + (r >> 1);
 		}
-	} else {
-		wrow = (long)blockIdx.y * WG_BN + brow;
-	}
-	const bool brow_ok = wrow < n;
-	auto bdst = [&](int s) {
-		wdst d = {(f16 *)(gbase + (WG_NA + s % WG_NB) * WG_STAGE + brow * 128), 4 * bsub, brow & 7};
-		return d;
+		second = false;
+		return (long)blockIdx.y * WG_BN + r;
 	};
 
-	// load_a issues the cp.async copies of stage s's activation tile as one
-	// group (an empty group past the last stage keeps the count uniform).
-	auto load_a = [&](int s) {
+	// load_stage issues the cp.async copies of stage s's activation tile
+	// (and for direct weights the weight tile) as one group (an empty group
+	// past the last stage keeps the count uniform).
+	auto load_stage = [&](int s) {
 		if (s < stages) {
-			const u32 dst = base + (s % WG_NA) * WG_STAGE;
+			const int gk0 = (s0 + s) * GEMM_BK;
+			const u32 dst = base + (s % C::NA) * WG_STAGE;
 #pragma unroll
 			for (int i = 0; i < WG_BM * 8 / 256; i++) {
 				int c = tid + i * 256;
 				int r = c >> 3, ch = c & 7;
-				int gk = (s0 + s) * GEMM_BK + ch * 8;
+				int gk = gk0 + ch * 8;
 				bool ok = m0 + r < m && gk < k;
 				const f16 *src = ok ? a + (long)(m0 + r) * k + gk : a;
 				cp_async16(dst + r * 128 + ((ch ^ (r & 7)) << 4), src, ok);
 			}
+			if constexpr (C::direct) {
+				const u32 bdst = bbase + (s % C::NB) * WG_STAGE;
+#pragma unroll
+				for (int i = 0; i < WG_BN * 8 / 256; i++) {
+					int c = tid + i * 256;
+					int r = c >> 3, ch = c & 7;
+					int gk = gk0 + ch * 8;
+					bool second;
+					long wrow = weight_row(r, second);
+					bool ok = wrow < n && gk < k;
+					const f16 *w = (const f16 *)(second ? wq2 : wq);
+					const f16 *src = ok ? w + wrow * k + gk : w;
+					cp_async16(bdst + r * 128 + ((ch ^ (r & 7)) << 4), src, ok);
+				}
+			}
 		}
 		cp_async_commit();
 	};
+
+	// The register path: this thread dequantizes the stage's first or
+	// second quant block of tile row tid/2.
+	const int brow = tid >> 1, bsub = tid & 1;
+	bool second;
+	const long wrow = weight_row(brow, second);
+	const u8 *bq = second ? wq2 : wq;
+	const f16 *bd = second ? wd2 : wd;
+	const bool brow_ok = wrow < n;
 	auto load_b = [&](int s) {
 		int kb = 2 * (s0 + s) + bsub;
 		return load_wblock<T>(bq, bd, wrow * nkb + kb, s < stages && brow_ok && kb < nkb);
+	};
+	auto store_b = [&](int s, const wblock<T> &b) {
+		wdst d = {(f16 *)(gbase + C::NA * WG_STAGE + (s % C::NB) * WG_STAGE + brow * 128), 4 * bsub, brow & 7};
+		store_wblock<T>(d, b);
 	};
 
 	float acc[64];
 #pragma unroll
 	for (int i = 0; i < 64; i++) acc[i] = 0.f;
 
-	load_a(0);
-	load_a(1);
-	wblock<T> wb = load_b(0);
-	store_wblock<T>(bdst(0), wb);
-	wb = load_b(1);
+#pragma unroll
+	for (int s = 0; s < C::PF; s++) load_stage(s);
+	wblock<T> ring[C::direct ? 1 : C::LB]; // ring[i]: stage s+1+i's block at stage s
+	if constexpr (!C::direct) {
+		store_b(0, load_b(0));
+#pragma unroll
+		for (int i = 0; i < C::LB; i++) ring[i] = load_b(1 + i);
+	}
 	for (int s = 0; s < stages; s++) {
-		cp_async_wait<1>(); // this thread's copies of stage s are done
+		cp_async_wait<C::PF - 1>(); // this thread's copies of stage s are done
 		fence_async_smem();
 		__syncthreads(); // everyone's, and stage s's weights are written
-		const u32 ta = base + (s % WG_NA) * WG_STAGE + wgi * 64 * 128;
-		const u32 tb = base + (WG_NA + s % WG_NB) * WG_STAGE;
+		const u32 ta = base + (s % C::NA) * WG_STAGE + wgi * 64 * 128;
+		const u32 tb = bbase + (s % C::NB) * WG_STAGE;
 		wg_hold(acc);
 		wg_fence();
 #pragma unroll
 		for (int kk = 0; kk < GEMM_BK / 16; kk++) wg_mma(acc, wg_desc(ta + kk * 32), wg_desc(tb + kk * 32), 1);
 		wg_commit();
 		wg_hold(acc);
-		// Stage s+2's activations and s+1's weights go to buffers last read
-		// by stage s-2's products, done before the barrier above.
-		load_a(s + 2);
-		wblock<T> wb2 = load_b(s + 2);
-		if (s + 1 < stages) store_wblock<T>(bdst(s + 1), wb);
-		wb = wb2;
+		load_stage(s + C::PF);
+		if constexpr (!C::direct) {
+			// The newest load is issued before the oldest block is used.
+			wblock<T> next = load_b(s + 1 + C::LB);
+			if (s + 1 < stages) store_b(s + 1, ring[0]);
+#pragma unroll
+			for (int i = 0; i + 1 < C::LB; i++) ring[i] = ring[i + 1];
+			ring[C::LB - 1] = next;
+		}
 		wg_wait<1>();
 		wg_hold(acc);
 	}
@@ -172,14 +221,15 @@ __device__ __forceinline__ void gemm_wg(const f16 *a, int m, int k, const u8 *wq
 			                     act, split);
 }
 
-#define GEMM_WG_KERNEL(name, T, epi, EPI)                                                                             \
+#define GEMM_WG_KERNEL(name, T, epi, EPI, V, suffix)                                                                \
 	extern "C" __global__ void __launch_bounds__(256, 1)                                                              \
-	    gemm_##name##_##epi##_w(const f16 *a, int m, int k, const u8 *wq, const f16 *wd, const u8 *wq2, const f16 *wd2, \
-	                            int n, void *out, int ldo, int act) {                                                   \
-		gemm_wg<T, EPI>(a, m, k, wq, wd, wq2, wd2, n, out, ldo, act);                                                 \
+	    gemm_##name##_##epi##suffix(const f16 *a, int m, int k, const u8 *wq, const f16 *wd, const u8 *wq2,            \
+	                                const f16 *wd2, int n, void *out, int ldo, int act) {                              \
+		gemm_wg<T, EPI, V>(a, m, k, wq, wd, wq2, wd2, n, out, ldo, act);                                             \
 	}
+#define GEMM_WG_TILES(name, T, epi, EPI) GEMM_WG_KERNEL(name, T, epi, EPI, 0, _w) GEMM_WG_KERNEL(name, T, epi, EPI, 1, _wx)
 #define GEMM_WG_EPILOGUES(name, T)                                                                                     \
-	GEMM_WG_KERNEL(name, T, store, EPI_STORE) GEMM_WG_KERNEL(name, T, add, EPI_ADD) GEMM_WG_KERNEL(name, T, glu, EPI_GLU)
+	GEMM_WG_TILES(name, T, store, EPI_STORE) GEMM_WG_TILES(name, T, add, EPI_ADD) GEMM_WG_TILES(name, T, glu, EPI_GLU)
 GEMM_WG_EPILOGUES(q4_0, WT_Q4_0)
 GEMM_WG_EPILOGUES(q8_0, WT_Q8_0)
 GEMM_WG_EPILOGUES(f16, WT_F16)
