@@ -28,8 +28,7 @@ type gemmTile struct {
 
 // gemmTiles are the tiles: gemm.cu's 64×64 on 4 warps and 128×128 on 8,
 // in its order, then gemm_wg.cu's 128×128 on two warpgroups.
-var gemmTiles = [...]gemmTile{{64, 64, 128, "", false}, {128, 128, 256, "_l", false}, {128, 128, 256, "_w", true},
-	{128, 128, 256, "_wx", true}}
+var gemmTiles = [...]gemmTile{{64, 64, 128, "", false}, {128, 128, 256, "_l", false}, {128, 128, 256, "_w", true}}
 
 const (
 	gemmSmall = 0 // index in gemmTiles
@@ -47,14 +46,10 @@ func (t gemmTile) smem(typ gpuType) int {
 	if !t.wg {
 		return (3*t.m + 2*t.n) * 72 * 2
 	}
-	pf := 4
-	if typ == wtF16 && t.suffix == "_wx" {
-		pf = 5
-	}
 	if typ == wtF16 {
-		return 2*(pf+2)*128*128 + 1024
+		return (6+6)*128*128 + 1024
 	}
-	return (pf+2+3)*128*128 + 1024
+	return (6+3)*128*128 + 1024
 }
 
 // smemMax is the most shared memory the tile's kernels take, of any type.
@@ -70,29 +65,30 @@ func (t gemmTile) tiles(m, n int, epi gemmEpilogue) (tm, tn int) {
 	return (m + t.m - 1) / t.m, (n + cols - 1) / cols
 }
 
-// gemmTileFor picks the tile of an m×n product of typ's weights: the
-// large one where its grid gives at least 7 SMs in 8 a block, the small
-// one otherwise (fewer rows or columns, where large tiles would leave SMs
-// idle). On the H200 at 512 rows, Llama-8B's O and down projections (128
-// large tiles for 132 SMs) run 15-28% faster on large tiles, Llama-1B's
-// QKV (96) 40% slower. Products of one small row tile (a batched decode
-// step's, tuned with split-K) keep the small tile: a large one would
-// multiply rows of zeros.
-//
-// The large tile is gemm_wg.cu's (wgmma) for the mixed family, whose
-// dequantization its asynchronous products hide (Llama-8B/4 Q4_K_M pp512
-// 67.1k → 79.5k tok/s, every product faster), and gemm.cu's for the rest,
-// where wgmma's was level or slower (F16 gate/up 522 against 615 µs,
-// Q4_0 533 against 560; BENCHMARKS.md, 2026-11-27).
-func (l *launcher) gemmTileFor(m, n int, epi gemmEpilogue, typ gpuType) int {
+// gemmTileFor picks the tile of an m×n product: products of one small
+// row tile (a batched decode step's, tuned with split-K) keep the small
+// tile, where a large one would multiply rows of zeros. Past it, on 9.0
+// devices, wgmma's tile wherever its grid gives at least a block to 4 SMs:
+// at Llama-8B's shape it runs a product 1.1-2.4× faster than gemm.cu's
+// large tile for every type measured, and at Llama-1B's O (64 blocks for
+// 132 SMs) 1.6× faster than the small tile's 256 (F16, 55.8 against 89.9
+// µs; BENCHMARKS.md, 2026-11-27). Elsewhere gemm.cu's large tile where its
+// grid gives at least 7 SMs in 8 a block, the small one otherwise: on the
+// H200 at 512 rows, Llama-8B's O and down projections (128 large tiles
+// for 132 SMs) ran 15-28% faster on large tiles, Llama-1B's QKV (96) 40%
+// slower.
+func (l *launcher) gemmTileFor(m, n int, epi gemmEpilogue) int {
 	if l.gemmTile > 0 {
 		return l.gemmTile - 1
 	}
+	if !l.largeGemm || m <= gemmTiles[gemmSmall].m {
+		return gemmSmall
+	}
 	tm, tn := gemmTiles[gemmLarge].tiles(m, n, epi)
-	if l.largeGemm && m > gemmTiles[gemmSmall].m && 8*tm*tn >= 7*l.sms {
-		if l.wgGemm && (typ == wtMix || typ == wtF16) {
-			return gemmWG
-		}
+	switch {
+	case l.wgGemm && 4*tm*tn >= l.sms:
+		return gemmWG
+	case 8*tm*tn >= 7*l.sms:
 		return gemmLarge
 	}
 	return gemmSmall
@@ -137,7 +133,7 @@ func (l *launcher) gemmInto(a cu.DevicePtr, m int, w, w2 *deviceMatrix, act mode
 	}
 	ti := gemmSmall
 	if !(l.splitK && epi == gemmAdd && m <= gemmTiles[gemmSmall].m) {
-		ti = l.gemmTileFor(m, w.Rows, epi, w.Type)
+		ti = l.gemmTileFor(m, w.Rows, epi)
 	}
 	tile := gemmTiles[ti]
 	f := l.k.pre.gemm[w.Type][epi][ti]

@@ -601,53 +601,45 @@ func TestPrefillUnsupported(t *testing.T) {
 }
 
 // TestGemmTileFor checks the tile choice without a GPU on the H200's 132
-// SMs (sm_90; sm_80 keeps the small tile): the measured cases in gemmTileFor's comment (512 rows), the GLU
-// epilogue counting units (two weight rows each), products of one small
-// row tile, and a fixed tile overriding the choice.
+// SMs: gemm.cu's tiles where wgmma's is not loaded (the measured cases in
+// gemmTileFor's comment, 512 rows; sm_80 keeps the small tile), wgmma's
+// where it is, the GLU epilogue counting units (two weight rows each),
+// products of one small row tile, and a fixed tile overriding the choice.
 func TestGemmTileFor(t *testing.T) {
-	l := &launcher{sms: 132, largeGemm: true}
 	for _, tc := range []struct {
-		name string
-		m, n int
-		epi  gemmEpilogue
-		want int
+		name     string
+		m, n     int
+		epi      gemmEpilogue
+		want, wg int // without and with wgmma's tile
 	}{
-		{"8B QKV", 512, 6144, gemmStore, gemmLarge},
-		{"8B O", 512, 4096, gemmAdd, gemmLarge},                  // 128 tiles: 7 SMs in 8
-		{"8B gate/up", 512, 14336, gemmGLU, gemmLarge},           // 224 × 4 tiles
-		{"1B QKV", 512, 3072, gemmStore, gemmSmall},              // 96 large tiles
-		{"1B O", 512, 2048, gemmAdd, gemmSmall},                  // 64
-		{"1B gate/up", 512, 8192, gemmGLU, gemmLarge},            // 128 × 4
-		{"8B gate/up, 128 rows", 128, 14336, gemmGLU, gemmLarge}, // 224 × 1
-		{"a batched step", 64, 14336, gemmGLU, gemmSmall},
-		{"one token", 1, 2048, gemmStore, gemmSmall},      // 16 × 1
-		{"SmolLM gate/up", 512, 1536, gemmGLU, gemmSmall}, // 24 × 4
+		{"8B QKV", 512, 6144, gemmStore, gemmLarge, gemmWG},
+		{"8B O", 512, 4096, gemmAdd, gemmLarge, gemmWG},                  // 128 tiles: 7 SMs in 8
+		{"8B gate/up", 512, 14336, gemmGLU, gemmLarge, gemmWG},           // 224 × 4 tiles
+		{"1B QKV", 512, 3072, gemmStore, gemmSmall, gemmWG},              // 96 large tiles
+		{"1B O", 512, 2048, gemmAdd, gemmSmall, gemmWG},                  // 64
+		{"1B gate/up", 512, 8192, gemmGLU, gemmLarge, gemmWG},            // 128 × 4
+		{"8B gate/up, 128 rows", 128, 14336, gemmGLU, gemmLarge, gemmWG}, // 224 × 1
+		{"a batched step", 64, 14336, gemmGLU, gemmSmall, gemmSmall},
+		{"one token", 1, 2048, gemmStore, gemmSmall, gemmSmall},        // 16 × 1
+		{"SmolLM gate/up", 512, 1536, gemmGLU, gemmSmall, gemmWG},      // 24 × 4
+		{"SmolLM QKV", 512, 960, gemmStore, gemmSmall, gemmSmall},      // 8 × 4
+		{"SmolLM, 128 rows", 128, 1536, gemmGLU, gemmSmall, gemmSmall}, // 24 × 1
 	} {
-		if got := l.gemmTileFor(tc.m, tc.n, tc.epi, wtF16); got != tc.want {
+		l := &launcher{sms: 132, largeGemm: true}
+		if got := l.gemmTileFor(tc.m, tc.n, tc.epi); got != tc.want {
 			t.Errorf("%s (m %d, n %d, %v): tile %d, want %d", tc.name, tc.m, tc.n, tc.epi, got, tc.want)
 		}
+		l.wgGemm = true
+		if got := l.gemmTileFor(tc.m, tc.n, tc.epi); got != tc.wg {
+			t.Errorf("%s (m %d, n %d, %v), wgmma loaded: tile %d, want %d", tc.name, tc.m, tc.n, tc.epi, got, tc.wg)
+		}
 	}
-	l.wgGemm = true
-	if got := l.gemmTileFor(512, 14336, gemmGLU, wtMix); got != gemmWG {
-		t.Errorf("wgmma loaded, K-quants: got tile %d, want %d", got, gemmWG)
-	}
-	if got := l.gemmTileFor(512, 14336, gemmGLU, wtF16); got != gemmWG {
-		t.Errorf("wgmma loaded, F16: got tile %d, want %d", got, gemmWG)
-	}
-	if got := l.gemmTileFor(512, 14336, gemmGLU, wtQ4_0); got != gemmLarge {
-		t.Errorf("wgmma loaded, Q4_0: got tile %d, want %d", got, gemmLarge)
-	}
-	if got := l.gemmTileFor(512, 3072, gemmStore, wtMix); got != gemmSmall {
-		t.Errorf("wgmma loaded, 1B QKV: got tile %d, want %d", got, gemmSmall)
-	}
-	l.wgGemm = false
-	l.largeGemm = false
-	if got := l.gemmTileFor(512, 14336, gemmGLU, wtMix); got != gemmSmall {
+	l := &launcher{sms: 132}
+	if got := l.gemmTileFor(512, 14336, gemmGLU); got != gemmSmall {
 		t.Errorf("large tile not allowed (sm_80): got %d", got)
 	}
-	l.largeGemm = true
-	l.gemmTile = gemmSmall + 1
-	if got := l.gemmTileFor(512, 14336, gemmGLU, wtMix); got != gemmSmall {
+	l = &launcher{sms: 132, largeGemm: true, wgGemm: true, gemmTile: gemmSmall + 1}
+	if got := l.gemmTileFor(512, 14336, gemmGLU); got != gemmSmall {
 		t.Errorf("fixed small tile: got %d", got)
 	}
 	if got, want := gemmTiles[gemmLarge].smem(wtMix), (3*128+2*128)*72*2; got != want {
@@ -659,6 +651,7 @@ func TestGemmTileFor(t *testing.T) {
 		typ  gpuType
 	}{
 		{(6+3)*128*128 + 1024, wtMix},
+		{(6+3)*128*128 + 1024, wtQ4_0},
 		{(6+6)*128*128 + 1024, wtF16},
 	} {
 		if got := gemmTiles[gemmWG].smem(tc.typ); got != tc.want {

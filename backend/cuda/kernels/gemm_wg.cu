@@ -67,30 +67,35 @@ __device__ __forceinline__ void wg_hold(float d[64]) {
 // completed cp.async copies) before the tensor cores' reads.
 __device__ __forceinline__ void fence_async_smem() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
 
-// wg_cfg is the pipeline of the kernels of variant V (0: _w, 1: _wx, a
-// sweep's second point). The products of a stage take ~0.3 µs; a load
-// from L2 or DRAM under this traffic takes several times that, so each
-// operand is loaded several stages ahead of its products. The activations
-// (and F16 weights, which need no conversion) arrive by cp.async into
-// swizzled buffers PF stages ahead; the other types are loaded into
-// registers LB stages ahead (a ring of LB blocks) and dequantized into one
-// of three buffers the stage before their products. A buffer is reused
-// when the products that read it are done: stage s's copies go to the
-// buffer of stage s+PF-NA = s-2, s+1's weights to that of s-2, which every
-// warpgroup has waited for before the barrier of stage s.
-template <int T, int V> struct wg_cfg {
+// wg_cfg is the kernels' pipeline. The products of a stage take ~0.3 µs;
+// a load from L2 or DRAM under this traffic takes several times that, so
+// each operand is loaded several stages ahead of its products. The
+// activations (and F16 weights, which need no conversion) arrive by
+// cp.async into swizzled buffers PF stages ahead; the other types are
+// loaded into registers LB stages ahead (a ring of LB blocks) and
+// dequantized into one of three buffers the stage before their products.
+// A buffer is reused when the products that read it are done: stage s's
+// copies go to the buffer of stage s+PF-NA = s-2, and s+1's weights to
+// that of s-2, which every warpgroup has waited for before the barrier of
+// stage s.
+//
+// Measured at Llama-8B's shape, 512 rows (H200, 2026-11-27): with PF 2 and
+// the F16 weights in registers like the others, F16 gate/up took 615 µs;
+// copied, PF 4: 283 (PF 5: the same). The ring of LB 2 took Q4_K's
+// gate/up from 512 to 457 µs and Q4_0's from 560 to 475; LB 4: 487 and 463.
+template <int T> struct wg_cfg {
 	static constexpr bool direct = T == WT_F16;
-	static constexpr int PF = direct && V == 1 ? 5 : 4; // stages copied ahead
-	static constexpr int LB = V == 1 ? 4 : 2;           // stages of weights in registers ahead (not direct)
-	static constexpr int NA = PF + 2;                   // activation buffers
-	static constexpr int NB = direct ? NA : 3;          // weight buffers
+	static constexpr int PF = 4;                // stages copied ahead
+	static constexpr int LB = 2;                // stages of weights in registers ahead (not direct)
+	static constexpr int NA = PF + 2;           // activation buffers
+	static constexpr int NB = direct ? NA : 3;  // weight buffers
 };
 
 // gemm_wg computes the block's 128×128 tile of C.
-template <int T, int EPI, int V>
+template <int T, int EPI>
 __device__ __forceinline__ void gemm_wg(const f16 *a, int m, int k, const u8 *wq, const f16 *wd, const u8 *wq2,
                                         const f16 *wd2, int n, void *out, int ldo, int act) {
-	using C = wg_cfg<T, V>;
+	using C = wg_cfg<T>;
 	extern __shared__ __attribute__((aligned(1024))) unsigned char wg_smem[];
 	// The swizzle is of address bits: buffers start 1024-byte aligned
 	// (the launch asks for 1 KB more than the buffers).
@@ -221,15 +226,14 @@ __device__ __forceinline__ void gemm_wg(const f16 *a, int m, int k, const u8 *wq
 			                     act, split);
 }
 
-#define GEMM_WG_KERNEL(name, T, epi, EPI, V, suffix)                                                                \
+#define GEMM_WG_KERNEL(name, T, epi, EPI)                                                                             \
 	extern "C" __global__ void __launch_bounds__(256, 1)                                                              \
-	    gemm_##name##_##epi##suffix(const f16 *a, int m, int k, const u8 *wq, const f16 *wd, const u8 *wq2,            \
-	                                const f16 *wd2, int n, void *out, int ldo, int act) {                              \
-		gemm_wg<T, EPI, V>(a, m, k, wq, wd, wq2, wd2, n, out, ldo, act);                                             \
+	    gemm_##name##_##epi##_w(const f16 *a, int m, int k, const u8 *wq, const f16 *wd, const u8 *wq2, const f16 *wd2, \
+	                            int n, void *out, int ldo, int act) {                                                   \
+		gemm_wg<T, EPI>(a, m, k, wq, wd, wq2, wd2, n, out, ldo, act);                                                 \
 	}
-#define GEMM_WG_TILES(name, T, epi, EPI) GEMM_WG_KERNEL(name, T, epi, EPI, 0, _w) GEMM_WG_KERNEL(name, T, epi, EPI, 1, _wx)
 #define GEMM_WG_EPILOGUES(name, T)                                                                                     \
-	GEMM_WG_TILES(name, T, store, EPI_STORE) GEMM_WG_TILES(name, T, add, EPI_ADD) GEMM_WG_TILES(name, T, glu, EPI_GLU)
+	GEMM_WG_KERNEL(name, T, store, EPI_STORE) GEMM_WG_KERNEL(name, T, add, EPI_ADD) GEMM_WG_KERNEL(name, T, glu, EPI_GLU)
 GEMM_WG_EPILOGUES(q4_0, WT_Q4_0)
 GEMM_WG_EPILOGUES(q8_0, WT_Q8_0)
 GEMM_WG_EPILOGUES(f16, WT_F16)
