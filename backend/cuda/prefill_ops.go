@@ -65,19 +65,24 @@ func (t gemmTile) tiles(m, n int, epi gemmEpilogue) (tm, tn int) {
 	return (m + t.m - 1) / t.m, (n + cols - 1) / cols
 }
 
-// gemmTileFor picks the tile of an m×n product: products of one small
-// row tile (a batched decode step's, tuned with split-K) keep the small
-// tile, where a large one would multiply rows of zeros. Past it, on 9.0
-// devices, wgmma's tile wherever its grid gives at least a block to 4 SMs:
-// at Llama-8B's shape it runs a product 1.1-2.4× faster than gemm.cu's
-// large tile for every type measured, and at Llama-1B's O (64 blocks for
-// 132 SMs) 1.6× faster than the small tile's 256 (F16, 55.8 against 89.9
-// µs; BENCHMARKS.md, 2026-11-27). Elsewhere gemm.cu's large tile where its
+// gemmTileFor picks the tile of an m×n product over rows of k: products
+// of one small row tile (a batched decode step's, tuned with split-K) keep
+// the small tile, where a large one would multiply rows of zeros. Past it,
+// on 9.0 devices, wgmma's tile wherever its grid gives at least a block to
+// 4 SMs or its k loop is long (k ≥ 2,048): at Llama-8B's shape it runs a
+// product 1.1-2.4× faster than gemm.cu's large tile for every type
+// measured, at Llama-1B's O (64 blocks for 132 SMs) 1.6× faster than the
+// small tile's 256 (F16, 55.8 against 89.9 µs), and a 128-row Llama-8B
+// prompt with O and down on 32 blocks of it ran at 73-77k tok/s against
+// 46k with them on small tiles. At SmolLM-135M's width (k 576, nine
+// stages) its QKV and O (32 and 20 blocks) are faster on the small tile:
+// pp512 181k by this rule, 149k with every product on wgmma's
+// (BENCHMARKS.md, 2026-11-27). Elsewhere gemm.cu's large tile where its
 // grid gives at least 7 SMs in 8 a block, the small one otherwise: on the
 // H200 at 512 rows, Llama-8B's O and down projections (128 large tiles
 // for 132 SMs) ran 15-28% faster on large tiles, Llama-1B's QKV (96) 40%
 // slower.
-func (l *launcher) gemmTileFor(m, n int, epi gemmEpilogue) int {
+func (l *launcher) gemmTileFor(m, n, k int, epi gemmEpilogue) int {
 	if l.gemmTile > 0 {
 		return l.gemmTile - 1
 	}
@@ -86,7 +91,7 @@ func (l *launcher) gemmTileFor(m, n int, epi gemmEpilogue) int {
 	}
 	tm, tn := gemmTiles[gemmLarge].tiles(m, n, epi)
 	switch {
-	case l.wgGemm && 4*tm*tn >= l.sms:
+	case l.wgGemm && (4*tm*tn >= l.sms || k >= 2048):
 		return gemmWG
 	case 8*tm*tn >= 7*l.sms:
 		return gemmLarge
@@ -133,7 +138,7 @@ func (l *launcher) gemmInto(a cu.DevicePtr, m int, w, w2 *deviceMatrix, act mode
 	}
 	ti := gemmSmall
 	if !(l.splitK && epi == gemmAdd && m <= gemmTiles[gemmSmall].m) {
-		ti = l.gemmTileFor(m, w.Rows, epi)
+		ti = l.gemmTileFor(m, w.Rows, w.Cols, epi)
 	}
 	tile := gemmTiles[ti]
 	f := l.k.pre.gemm[w.Type][epi][ti]

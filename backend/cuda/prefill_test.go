@@ -626,20 +626,20 @@ func TestGemmTileFor(t *testing.T) {
 		{"SmolLM, 128 rows", 128, 1536, gemmGLU, gemmSmall, gemmSmall}, // 24 × 1
 	} {
 		l := &launcher{sms: 132, largeGemm: true}
-		if got := l.gemmTileFor(tc.m, tc.n, tc.epi); got != tc.want {
+		if got := l.gemmTileFor(tc.m, tc.n, 576, tc.epi); got != tc.want {
 			t.Errorf("%s (m %d, n %d, %v): tile %d, want %d", tc.name, tc.m, tc.n, tc.epi, got, tc.want)
 		}
 		l.wgGemm = true
-		if got := l.gemmTileFor(tc.m, tc.n, tc.epi); got != tc.wg {
+		if got := l.gemmTileFor(tc.m, tc.n, 576, tc.epi); got != tc.wg {
 			t.Errorf("%s (m %d, n %d, %v), wgmma loaded: tile %d, want %d", tc.name, tc.m, tc.n, tc.epi, got, tc.wg)
 		}
 	}
 	l := &launcher{sms: 132}
-	if got := l.gemmTileFor(512, 14336, gemmGLU); got != gemmSmall {
+	if got := l.gemmTileFor(512, 14336, 4096, gemmGLU); got != gemmSmall {
 		t.Errorf("large tile not allowed (sm_80): got %d", got)
 	}
 	l = &launcher{sms: 132, largeGemm: true, wgGemm: true, gemmTile: gemmSmall + 1}
-	if got := l.gemmTileFor(512, 14336, gemmGLU); got != gemmSmall {
+	if got := l.gemmTileFor(512, 14336, 4096, gemmGLU); got != gemmSmall {
 		t.Errorf("fixed small tile: got %d", got)
 	}
 	if got, want := gemmTiles[gemmLarge].smem(wtMix), (3*128+2*128)*72*2; got != want {
