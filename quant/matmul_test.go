@@ -341,7 +341,7 @@ func TestMatMulKQ8_KBatch(t *testing.T) {
 	// buffer of them, super-blocks past one buffer's, the rows and tokens
 	// left over; and the int16 sums at their largest, every code 15
 	// against every activation -128.
-	shapes = append(shapes, shape{5, 40, 16, 0}, shape{5, 43, 33, 0}, shape{9, 75, 19, 0}, shape{5, 43, 33, 0xff})
+	shapes = append(shapes, shape{5, 40, 32, 0}, shape{5, 43, 33, 0}, shape{9, 75, 35, 0}, shape{5, 43, 33, 0xff})
 	extreme := func(c shape) bool { return c.fill == 0xff && c.nb == 5 }
 	for _, typ := range []Type{IQ4_XS, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K} {
 		for _, c := range shapes {
