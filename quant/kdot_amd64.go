@@ -73,3 +73,16 @@ func matVecQ2KAVX2(w, x *byte, nblocks int, out *float32, rows int)
 
 //go:noescape
 func matVecQ3KAVX2(w, x *byte, nblocks int, out *float32, rows int)
+
+// q4KX8Tile4AVX2 adds the products of eight Q4_K rows packed by packQ4KX8
+// (nblocks super-blocks at w) with four tokens' Q8_K rows xstride bytes
+// apart from x to out[t·ostride+r], t = 0..3, r = 0..7.
+//
+//go:noescape
+func q4KX8Tile4AVX2(w, x *byte, xstride, nblocks int, out *float32, ostride int)
+
+// packQ4KX8Codes writes the codes of nb super-blocks of the eight Q4_K
+// rows at w, rb bytes apart, in packQ4KX8's layout at dst.
+//
+//go:noescape
+func packQ4KX8Codes(dst, w *byte, rb, nb int)

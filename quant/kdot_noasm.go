@@ -22,3 +22,9 @@ func dotQ2KRowAVX2(w, x *byte, nblocks int) float32                 { panic("unr
 func dotQ3KRowAVX2(w, x *byte, nblocks int) float32                 { panic("unreachable") }
 func matVecQ2KAVX2(w, x *byte, nblocks int, out *float32, rows int) { panic("unreachable") }
 func matVecQ3KAVX2(w, x *byte, nblocks int, out *float32, rows int) { panic("unreachable") }
+
+func q4KX8Tile4AVX2(w, x *byte, xstride, nblocks int, out *float32, ostride int) {
+	panic("unreachable")
+}
+
+func packQ4KX8Codes(dst, w *byte, rb, nb int) { panic("unreachable") }
