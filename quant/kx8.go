@@ -108,6 +108,9 @@ func packQ6KX8(dst, w []byte, rb, nb int) {
 	}
 }
 
+// matMulKX8's buffer, sized for Q4_K, holds Q6_K's groups.
+const _ = uint(q4KX8Blocks*q4KX8Bytes - q6KX8Blocks*q6KX8Bytes)
+
 // kX8MinTokens is the batch from which Q4_K and Q6_K rows are packed: at
 // 16 tokens the packing cost what Q4_K's tile kernel saved.
 const kX8MinTokens = 32
@@ -123,7 +126,7 @@ func matMulKX8(typ Type, w []byte, nblocks, rows int, x []byte, tokens int, out 
 	}
 	rb, xb := nblocks*bb, nblocks*q8_KBytes
 	rows8, tokens4 := rows&^7, tokens&^3
-	var buf [q4KX8Groups * q4KX8Blocks * q4KX8Bytes]byte
+	var buf [q4KX8Groups * q4KX8Blocks * q4KX8Bytes]byte // Q6_K's groups fit too
 	for r0 := 0; r0 < rows8; r0 += 8 * q4KX8Groups {
 		groups := min(q4KX8Groups, (rows8-r0)/8)
 		for t := 0; t < tokens4; t++ {
