@@ -341,7 +341,8 @@ q6done:
 // The Q6_K codes of 32 elements of a row at ql(row) and qh(row), a byte
 // each, in y, with Y15 bytes 0x0f and Y14 bytes 0x30: Q6X8_LO the low
 // nibbles and bit pair sh/2 of qh (left shift sh: 4 or 2), Q6X8_HI2 the
-// high nibbles and bit pair 2, Q6X8_HI3 the high nibbles and bit pair 3.
+// high nibbles and bit pair 2 (sh unused), Q6X8_HI3 the high nibbles and
+// bit pair 3 (right shift sh: 2).
 // Clobbers Y8.
 #define Q6X8_LO(ql, qh, sh, row, y) \
 	VMOVDQU qh row, Y8; \
@@ -350,19 +351,19 @@ q6done:
 	VPAND ql row, Y15, y; \
 	VPOR Y8, y, y
 
-#define Q6X8_HI2(ql, qh, row, y) \
+#define Q6X8_HI2(ql, qh, sh, row, y) \
 	VMOVDQU ql row, y; \
 	VPSRLW $4, y, y; \
 	VPAND Y15, y, y; \
 	VPAND qh row, Y14, Y8; \
 	VPOR Y8, y, y
 
-#define Q6X8_HI3(ql, qh, row, y) \
+#define Q6X8_HI3(ql, qh, sh, row, y) \
 	VMOVDQU ql row, y; \
 	VPSRLW $4, y, y; \
 	VPAND Y15, y, y; \
 	VMOVDQU qh row, Y8; \
-	VPSRLW $2, Y8, Y8; \
+	VPSRLW $sh, Y8, Y8; \
 	VPAND Y14, Y8, Y8; \
 	VPOR Y8, y, y
 
@@ -373,42 +374,18 @@ q6done:
 	VMOVD DX, X14; \
 	VPBROADCASTD X14, Y14
 
-// Q6X8_LO8, Q6X8_HI28 and Q6X8_HI38 decode the chunk for the eight rows
-// into Y0-Y7 and store its transpose at off(DI).
-#define Q6X8_LO8(ql, qh, sh, off) \
+// Q6X8_ROWS8 decodes the chunk by D (Q6X8_LO, Q6X8_HI2 or Q6X8_HI3) for
+// the eight rows into Y0-Y7 and stores its transpose at off(DI).
+#define Q6X8_ROWS8(D, ql, qh, sh, off) \
 	Q6X8_MASKS; \
-	Q6X8_LO(ql, qh, sh, (SI), Y0); \
-	Q6X8_LO(ql, qh, sh, (SI)(R8*1), Y1); \
-	Q6X8_LO(ql, qh, sh, (SI)(R8*2), Y2); \
-	Q6X8_LO(ql, qh, sh, (SI)(R9*1), Y3); \
-	Q6X8_LO(ql, qh, sh, (R11), Y4); \
-	Q6X8_LO(ql, qh, sh, (R11)(R8*1), Y5); \
-	Q6X8_LO(ql, qh, sh, (R11)(R8*2), Y6); \
-	Q6X8_LO(ql, qh, sh, (R11)(R9*1), Y7); \
-	X8_TRANSPOSE(off)
-
-#define Q6X8_HI28(ql, qh, off) \
-	Q6X8_MASKS; \
-	Q6X8_HI2(ql, qh, (SI), Y0); \
-	Q6X8_HI2(ql, qh, (SI)(R8*1), Y1); \
-	Q6X8_HI2(ql, qh, (SI)(R8*2), Y2); \
-	Q6X8_HI2(ql, qh, (SI)(R9*1), Y3); \
-	Q6X8_HI2(ql, qh, (R11), Y4); \
-	Q6X8_HI2(ql, qh, (R11)(R8*1), Y5); \
-	Q6X8_HI2(ql, qh, (R11)(R8*2), Y6); \
-	Q6X8_HI2(ql, qh, (R11)(R9*1), Y7); \
-	X8_TRANSPOSE(off)
-
-#define Q6X8_HI38(ql, qh, off) \
-	Q6X8_MASKS; \
-	Q6X8_HI3(ql, qh, (SI), Y0); \
-	Q6X8_HI3(ql, qh, (SI)(R8*1), Y1); \
-	Q6X8_HI3(ql, qh, (SI)(R8*2), Y2); \
-	Q6X8_HI3(ql, qh, (SI)(R9*1), Y3); \
-	Q6X8_HI3(ql, qh, (R11), Y4); \
-	Q6X8_HI3(ql, qh, (R11)(R8*1), Y5); \
-	Q6X8_HI3(ql, qh, (R11)(R8*2), Y6); \
-	Q6X8_HI3(ql, qh, (R11)(R9*1), Y7); \
+	D(ql, qh, sh, (SI), Y0); \
+	D(ql, qh, sh, (SI)(R8*1), Y1); \
+	D(ql, qh, sh, (SI)(R8*2), Y2); \
+	D(ql, qh, sh, (SI)(R9*1), Y3); \
+	D(ql, qh, sh, (R11), Y4); \
+	D(ql, qh, sh, (R11)(R8*1), Y5); \
+	D(ql, qh, sh, (R11)(R8*2), Y6); \
+	D(ql, qh, sh, (R11)(R9*1), Y7); \
 	X8_TRANSPOSE(off)
 
 // func packQ6KX8Codes(dst, w *byte, rb, nb int)
@@ -429,14 +406,14 @@ TEXT ·packQ6KX8Codes(SB), NOSPLIT, $0-32
 	TESTQ CX, CX
 	JLE q6pdone
 q6ploop:
-	Q6X8_LO8((0), (128), 4, 800)
-	Q6X8_LO8((32), (128), 2, 1056)
-	Q6X8_HI28((0), (128), 1312)
-	Q6X8_HI38((32), (128), 1568)
-	Q6X8_LO8((64), (160), 4, 1824)
-	Q6X8_LO8((96), (160), 2, 2080)
-	Q6X8_HI28((64), (160), 2336)
-	Q6X8_HI38((96), (160), 2592)
+	Q6X8_ROWS8(Q6X8_LO, (0), (128), 4, 800)
+	Q6X8_ROWS8(Q6X8_LO, (32), (128), 2, 1056)
+	Q6X8_ROWS8(Q6X8_HI2, (0), (128), 0, 1312)
+	Q6X8_ROWS8(Q6X8_HI3, (32), (128), 2, 1568)
+	Q6X8_ROWS8(Q6X8_LO, (64), (160), 4, 1824)
+	Q6X8_ROWS8(Q6X8_LO, (96), (160), 2, 2080)
+	Q6X8_ROWS8(Q6X8_HI2, (64), (160), 0, 2336)
+	Q6X8_ROWS8(Q6X8_HI3, (96), (160), 2, 2592)
 	ADDQ $210, SI
 	ADDQ $210, R11
 	ADDQ $2848, DI
