@@ -86,3 +86,15 @@ func q4KX8Tile4AVX2(w, x *byte, xstride, nblocks int, out *float32, ostride int)
 //
 //go:noescape
 func packQ4KX8Codes(dst, w *byte, rb, nb int)
+
+// q6KX8Tile4AVX2 is q4KX8Tile4AVX2 for Q6_K rows packed by packQ6KX8.
+//
+//go:noescape
+func q6KX8Tile4AVX2(w, x *byte, xstride, nblocks int, out *float32, ostride int)
+
+// packQ6KX8Codes writes the codes of nb super-blocks of the eight Q6_K
+// rows at w, rb bytes apart, decoded to a byte each, in packQ6KX8's
+// layout at dst.
+//
+//go:noescape
+func packQ6KX8Codes(dst, w *byte, rb, nb int)

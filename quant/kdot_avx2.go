@@ -9,8 +9,8 @@ package quant
 // token) pair, row-major so that the weight row stays in L1 across the
 // tokens.
 func matMulKAVX2(typ Type, w []byte, nblocks, rows int, x []byte, tokens int, out []float32, outStride int) {
-	if typ == Q4_K && tokens >= q4KX8MinTokens {
-		matMulQ4KX8(w, nblocks, rows, x, tokens, out, outStride)
+	if (typ == Q4_K || typ == Q6_K) && tokens >= kX8MinTokens {
+		matMulKX8(typ, w, nblocks, rows, x, tokens, out, outStride)
 		return
 	}
 	if typ != Q2_K && typ != Q3_K && (tokens >= 4 || (typ == Q4_K && tokens > 1)) {

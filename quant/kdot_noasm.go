@@ -28,3 +28,9 @@ func q4KX8Tile4AVX2(w, x *byte, xstride, nblocks int, out *float32, ostride int)
 }
 
 func packQ4KX8Codes(dst, w *byte, rb, nb int) { panic("unreachable") }
+
+func q6KX8Tile4AVX2(w, x *byte, xstride, nblocks int, out *float32, ostride int) {
+	panic("unreachable")
+}
+
+func packQ6KX8Codes(dst, w *byte, rb, nb int) { panic("unreachable") }

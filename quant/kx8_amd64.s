@@ -33,57 +33,66 @@
 	VPSRLW $4, Y12, Y12; \
 	VPAND Y15, Y12, Y12
 
-// X8_K0 starts the int16 sums of chunk c with its first word group.
-#define X8_K0(c) \
-	X8_CODES(c, 0); \
-	VPBROADCASTD (4+64*c)(DI), Y4; \
+// X8_MUL8 starts the int16 sums, Y4-Y7 of the codes in Y13 with the four
+// tokens' activations at a, Y8-Y11 of those in Y12 with theirs at b.
+#define X8_MUL8(a, b) \
+	VPBROADCASTD a(DI), Y4; \
 	VPMADDUBSW Y4, Y13, Y4; \
-	VPBROADCASTD (4+64*c)(DI)(R13*1), Y5; \
+	VPBROADCASTD a(DI)(R13*1), Y5; \
 	VPMADDUBSW Y5, Y13, Y5; \
-	VPBROADCASTD (4+64*c)(DI)(R13*2), Y6; \
+	VPBROADCASTD a(DI)(R13*2), Y6; \
 	VPMADDUBSW Y6, Y13, Y6; \
-	VPBROADCASTD (4+64*c)(DI)(R14*1), Y7; \
+	VPBROADCASTD a(DI)(R14*1), Y7; \
 	VPMADDUBSW Y7, Y13, Y7; \
-	VPBROADCASTD (36+64*c)(DI), Y8; \
+	VPBROADCASTD b(DI), Y8; \
 	VPMADDUBSW Y8, Y12, Y8; \
-	VPBROADCASTD (36+64*c)(DI)(R13*1), Y9; \
+	VPBROADCASTD b(DI)(R13*1), Y9; \
 	VPMADDUBSW Y9, Y12, Y9; \
-	VPBROADCASTD (36+64*c)(DI)(R13*2), Y10; \
+	VPBROADCASTD b(DI)(R13*2), Y10; \
 	VPMADDUBSW Y10, Y12, Y10; \
-	VPBROADCASTD (36+64*c)(DI)(R14*1), Y11; \
+	VPBROADCASTD b(DI)(R14*1), Y11; \
 	VPMADDUBSW Y11, Y12, Y11
 
-// X8_K adds word group k (1..7) of chunk c to the int16 sums.
+// X8_ADD8 is X8_MUL8 adding to the int16 sums.
+#define X8_ADD8(a, b) \
+	X8_TOK(a, (DI), Y13, Y4); \
+	X8_TOK(a, (DI)(R13*1), Y13, Y5); \
+	X8_TOK(a, (DI)(R13*2), Y13, Y6); \
+	X8_TOK(a, (DI)(R14*1), Y13, Y7); \
+	X8_TOK(b, (DI), Y12, Y8); \
+	X8_TOK(b, (DI)(R13*1), Y12, Y9); \
+	X8_TOK(b, (DI)(R13*2), Y12, Y10); \
+	X8_TOK(b, (DI)(R14*1), Y12, Y11)
+
+// X8_SCALE scales the int16 sums by the rows' scales at a(SI) (Y4-Y7) and
+// b(SI) (Y8-Y11) and adds them to the tokens' int32 sums.
+#define X8_SCALE(a, b) \
+	VPMADDWD a(SI), Y4, Y4; \
+	VPADDD Y4, Y0, Y0; \
+	VPMADDWD a(SI), Y5, Y5; \
+	VPADDD Y5, Y1, Y1; \
+	VPMADDWD a(SI), Y6, Y6; \
+	VPADDD Y6, Y2, Y2; \
+	VPMADDWD a(SI), Y7, Y7; \
+	VPADDD Y7, Y3, Y3; \
+	VPMADDWD b(SI), Y8, Y8; \
+	VPADDD Y8, Y0, Y0; \
+	VPMADDWD b(SI), Y9, Y9; \
+	VPADDD Y9, Y1, Y1; \
+	VPMADDWD b(SI), Y10, Y10; \
+	VPADDD Y10, Y2, Y2; \
+	VPMADDWD b(SI), Y11, Y11; \
+	VPADDD Y11, Y3, Y3
+
+// X8_K0 and X8_K start and add to the int16 sums of Q4_K's chunk c (of
+// sub-blocks 2c and 2c+1) with its word group k.
+#define X8_K0(c) \
+	X8_CODES(c, 0); \
+	X8_MUL8((4+64*c), (36+64*c))
+
 #define X8_K(c, k) \
 	X8_CODES(c, k); \
-	X8_TOK((4+64*c+4*k), (DI), Y13, Y4); \
-	X8_TOK((4+64*c+4*k), (DI)(R13*1), Y13, Y5); \
-	X8_TOK((4+64*c+4*k), (DI)(R13*2), Y13, Y6); \
-	X8_TOK((4+64*c+4*k), (DI)(R14*1), Y13, Y7); \
-	X8_TOK((36+64*c+4*k), (DI), Y12, Y8); \
-	X8_TOK((36+64*c+4*k), (DI)(R13*1), Y12, Y9); \
-	X8_TOK((36+64*c+4*k), (DI)(R13*2), Y12, Y10); \
-	X8_TOK((36+64*c+4*k), (DI)(R14*1), Y12, Y11)
-
-// X8_SCALE scales the int16 sums of sub-blocks 2c and 2c+1 and adds them
-// to the tokens' int32 sums.
-#define X8_SCALE(c) \
-	VPMADDWD (64+64*c)(SI), Y4, Y4; \
-	VPADDD Y4, Y0, Y0; \
-	VPMADDWD (64+64*c)(SI), Y5, Y5; \
-	VPADDD Y5, Y1, Y1; \
-	VPMADDWD (64+64*c)(SI), Y6, Y6; \
-	VPADDD Y6, Y2, Y2; \
-	VPMADDWD (64+64*c)(SI), Y7, Y7; \
-	VPADDD Y7, Y3, Y3; \
-	VPMADDWD (96+64*c)(SI), Y8, Y8; \
-	VPADDD Y8, Y0, Y0; \
-	VPMADDWD (96+64*c)(SI), Y9, Y9; \
-	VPADDD Y9, Y1, Y1; \
-	VPMADDWD (96+64*c)(SI), Y10, Y10; \
-	VPADDD Y10, Y2, Y2; \
-	VPMADDWD (96+64*c)(SI), Y11, Y11; \
-	VPADDD Y11, Y3, Y3
+	X8_ADD8((4+64*c+4*k), (36+64*c+4*k))
 
 #define X8_CHUNK(c) \
 	X8_K0(c); \
@@ -94,7 +103,7 @@
 	X8_K(c, 5); \
 	X8_K(c, 6); \
 	X8_K(c, 7); \
-	X8_SCALE(c)
+	X8_SCALE((64+64*c), (96+64*c))
 
 // X8_FINISH adds x.d·(d·iacc − dmin·Σ_j m_j·S_j) to the eight floats at
 // o, for the token whose Q8_K block is at x: S_j, the sum of sub-block j's
@@ -120,9 +129,14 @@
 	VCVTDQ2PS iacc, iacc; \
 	VMULPS (SI), iacc, iacc; \
 	VFNMADD231PS 32(SI), Y14, iacc; \
+	X8_STORE(x, iacc, o)
+
+// X8_STORE adds x.d·sum, the token's eight row sums in sum, to the eight
+// floats at o. Clobbers Y12, Y13.
+#define X8_STORE(x, sum, o) \
 	VBROADCASTSS x, Y13; \
 	VMOVUPS o, Y12; \
-	VFMADD231PS Y13, iacc, Y12; \
+	VFMADD231PS Y13, sum, Y12; \
 	VMOVUPS Y12, o
 
 // func q4KX8Tile4AVX2(w, x *byte, xstride, nblocks int, out *float32, ostride int)
@@ -238,5 +252,173 @@ ploop:
 	DECQ CX
 	JNZ ploop
 pdone:
+	VZEROUPPER
+	RET
+
+// The Q6_K tile (q6KX8Tile4AVX2) is Q4_K's on rows packed by packQ6KX8,
+// its codes a byte each: chunk c is sub-blocks 2c and 2c+1, whose two
+// words at a time (Y13 and Y12) are summed as int16 and scaled, at most
+// 2·2·63·128 = 32,256 before the scale.
+#define Q6X8_HALF(c, q) \
+	VMOVDQU (800+256*c+64*q)(SI), Y13; \
+	VMOVDQU (928+256*c+64*q)(SI), Y12; \
+	X8_MUL8((4+32*c+8*q), (20+32*c+8*q)); \
+	VMOVDQU (832+256*c+64*q)(SI), Y13; \
+	VMOVDQU (960+256*c+64*q)(SI), Y12; \
+	X8_ADD8((8+32*c+8*q), (24+32*c+8*q)); \
+	X8_SCALE((32+64*c), (64+64*c))
+
+#define Q6X8_CHUNK(c) \
+	Q6X8_HALF(c, 0); \
+	Q6X8_HALF(c, 1)
+
+// Q6X8_OFF is Σ_j 32·sc_j·bsums_j, the codes' offset of 32 times the
+// activations of the Q8_K block at x, for the eight rows in Y14: a
+// VPMADDWD a pair of sub-blocks against the packed offs. Clobbers Y12.
+#define Q6X8_OFF_PAIR(i, x) \
+	VPBROADCASTD (260+4*i)x, Y12; \
+	VPMADDWD (544+32*i)(SI), Y12, Y12; \
+	VPADDD Y12, Y14, Y14
+
+#define Q6X8_OFF(x) \
+	VPBROADCASTD 260 x, Y12; \
+	VPMADDWD 544(SI), Y12, Y14; \
+	Q6X8_OFF_PAIR(1, x); \
+	Q6X8_OFF_PAIR(2, x); \
+	Q6X8_OFF_PAIR(3, x); \
+	Q6X8_OFF_PAIR(4, x); \
+	Q6X8_OFF_PAIR(5, x); \
+	Q6X8_OFF_PAIR(6, x); \
+	Q6X8_OFF_PAIR(7, x)
+
+// Q6X8_FINISH adds x.d·d·(iacc − offset) to the eight floats at o.
+// Clobbers iacc, Y12-Y14.
+#define Q6X8_FINISH(x, iacc, o) \
+	Q6X8_OFF(x); \
+	VPSUBD Y14, iacc, iacc; \
+	VCVTDQ2PS iacc, iacc; \
+	VMULPS (SI), iacc, iacc; \
+	X8_STORE(x, iacc, o)
+
+// func q6KX8Tile4AVX2(w, x *byte, xstride, nblocks int, out *float32, ostride int)
+TEXT ·q6KX8Tile4AVX2(SB), NOSPLIT, $0-48
+	MOVQ w+0(FP), SI
+	MOVQ x+8(FP), DI
+	MOVQ xstride+16(FP), R13
+	LEAQ (R13)(R13*2), R14
+	MOVQ nblocks+24(FP), CX
+	MOVQ out+32(FP), R8
+	MOVQ ostride+40(FP), R9
+	SHLQ $2, R9
+	LEAQ (R9)(R9*2), R10
+	TESTQ CX, CX
+	JLE q6done
+q6loop:
+	VPXOR Y0, Y0, Y0
+	VPXOR Y1, Y1, Y1
+	VPXOR Y2, Y2, Y2
+	VPXOR Y3, Y3, Y3
+	Q6X8_CHUNK(0)
+	Q6X8_CHUNK(1)
+	Q6X8_CHUNK(2)
+	Q6X8_CHUNK(3)
+	Q6X8_CHUNK(4)
+	Q6X8_CHUNK(5)
+	Q6X8_CHUNK(6)
+	Q6X8_CHUNK(7)
+	Q6X8_FINISH((DI), Y0, (R8))
+	Q6X8_FINISH((DI)(R13*1), Y1, (R8)(R9*1))
+	Q6X8_FINISH((DI)(R13*2), Y2, (R8)(R9*2))
+	Q6X8_FINISH((DI)(R14*1), Y3, (R8)(R10*1))
+	ADDQ $2848, SI
+	ADDQ $292, DI
+	DECQ CX
+	JNZ q6loop
+q6done:
+	VZEROUPPER
+	RET
+
+// The Q6_K codes of 32 elements of a row at ql(row) and qh(row), a byte
+// each, in y, with Y15 bytes 0x0f and Y14 bytes 0x30: Q6X8_LO the low
+// nibbles and bit pair sh/2 of qh (left shift sh: 4 or 2), Q6X8_HI2 the
+// high nibbles and bit pair 2 (sh unused), Q6X8_HI3 the high nibbles and
+// bit pair 3 (right shift sh: 2).
+// Clobbers Y8.
+#define Q6X8_LO(ql, qh, sh, row, y) \
+	VMOVDQU qh row, Y8; \
+	VPSLLW $sh, Y8, Y8; \
+	VPAND Y14, Y8, Y8; \
+	VPAND ql row, Y15, y; \
+	VPOR Y8, y, y
+
+#define Q6X8_HI2(ql, qh, sh, row, y) \
+	VMOVDQU ql row, y; \
+	VPSRLW $4, y, y; \
+	VPAND Y15, y, y; \
+	VPAND qh row, Y14, Y8; \
+	VPOR Y8, y, y
+
+#define Q6X8_HI3(ql, qh, sh, row, y) \
+	VMOVDQU ql row, y; \
+	VPSRLW $4, y, y; \
+	VPAND Y15, y, y; \
+	VMOVDQU qh row, Y8; \
+	VPSRLW $sh, Y8, Y8; \
+	VPAND Y14, Y8, Y8; \
+	VPOR Y8, y, y
+
+// Q6X8_MASKS sets Y15 and Y14, which X8_TRANSPOSE clobbers.
+#define Q6X8_MASKS \
+	VMOVD AX, X15; \
+	VPBROADCASTD X15, Y15; \
+	VMOVD DX, X14; \
+	VPBROADCASTD X14, Y14
+
+// Q6X8_ROWS8 decodes the chunk by D (Q6X8_LO, Q6X8_HI2 or Q6X8_HI3) for
+// the eight rows into Y0-Y7 and stores its transpose at off(DI).
+#define Q6X8_ROWS8(D, ql, qh, sh, off) \
+	Q6X8_MASKS; \
+	D(ql, qh, sh, (SI), Y0); \
+	D(ql, qh, sh, (SI)(R8*1), Y1); \
+	D(ql, qh, sh, (SI)(R8*2), Y2); \
+	D(ql, qh, sh, (SI)(R9*1), Y3); \
+	D(ql, qh, sh, (R11), Y4); \
+	D(ql, qh, sh, (R11)(R8*1), Y5); \
+	D(ql, qh, sh, (R11)(R8*2), Y6); \
+	D(ql, qh, sh, (R11)(R9*1), Y7); \
+	X8_TRANSPOSE(off)
+
+// func packQ6KX8Codes(dst, w *byte, rb, nb int)
+//
+// The codes of packQ6KX8: chunk c = 4h+k (elements 32c..32c+31) of each
+// of the eight rows at w, rb bytes apart, from ql's bytes 64h+32(k&1) on
+// (low nibbles for k < 2) and qh's bits 2k, 2k+1 from 32h on, to dst's
+// 800+256c, for nb super-blocks.
+TEXT ·packQ6KX8Codes(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), DI
+	MOVQ w+8(FP), SI
+	MOVQ rb+16(FP), R8
+	LEAQ (R8)(R8*2), R9
+	LEAQ (SI)(R8*4), R11
+	MOVQ nb+24(FP), CX
+	MOVL $0x0f0f0f0f, AX
+	MOVL $0x30303030, DX
+	TESTQ CX, CX
+	JLE q6pdone
+q6ploop:
+	Q6X8_ROWS8(Q6X8_LO, (0), (128), 4, 800)
+	Q6X8_ROWS8(Q6X8_LO, (32), (128), 2, 1056)
+	Q6X8_ROWS8(Q6X8_HI2, (0), (128), 0, 1312)
+	Q6X8_ROWS8(Q6X8_HI3, (32), (128), 2, 1568)
+	Q6X8_ROWS8(Q6X8_LO, (64), (160), 4, 1824)
+	Q6X8_ROWS8(Q6X8_LO, (96), (160), 2, 2080)
+	Q6X8_ROWS8(Q6X8_HI2, (64), (160), 0, 2336)
+	Q6X8_ROWS8(Q6X8_HI3, (96), (160), 2, 2592)
+	ADDQ $210, SI
+	ADDQ $210, R11
+	ADDQ $2848, DI
+	DECQ CX
+	JNZ q6ploop
+q6pdone:
 	VZEROUPPER
 	RET

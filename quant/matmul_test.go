@@ -337,10 +337,10 @@ func TestMatMulKQ8_KBatch(t *testing.T) {
 		}
 	}
 	shapes = append(shapes, shape{2, 19, 520, 0}, shape{2, 16, 9, 0xff}, shape{3, 7, 10, 0xff})
-	// Q4_K's packed tiles (matMulQ4KX8): groups of eight rows past one
-	// buffer of them, super-blocks past one buffer's, the rows and tokens
-	// left over; and the int16 sums at their largest, every code 15
-	// against every activation -128.
+	// Q4_K's and Q6_K's packed tiles (matMulKX8): groups of eight rows
+	// past one buffer of them, super-blocks past one buffer's, the rows
+	// and tokens left over; and the int16 sums at their largest, every
+	// code 15 (Q4_K) or 63 (Q6_K) against every activation 127.
 	shapes = append(shapes, shape{5, 40, 32, 0}, shape{5, 43, 33, 0}, shape{9, 75, 35, 0}, shape{5, 43, 33, 0xff})
 	extreme := func(c shape) bool { return c.fill == 0xff && c.nb == 5 }
 	for _, typ := range []Type{IQ4_XS, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K} {
@@ -355,7 +355,7 @@ func TestMatMulKQ8_KBatch(t *testing.T) {
 			if extreme(c) {
 				xs := make([]float32, QK_K*c.nb*c.tokens)
 				for i := range xs {
-					xs[i] = 1 // a block of equal values quantizes to -128s
+					xs[i] = 1 // a block of equal values quantizes to 127s
 				}
 				QuantizeQ8_K(xs, x)
 			}
