@@ -476,6 +476,16 @@ func (b *Backend) forwardBatch(tokens []int32) error {
 			b.tokens(T, func(t int) { b.qkvToken(l, ly, rope, t) })
 		}
 		b.storeKV(l, T)
+		if l == len(b.m.Layers)-1 && len(b.outs) < T {
+			// Past the last layer's keys and values, only the tokens
+			// whose logits are wanted matter (llama.cpp skips the last
+			// FFN for the others; attention and W_o are skipped too).
+			if T = b.keepOutputs(T); T == 0 {
+				break
+			}
+			x = x[:T*dim]
+			xn.t, att.t, hidden.t = T, T, T
+		}
 		b.attention(l)
 		att.q8ok = false
 		b.matmul(att, product{w: &ly.Wo, out: b.att2, outStride: dim})
@@ -517,6 +527,24 @@ func (b *Backend) forwardBatch(tokens []int32) error {
 		softcap(logits, blk.FinalSoftcap)
 	}
 	return nil
+}
+
+// keepOutputs moves the residual stream and the queries of the batch's T
+// tokens whose logits are wanted (b.outs) to its first rows, in order,
+// with their positions and sequences, and returns how many there are. On
+// a prompt, only its last token goes on through the last layer: 1/L of
+// the prefill's attention and FFN work is left.
+func (b *Backend) keepOutputs(T int) int {
+	dim, qd := b.c.Dim, b.c.QDim()
+	for k, t := range b.outs { // t ≥ k: rows move down
+		copy(b.x[k*dim:(k+1)*dim], b.x[t*dim:(t+1)*dim])
+		copy(b.q[k*qd:(k+1)*qd], b.q[t*qd:(t+1)*qd])
+		b.pos[k], b.seqs[k], b.outs[k] = b.pos[t], b.seqs[t], k
+	}
+	n := len(b.outs)
+	b.pos, b.seqs = b.pos[:n], b.seqs[:n]
+	b.setChunks()
+	return n
 }
 
 // branchInput writes the input of an attention or FFN branch into b.xn:
