@@ -91,8 +91,12 @@ wbf16loop:
 // func matVecF16RowsAVX2(w *uint16, x *float32, n int, out *float32, rows int)
 //
 // out[r] = Σ w[r][i]·x[i] for rows rows of n F16 values one after the
-// other (n a multiple of 32): each row 32 elements a step into four
-// accumulators, the row loop in the kernel, the rows read as one stream. (Four rows at
+// other (n a multiple of 32): each row 64 elements (two cache lines, two
+// prefetches) a step into four accumulators, 32 for a row's odd last
+// step, the row loop in the kernel, the rows read as one stream. (32
+// elements a step: Llama-1B F16 decode 7.2-7.7 against 8.3-8.7 tok/s on
+// an AVX2 Zen 3, 2 threads; 1B/2 F16 37.2 against 39.8, the mean of seven
+// alternated rounds, llama.cpp 38.3.) (Four rows at
 // a time, sharing each load of x, ran faster where the weights fit in
 // the caches (test-256: 4,800 against 3,700 tok/s) but slower from memory,
 // four streams at once (Llama-1B F16: 14-17 against 20.5).)
@@ -111,7 +115,37 @@ f16row:
 	MOVQ   DI, BX
 	MOVQ   DX, CX
 
+	CMPQ CX, $64
+	JL   f16rowtail
+
 f16rowloop:
+	PREFETCHT0  HPF(SI)
+	PREFETCHT0  (HPF+64)(SI)
+	VCVTPH2PS   (SI), Y4
+	VCVTPH2PS   16(SI), Y5
+	VCVTPH2PS   32(SI), Y6
+	VCVTPH2PS   48(SI), Y7
+	VCVTPH2PS   64(SI), Y8
+	VCVTPH2PS   80(SI), Y9
+	VCVTPH2PS   96(SI), Y10
+	VCVTPH2PS   112(SI), Y11
+	VFMADD231PS (BX), Y4, Y0
+	VFMADD231PS 32(BX), Y5, Y1
+	VFMADD231PS 64(BX), Y6, Y2
+	VFMADD231PS 96(BX), Y7, Y3
+	VFMADD231PS 128(BX), Y8, Y0
+	VFMADD231PS 160(BX), Y9, Y1
+	VFMADD231PS 192(BX), Y10, Y2
+	VFMADD231PS 224(BX), Y11, Y3
+	ADDQ        $128, SI
+	ADDQ        $256, BX
+	SUBQ        $64, CX
+	CMPQ        CX, $64
+	JGE         f16rowloop
+
+f16rowtail:
+	TESTQ       CX, CX
+	JZ          f16rowsum
 	PREFETCHT0  HPF(SI)
 	VCVTPH2PS   (SI), Y4
 	VCVTPH2PS   16(SI), Y5
@@ -122,9 +156,8 @@ f16rowloop:
 	VFMADD231PS 64(BX), Y6, Y2
 	VFMADD231PS 96(BX), Y7, Y3
 	ADDQ        $64, SI
-	ADDQ        $128, BX
-	SUBQ        $32, CX
-	JNZ         f16rowloop
+
+f16rowsum:
 	VADDPS       Y1, Y0, Y0
 	VADDPS       Y3, Y2, Y2
 	VADDPS       Y2, Y0, Y0
