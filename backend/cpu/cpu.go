@@ -18,9 +18,11 @@ import (
 // prompts run in chunks of this size. Each chunk re-packs the weights for
 // the tiled products and synchronizes the workers a few times a layer
 // (2 cores, gotok bench, alternating: 64 → 128, SmolLM-shape Q4_0 pp512
-// +3-11%, Llama-1B Q4_K pp256 +5-16%; 128 → 256, Llama-1B Q4_K and F16
-// pp256 +3-8%, but SmolLM Q4_0 pp512 −3-8%).
-const MaxBatch = 128
+// +3-11%, Llama-1B Q4_K pp256 +5-16%; 128 → 256 on 2026-11-27, an AVX2
+// Zen 3, five rounds: Llama-1B F16 pp512 +8%, where each chunk widens
+// every F16 weight to float32 again; Llama-1B Q4_K_M, SmolLM-135M Q4_0
+// and F16 level).
+const MaxBatch = 256
 
 // maxHeadRows is the most tokens of a batch whose logits the head
 // computes: a batch ends at that many (a token a sequence of a server's
