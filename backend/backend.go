@@ -44,6 +44,16 @@ type MemoryReporter interface {
 	Memory() Memory
 }
 
+// AllLogits is a Backend that returns the logits of every token of a
+// batch, not only the last one's: a text is scored (perplexity) at prefill
+// speed instead of a token at a time.
+type AllLogits interface {
+	// ForwardAll runs tokens at positions pos, pos+1, … as Prefill does
+	// and writes each token's logits to out, len(tokens) rows of the
+	// vocabulary's size.
+	ForwardAll(ctx context.Context, tokens []int32, pos int, out []float32) error
+}
+
 // SeqStep is one sequence's part of a batched step: its next tokens, and
 // what to return from the last one's logits.
 type SeqStep struct {

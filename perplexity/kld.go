@@ -246,7 +246,7 @@ func KLDivergence(ctx context.Context, m *gotok.Model, base io.Reader, o Options
 	r := &KLResult{Context: nCtx, Chunks: len(chunks), Stats: &KLStats{}}
 	start := time.Now()
 	for i, chunk := range chunks {
-		err := scoreChunk(ctx, be, chunk, func(p int, logits []float32) error {
+		err := scoreChunk(ctx, be, bf.vocab, chunk, func(p int, logits []float32) error {
 			if len(logits) != bf.vocab {
 				return fmt.Errorf("%d logits for a vocabulary of %d", len(logits), bf.vocab)
 			}

@@ -95,7 +95,7 @@ func Run(ctx context.Context, m *gotok.Model, text string, o Options) (*Result, 
 	start := time.Now()
 	first := nCtx / 2
 	for i, chunk := range chunks {
-		err := scoreChunk(ctx, be, chunk, func(p int, logits []float32) error {
+		err := scoreChunk(ctx, be, m.Config().VocabSize, chunk, func(p int, logits []float32) error {
 			v := -logSoftmax(logits, chunk[p+1])
 			nll += v
 			nll2 += v * v
@@ -175,15 +175,36 @@ func cut(tokens []int32, nCtx, maxChunks int, bos int32, addBOS bool) [][]int32 
 	return chunks
 }
 
+// scorePiece is how many positions a backend with every token's logits
+// (backend.AllLogits) scores in one call: a batch of the CPU engine's head,
+// 64 rows of the vocabulary's width.
+const scorePiece = 64
+
 // scoreChunk runs chunk from position 0 and calls score with the logits at
 // each position p in [n/2, n-2], the distribution of token p+1: the first
-// half is prefilled, then the second half runs a token at a time so each
-// position's logits come back. The last token is never run: nothing after
-// it is scored.
-func scoreChunk(ctx context.Context, be backend.Backend, chunk []int32, score func(p int, logits []float32) error) error {
+// half is prefilled, then the second half runs so that each position's
+// logits come back, scorePiece tokens at a time where the backend gives
+// every token's logits, else a token at a time. The last token is never
+// run: nothing after it is scored. vocab is the model's vocabulary size.
+func scoreChunk(ctx context.Context, be backend.Backend, vocab int, chunk []int32, score func(p int, logits []float32) error) error {
 	first := len(chunk) / 2
 	if _, err := be.Prefill(ctx, chunk[:first], 0, nil); err != nil {
 		return err
+	}
+	if all, ok := be.(backend.AllLogits); ok {
+		out := make([]float32, scorePiece*vocab)
+		for p0 := first; p0 < len(chunk)-1; p0 += scorePiece {
+			piece := chunk[p0:min(p0+scorePiece, len(chunk)-1)]
+			if err := all.ForwardAll(ctx, piece, p0, out); err != nil {
+				return err
+			}
+			for j := range piece {
+				if err := score(p0+j, out[j*vocab:(j+1)*vocab]); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
 	}
 	for p := first; p < len(chunk)-1; p++ {
 		logits, err := be.Logits(ctx, chunk[p], p)

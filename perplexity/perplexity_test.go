@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"gotok"
+	"gotok/backend"
 	"gotok/gguf"
 	"gotok/internal/sharedtest"
 	"gotok/quant"
@@ -328,5 +329,45 @@ func TestErrors(t *testing.T) {
 	_, err = Run(cctx, m, text, Options{Context: 32})
 	if err == nil {
 		t.Error("a cancelled run returned no error")
+	}
+}
+
+// TestScoreChunkPaths scores one chunk through the CPU engine's every-
+// token logits (backend.AllLogits, in pieces of scorePiece) and through a
+// backend without them (a token at a time): the same positions, the same
+// logits up to summation order.
+func TestScoreChunkPaths(t *testing.T) {
+	shared := sharedDir(t)
+	m := loadStories(t, filepath.Join(shared, "models", "stories260K.gguf"))
+	be := m.Backend()
+	if _, ok := be.(backend.AllLogits); !ok {
+		t.Fatalf("the CPU backend %T does not give every token's logits", be)
+	}
+	tokens := m.Tokenizer().Encode(storyText(t, shared), true, false)
+	chunk := tokens[:2*scorePiece+40] // two pieces and a part
+	vocab := m.Config().VocabSize
+	collect := func(be backend.Backend) map[int][]float32 {
+		got := map[int][]float32{}
+		err := scoreChunk(context.Background(), be, vocab, chunk, func(p int, logits []float32) error {
+			got[p] = slices.Clone(logits)
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	batched := collect(be)
+	single := collect(struct{ backend.Backend }{be}) // ForwardAll hidden
+	if want := len(chunk) - 1 - len(chunk)/2; len(batched) != want || len(single) != want {
+		t.Fatalf("%d positions batched, %d a token at a time; want %d", len(batched), len(single), want)
+	}
+	for p, s := range single {
+		b := batched[p]
+		for i := range s {
+			if d := math.Abs(float64(b[i] - s[i])); d > 1e-4*(1+math.Abs(float64(s[i]))) {
+				t.Fatalf("position %d, logit %d: %v batched, %v a token at a time", p, i, b[i], s[i])
+			}
+		}
 	}
 }

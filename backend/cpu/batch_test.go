@@ -3,9 +3,11 @@ package cpu
 import (
 	"context"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"gotok/backend"
+	"gotok/model"
 	"gotok/model/synth"
 	"gotok/quant"
 	"gotok/sample"
@@ -151,7 +153,7 @@ func TestStepMatchesAlone(t *testing.T) {
 // and checks each against the prompt alone.
 func TestStepManyHeads(t *testing.T) {
 	shape := synth.Shape{Layers: 2, Dim: 128, Heads: 4, KVHeads: 2, FFN: 256, Vocab: 320, Context: 512, RopeBase: 10000, Tied: true}
-	m := genModel(t, shape, quant.Q8_0, 9)
+	m := genModel(t, shape, quant.F32, 9)
 	vocab := m.Config.VocabSize
 	r := rand.New(rand.NewPCG(5, 6))
 	n := maxHeadRows + 7
@@ -233,5 +235,82 @@ func TestStepErrors(t *testing.T) {
 		if err := b.Step(context.Background(), []backend.SeqStep{c}); err == nil {
 			t.Errorf("%s: no error", name)
 		}
+	}
+}
+
+// TestForwardAllMatchesForward checks ForwardAll's rows against Forward's
+// logits a token at a time, for more tokens than a head batch takes
+// (maxHeadRows) after a prefix, and its errors. With F32 weights the two
+// differ only in summation order; with Q8_0 weights the batch's
+// activations round differently (the prefill-vs-token tests' bound for
+// quantized activations, reference_test.go: measured up to 1.6e-2 here).
+func TestForwardAllMatchesForward(t *testing.T) {
+	shape := synth.Shape{Layers: 2, Dim: 128, Heads: 4, KVHeads: 2, FFN: 256, Vocab: 320, Context: 512, RopeBase: 10000, Tied: true}
+	for _, tc := range []struct {
+		typ   quant.Type
+		bound float64
+	}{{quant.F32, 1e-5}, {quant.Q8_0, 3e-2}} {
+		t.Run(tc.typ.String(), func(t *testing.T) {
+			testForwardAll(t, genModel(t, shape, tc.typ, 9), tc.bound)
+		})
+	}
+}
+
+func testForwardAll(t *testing.T, m *model.Model, bound float64) {
+	vocab := m.Config.VocabSize
+	r := rand.New(rand.NewPCG(5, 6))
+	prefix, tokens := randTokens(r, 20, vocab), randTokens(r, 2*maxHeadRows+7, vocab)
+
+	b, err := New(m, Options{ContextLen: 256, Threads: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	var want [][]float32
+	if _, err := b.Forward(context.Background(), prefix, 0); err != nil {
+		t.Fatal(err)
+	}
+	for j, tok := range tokens {
+		l, err := b.Forward(context.Background(), []int32{tok}, len(prefix)+j)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, slices.Clone(l))
+	}
+
+	out := make([]float32, len(tokens)*vocab)
+	// The prefix is cached: ForwardAll forgets what followed it.
+	if err := b.ForwardAll(context.Background(), tokens, len(prefix), out); err != nil {
+		t.Fatal(err)
+	}
+	worst := 0.0
+	for j := range tokens {
+		w := make([]float64, vocab)
+		for i, v := range want[j] {
+			w[i] = float64(v)
+		}
+		e := relErr(out[j*vocab:(j+1)*vocab], w)
+		if !(e < bound) {
+			t.Errorf("token %d: ForwardAll's logits differ from Forward's by %.3g", j, e)
+		}
+		worst = max(worst, e)
+	}
+	t.Logf("worst relative error %.3g over %d tokens", worst, len(tokens))
+	// The sequence goes on from where ForwardAll left it.
+	l, err := b.Forward(context.Background(), tokens[:1], len(prefix)+len(tokens))
+	if err != nil || len(l) != vocab {
+		t.Fatalf("Forward after ForwardAll: %v", err)
+	}
+
+	if err := b.ForwardAll(context.Background(), tokens, 0, out[:vocab]); err == nil {
+		t.Error("ForwardAll with room for one row of logits: no error")
+	}
+	if err := b.ForwardAll(context.Background(), tokens[:2], 1000, out); err == nil {
+		t.Error("ForwardAll past the cached positions: no error")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := b.ForwardAll(ctx, tokens, 0, out); err == nil {
+		t.Error("ForwardAll with a cancelled context: no error")
 	}
 }

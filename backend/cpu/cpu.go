@@ -216,27 +216,71 @@ func (b *Backend) KV() *backend.KVPool { return b.kv }
 // sequence (forgetting any positions from pos on) and returns the logits
 // of the last one. The returned slice is reused by the next call.
 func (b *Backend) Forward(ctx context.Context, tokens []int32, pos int) ([]float32, error) {
-	if b.closed {
-		return nil, fmt.Errorf("cpu: %w", backend.ErrClosed)
-	}
-	if err := backend.CheckInput(tokens, pos, b.ctxLen, b.c.VocabSize); err != nil {
-		return nil, fmt.Errorf("cpu: %w", err)
-	}
-	if b.single == nil {
-		b.single = b.kv.NewPrivateSeq()
-	}
-	if pos > b.single.Len() {
-		return nil, fmt.Errorf("cpu: position %d after %d cached positions", pos, b.single.Len())
-	}
-	b.single.Truncate(pos)
-	if err := b.single.Reserve(len(tokens)); err != nil {
-		return nil, fmt.Errorf("cpu: %d tokens at position %d: %w", len(tokens), pos, err)
+	if err := b.reserveSingle(tokens, pos); err != nil {
+		return nil, err
 	}
 	st := []backend.SeqStep{{Seq: b.single, Tokens: tokens, Logits: b.logits[:b.c.VocabSize]}}
 	if err := b.Step(ctx, st); err != nil {
 		return nil, err
 	}
 	return b.logits[:b.c.VocabSize], nil
+}
+
+// reserveSingle checks tokens at pos for the backend's own sequence,
+// forgets its positions from pos on and reserves room for tokens.
+func (b *Backend) reserveSingle(tokens []int32, pos int) error {
+	if b.closed {
+		return fmt.Errorf("cpu: %w", backend.ErrClosed)
+	}
+	if err := backend.CheckInput(tokens, pos, b.ctxLen, b.c.VocabSize); err != nil {
+		return fmt.Errorf("cpu: %w", err)
+	}
+	if b.single == nil {
+		b.single = b.kv.NewPrivateSeq()
+	}
+	if pos > b.single.Len() {
+		return fmt.Errorf("cpu: position %d after %d cached positions", pos, b.single.Len())
+	}
+	b.single.Truncate(pos)
+	if err := b.single.Reserve(len(tokens)); err != nil {
+		return fmt.Errorf("cpu: %d tokens at position %d: %w", len(tokens), pos, err)
+	}
+	return nil
+}
+
+// ForwardAll implements backend.AllLogits: tokens at positions pos, pos+1,
+// … of the backend's own sequence, as Forward runs them, each token's
+// logits to out. They go through the layers maxHeadRows at a time, every
+// token a row of the head.
+func (b *Backend) ForwardAll(ctx context.Context, tokens []int32, pos int, out []float32) error {
+	vocab := b.c.VocabSize
+	if len(out) < len(tokens)*vocab {
+		return fmt.Errorf("cpu: the logits of %d tokens need %d floats, not %d", len(tokens), len(tokens)*vocab, len(out))
+	}
+	if err := b.reserveSingle(tokens, pos); err != nil {
+		return err
+	}
+	for c0 := 0; c0 < len(tokens); c0 += maxHeadRows {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		chunk := tokens[c0:min(c0+maxHeadRows, len(tokens))]
+		p0 := b.single.Len()
+		b.pos, b.seqs, b.outs = b.pos[:0], b.seqs[:0], b.outs[:0]
+		for j := range chunk {
+			b.pos = append(b.pos, p0+j)
+			b.seqs = append(b.seqs, b.single)
+			b.outs = append(b.outs, j)
+		}
+		err := b.forwardBatch(chunk)
+		b.pos, b.seqs, b.outs = b.pos[:0], b.seqs[:0], b.outs[:0]
+		if err != nil {
+			return err
+		}
+		copy(out[c0*vocab:], b.logits[:len(chunk)*vocab])
+		b.single.Commit(chunk)
+	}
+	return nil
 }
 
 // Prefill implements backend.Backend.
