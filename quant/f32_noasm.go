@@ -36,8 +36,10 @@ func matMulF32AVX512(a *float32, lda int, b *float32, ldb int, k int, c *float32
 func expSumAVX2(x *float32, n int, shift float32) float32 { panic("unreachable") }
 func swiGLUAVX2(dst, gate, up *float32, n int)            { panic("unreachable") }
 func maxAVX2(x *float32, n int) float32                   { panic("unreachable") }
-func dotBF16F32AVX2(w *uint16, x *float32, n int) float32 { panic("unreachable") }
 func matVecF16RowsAVX2(w *uint16, x *float32, n int, out *float32, rows int) {
+	panic("unreachable")
+}
+func matVecBF16RowsAVX2(w *uint16, x *float32, n int, out *float32, rows int) {
 	panic("unreachable")
 }
 func widenF16AVX2(w *uint16, dst *float32, n int)  { panic("unreachable") }

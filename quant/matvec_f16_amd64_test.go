@@ -8,17 +8,18 @@ import (
 	"unsafe"
 )
 
-// TestMatVecF16Kernels runs the kernel alone on columns of 32 with a
-// guard past its rows.
-func TestMatVecF16Kernels(t *testing.T) {
+// TestMatVecHalfKernels runs the kernels alone on columns of 32 with a
+// guard past their rows.
+func TestMatVecHalfKernels(t *testing.T) {
 	if !useAVX2 {
 		t.Skip("no AVX2")
 	}
-	kernels := map[string]func(w *uint16, x *float32, n int, out *float32, rows int){"avx2": matVecF16RowsAVX2}
+	kernels := map[Type]func(w *uint16, x *float32, n int, out *float32, rows int){F16: matVecF16RowsAVX2, BF16: matVecBF16RowsAVX2}
 	rng := rand.New(rand.NewPCG(43, 43))
-	for name, k := range kernels {
-		for _, sh := range []struct{ rows, cols int }{{1, 32}, {3, 64}, {12, 256}, {4, 2048}, {7, 576}} {
-			w, v := randF16Matrix(rng, sh.rows, sh.cols)
+	for typ, k := range kernels {
+		name := typ.String()
+		for _, sh := range []struct{ rows, cols int }{{1, 32}, {3, 64}, {2, 96}, {12, 256}, {4, 2048}, {7, 576}} {
+			w, v := randHalfMatrix(rng, typ, sh.rows, sh.cols)
 			x := make([]float32, sh.cols)
 			for i := range x {
 				x[i] = float32(rng.NormFloat64())

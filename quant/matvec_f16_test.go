@@ -10,12 +10,24 @@ import (
 // randF16Matrix returns rows×cols F16 values (normal, rounded to f16) as
 // bytes and the float32 value of each.
 func randF16Matrix(rng *rand.Rand, rows, cols int) ([]byte, []float32) {
+	return randHalfMatrix(rng, F16, rows, cols)
+}
+
+// randHalfMatrix is randF16Matrix for F16 or BF16 (t).
+func randHalfMatrix(rng *rand.Rand, t Type, rows, cols int) ([]byte, []float32) {
 	w := make([]byte, 2*rows*cols)
 	v := make([]float32, rows*cols)
 	for i := range v {
-		h := F32ToF16(float32(rng.NormFloat64()))
-		binary.LittleEndian.PutUint16(w[2*i:], h)
-		v[i] = F16ToF32(h)
+		f := float32(rng.NormFloat64())
+		if t == F16 {
+			h := F32ToF16(f)
+			binary.LittleEndian.PutUint16(w[2*i:], h)
+			v[i] = F16ToF32(h)
+		} else {
+			h := F32ToBF16(f)
+			binary.LittleEndian.PutUint16(w[2*i:], h)
+			v[i] = BF16ToF32(h)
+		}
 	}
 	return w, v
 }
@@ -38,37 +50,40 @@ func checkMatVecF16(t *testing.T, what string, v, x, out []float32) {
 	}
 }
 
-func TestMatVecF16(t *testing.T) {
+func TestMatVecHalf(t *testing.T) {
 	rng := rand.New(rand.NewPCG(41, 41))
-	for _, cols := range []int{1, 31, 32, 64, 96, 256, 576, 2048, 40} {
-		for _, rows := range []int{0, 1, 3, 4, 5, 8, 13} {
-			w, v := randF16Matrix(rng, rows, cols)
-			x := make([]float32, cols)
-			for i := range x {
-				x[i] = float32(rng.NormFloat64())
-			}
-			out := make([]float32, rows+1)
-			out[rows] = 42 // guard
-			MatVecF16(w, x, out[:rows])
-			checkMatVecF16(t, "MatVecF16", v, x, out[:rows])
-			if out[rows] != 42 {
-				t.Fatalf("cols %d rows %d: the guard past the rows was written", cols, rows)
+	for _, typ := range []Type{F16, BF16} {
+		for _, cols := range []int{1, 31, 32, 64, 96, 256, 576, 2048, 40} {
+			for _, rows := range []int{0, 1, 3, 4, 5, 8, 13} {
+				w, v := randHalfMatrix(rng, typ, rows, cols)
+				x := make([]float32, cols)
+				for i := range x {
+					x[i] = float32(rng.NormFloat64())
+				}
+				out := make([]float32, rows+1)
+				out[rows] = 42 // guard
+				MatVecHalf(typ, w, x, out[:rows])
+				checkMatVecF16(t, "MatVecHalf "+typ.String(), v, x, out[:rows])
+				if out[rows] != 42 {
+					t.Fatalf("%v cols %d rows %d: the guard past the rows was written", typ, cols, rows)
+				}
 			}
 		}
 	}
+
 }
 
-func TestMatVecF16Lengths(t *testing.T) {
+func TestMatVecHalfLengths(t *testing.T) {
 	defer func() {
 		if recover() == nil {
-			t.Fatal("MatVecF16 with bytes for 3 rows and an output of 4: no panic")
+			t.Fatal("MatVecHalf with bytes for 3 rows and an output of 4: no panic")
 		}
 	}()
-	MatVecF16(make([]byte, 3*64), make([]float32, 32), make([]float32, 4))
+	MatVecHalf(F16, make([]byte, 3*64), make([]float32, 32), make([]float32, 4))
 }
 
 // BenchmarkMatVecF16 multiplies 64 MB of F16 rows (past the caches, as
-// decode reads them) by a vector: MatVecF16 against a DotF32 a row.
+// decode reads them) by a vector: MatVecHalf against a DotF32 a row.
 func BenchmarkMatVecF16(b *testing.B) {
 	rng := rand.New(rand.NewPCG(44, 44))
 	const cols = 576
@@ -82,7 +97,7 @@ func BenchmarkMatVecF16(b *testing.B) {
 	b.Run("rows", func(b *testing.B) {
 		b.SetBytes(int64(len(w)))
 		for range b.N {
-			MatVecF16(w, x, out)
+			MatVecHalf(F16, w, x, out)
 		}
 	})
 	b.Run("row-by-row", func(b *testing.B) {

@@ -19,7 +19,7 @@ func dotRowAVX2(t Type, row []byte, x []float32) (float32, bool) {
 	if t == F16 {
 		matVecF16RowsAVX2(w, &x[0], n, &s, 1)
 	} else {
-		s = dotBF16F32AVX2(w, &x[0], n)
+		matVecBF16RowsAVX2(w, &x[0], n, &s, 1)
 	}
 	if n < len(x) {
 		var buf [32]float32

@@ -261,8 +261,9 @@ func matRows(x *activations, p product, lo, hi int, sc *tileScratch) {
 		floatRowsTiled(x, p, lo, hi, sc)
 		return
 	}
-	if w.Type == quant.F16 && x.t == 1 { // decode: the row loop in the kernel
-		quant.MatVecF16(w.Data[lo*rb:hi*rb], x.row(0), p.out[p.outOff+lo:p.outOff+hi])
+	if x.t == 1 && (w.Type == quant.F16 || w.Type == quant.BF16 && !takesBF16Pairs(w)) {
+		// decode: the row loop in the kernel
+		quant.MatVecHalf(w.Type, w.Data[lo*rb:hi*rb], x.row(0), p.out[p.outOff+lo:p.outOff+hi])
 		return
 	}
 	switch w.Type {
