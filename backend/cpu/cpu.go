@@ -577,9 +577,10 @@ func (b *Backend) forwardBatch(tokens []int32) error {
 
 // keepOutputs moves the residual stream and the queries of the batch's T
 // tokens whose logits are wanted (b.outs) to its first rows, in order,
-// with their positions and sequences, and returns how many there are. On
-// a prompt, only its last token goes on through the last layer: 1/L of
-// the prefill's attention and FFN work is left.
+// with their positions and sequences, and returns how many there are
+// (outs must be in token order). Of a prompt only the last token goes on
+// through the last layer's attention, W_o and FFN: for an L-layer model
+// the prefill does 1/L less of that work.
 func (b *Backend) keepOutputs(T int) int {
 	dim, qd := b.c.Dim, b.c.QDim()
 	for k, t := range b.outs { // t ≥ k: rows move down
