@@ -32,6 +32,9 @@ type engine struct {
 	be backend.Batcher
 	// maxSeqs bounds the sequences of a step, stepTokens its tokens.
 	maxSeqs, stepTokens int
+	// scoreRows is the most tokens a prompt being scored runs a step: 1,
+	// or scoreRowsMax where the backend gives every token's logits.
+	scoreRows int
 
 	submit chan *request
 	wake   chan struct{}
@@ -88,13 +91,21 @@ func (r *request) ready() bool { return cap(r.tokens)-len(r.tokens) >= 2 }
 // tokenBuffer is how many tokens a generation may run ahead of its caller.
 const tokenBuffer = 16
 
+// scoreRowsMax is the most tokens of a prompt being scored that a step
+// runs where the backend gives every token's logits: its logits buffer is
+// that many rows of the vocabulary (33 MB at Llama 3's).
+const scoreRowsMax = 64
+
 func newEngine(m *Model, be backend.Batcher, maxSeqs int) *engine {
 	if maxSeqs <= 0 {
 		maxSeqs = defaultSequences
 	}
-	e := &engine{m: m, be: be, maxSeqs: maxSeqs, stepTokens: max(be.StepTokens(), maxSeqs),
+	e := &engine{m: m, be: be, maxSeqs: maxSeqs, stepTokens: max(be.StepTokens(), maxSeqs), scoreRows: 1,
 		submit: make(chan *request), wake: make(chan struct{}, 1),
 		quit: make(chan struct{}), done: make(chan struct{})}
+	if _, ok := be.(backend.AllLogits); ok {
+		e.scoreRows = scoreRowsMax
+	}
 	go e.loop()
 	return e
 }
@@ -384,14 +395,19 @@ func (e *engine) loop() {
 				}
 				n := min(len(r.pending), budget)
 				if r.score != nil {
-					n = 1 // the logits of every position
+					n = min(n, e.scoreRows) // the logits of every position
 				}
 				st := backend.SeqStep{Seq: r.seq, Tokens: r.pending[:n]}
 				if r.score != nil {
-					if r.logits == nil {
-						r.logits = make([]float32, e.m.tok.VocabSize())
+					vocab := e.m.tok.VocabSize()
+					if len(r.logits) < e.scoreRows*vocab {
+						r.logits = make([]float32, e.scoreRows*vocab)
 					}
-					st.Logits = r.logits
+					if e.scoreRows > 1 {
+						st.AllLogits = r.logits[:n*vocab]
+					} else {
+						st.Logits = r.logits[:vocab]
+					}
 				} else if n == len(r.pending) {
 					if r.g.h != nil {
 						if r.logits == nil {
@@ -439,9 +455,19 @@ func (e *engine) took(r *request, st *backend.SeqStep, finish func(*request, err
 	if sc := r.score; sc != nil {
 		// The logits after position i score token i+1; after a preemption
 		// the positions already scored run again without a second score.
-		if i := len(r.fed); i > len(sc.out) {
+		vocab := e.m.tok.VocabSize()
+		fed0 := len(r.fed) - len(st.Tokens)
+		for k := range st.Tokens {
+			i := fed0 + k + 1
+			if i <= len(sc.out) {
+				continue
+			}
+			logits := st.Logits
+			if st.AllLogits != nil {
+				logits = st.AllLogits[k*vocab : (k+1)*vocab]
+			}
 			next := sc.tokens[i]
-			lp, list := logprobs(e.m, st.Logits, next, sc.top)
+			lp, list := logprobs(e.m, logits, next, sc.top)
 			sc.out = append(sc.out, Token{ID: next, Text: e.m.tok.Piece(next), Logprob: lp, Top: list})
 		}
 		if len(r.pending) == 0 {

@@ -45,8 +45,9 @@ type MemoryReporter interface {
 }
 
 // AllLogits is a Backend that returns the logits of every token of a
-// batch, not only the last one's: a text is scored (perplexity) at prefill
-// speed instead of a token at a time.
+// batch, not only the last one's: a text is scored (perplexity, a
+// prompt's log-probabilities) at prefill speed instead of a token at a
+// time. A Batcher that implements it also fills SeqStep.AllLogits.
 type AllLogits interface {
 	// ForwardAll runs tokens at positions pos, pos+1, … as Prefill does
 	// and writes each token's logits to out, len(tokens) rows of the
@@ -71,6 +72,10 @@ type SeqStep struct {
 	Sample  bool
 	Sampler *sample.Sampler
 	Next    int32
+	// AllLogits, when not nil, receives every token's logits, len(Tokens)
+	// rows of VocabSize floats, from a Batcher that implements AllLogits
+	// (the others refuse the step).
+	AllLogits []float32
 }
 
 // Take fills st from its last token's logits, as a step does: a copy into
@@ -93,9 +98,11 @@ func (st *SeqStep) Take(logits []float32) {
 // CheckSteps validates a batched step for a backend whose sequences come
 // from pool, with contexts of ctxLen and a vocabulary of vocab tokens:
 // every entry has a sequence of that pool (once in the step), tokens that
-// fit its context and the room reserved for them, and a logits buffer
-// that holds a row.
-func CheckSteps(steps []SeqStep, pool *KVPool, ctxLen, vocab int) error {
+// fit its context and the room reserved for them, a logits buffer that
+// holds a row, and, where the backend gives every token's logits
+// (allLogits), an AllLogits buffer that holds a row a token; where it does
+// not, no AllLogits.
+func CheckSteps(steps []SeqStep, pool *KVPool, ctxLen, vocab int, allLogits bool) error {
 	seen := make(map[*Seq]bool, len(steps))
 	for i := range steps {
 		st := &steps[i]
@@ -117,6 +124,12 @@ func CheckSteps(steps []SeqStep, pool *KVPool, ctxLen, vocab int) error {
 		}
 		if st.Logits != nil && len(st.Logits) < vocab {
 			return fmt.Errorf("step entry %d: logits buffer of %d for %d tokens", i, len(st.Logits), vocab)
+		}
+		switch {
+		case st.AllLogits != nil && !allLogits:
+			return fmt.Errorf("step entry %d: this backend does not give every token's logits", i)
+		case st.AllLogits != nil && len(st.AllLogits) < len(st.Tokens)*vocab:
+			return fmt.Errorf("step entry %d: a buffer of %d for the logits of %d tokens of a vocabulary of %d", i, len(st.AllLogits), len(st.Tokens), vocab)
 		}
 	}
 	return nil

@@ -250,37 +250,15 @@ func (b *Backend) reserveSingle(tokens []int32, pos int) error {
 
 // ForwardAll implements backend.AllLogits: tokens at positions pos, pos+1,
 // … of the backend's own sequence, as Forward runs them, each token's
-// logits to out. They go through the layers maxHeadRows at a time, every
-// token a row of the head.
+// logits to out (a step whose entry wants them all).
 func (b *Backend) ForwardAll(ctx context.Context, tokens []int32, pos int, out []float32) error {
-	vocab := b.c.VocabSize
-	if len(out) < len(tokens)*vocab {
-		return fmt.Errorf("cpu: the logits of %d tokens need %d floats, not %d", len(tokens), len(tokens)*vocab, len(out))
+	if len(out) < len(tokens)*b.c.VocabSize {
+		return fmt.Errorf("cpu: the logits of %d tokens need %d floats, not %d", len(tokens), len(tokens)*b.c.VocabSize, len(out))
 	}
 	if err := b.reserveSingle(tokens, pos); err != nil {
 		return err
 	}
-	for c0 := 0; c0 < len(tokens); c0 += maxHeadRows {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		chunk := tokens[c0:min(c0+maxHeadRows, len(tokens))]
-		p0 := b.single.Len()
-		b.pos, b.seqs, b.outs = b.pos[:0], b.seqs[:0], b.outs[:0]
-		for j := range chunk {
-			b.pos = append(b.pos, p0+j)
-			b.seqs = append(b.seqs, b.single)
-			b.outs = append(b.outs, j)
-		}
-		err := b.forwardBatch(chunk)
-		b.pos, b.seqs, b.outs = b.pos[:0], b.seqs[:0], b.outs[:0]
-		if err != nil {
-			return err
-		}
-		copy(out[c0*vocab:], b.logits[:len(chunk)*vocab])
-		b.single.Commit(chunk)
-	}
-	return nil
+	return b.Step(ctx, []backend.SeqStep{{Seq: b.single, Tokens: tokens, AllLogits: out}})
 }
 
 // Prefill implements backend.Backend.
@@ -322,13 +300,14 @@ func (b *Backend) Step(ctx context.Context, steps []backend.SeqStep) error {
 		return fmt.Errorf("cpu: %w", backend.ErrClosed)
 	}
 	vocab := b.c.VocabSize
-	if err := backend.CheckSteps(steps, b.kv, b.ctxLen, vocab); err != nil {
+	if err := backend.CheckSteps(steps, b.kv, b.ctxLen, vocab, true); err != nil {
 		return fmt.Errorf("cpu: %w", err)
 	}
 	// Fill batches of up to MaxBatch tokens; the head runs on the last
-	// token of each entry that wants its logits.
+	// token of each entry that wants its logits, and on every token of an
+	// entry that wants them all.
 	var toks [MaxBatch]int32
-	var outOf [maxHeadRows]int // entry of each head row
+	var outOf, outTok [maxHeadRows]int // entry and token of each head row
 	n := 0
 	flush := func() error {
 		if n == 0 {
@@ -341,7 +320,14 @@ func (b *Backend) Step(ctx context.Context, steps []backend.SeqStep) error {
 			return err
 		}
 		for k := range b.outs {
-			steps[outOf[k]].Take(b.logits[k*vocab : (k+1)*vocab])
+			st, j := &steps[outOf[k]], outTok[k]
+			row := b.logits[k*vocab : (k+1)*vocab]
+			if st.AllLogits != nil {
+				copy(st.AllLogits[j*vocab:(j+1)*vocab], row)
+			}
+			if j == len(st.Tokens)-1 {
+				st.Take(row)
+			}
 		}
 		n, b.pos, b.seqs, b.outs = 0, b.pos[:0], b.seqs[:0], b.outs[:0]
 		return nil
@@ -354,8 +340,8 @@ func (b *Backend) Step(ctx context.Context, steps []backend.SeqStep) error {
 			toks[n] = tok
 			b.pos = append(b.pos, p0+j)
 			b.seqs = append(b.seqs, st.Seq)
-			if j == len(st.Tokens)-1 && (st.Logits != nil || st.Sample) {
-				outOf[len(b.outs)] = i
+			if st.AllLogits != nil || j == len(st.Tokens)-1 && (st.Logits != nil || st.Sample) {
+				outOf[len(b.outs)], outTok[len(b.outs)] = i, j
 				b.outs = append(b.outs, n)
 			}
 			if n++; n == MaxBatch || len(b.outs) == maxHeadRows {

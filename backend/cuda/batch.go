@@ -199,7 +199,7 @@ func (b *Batched) Step(ctx context.Context, steps []backend.SeqStep) error {
 		return fmt.Errorf("cuda: %w", backend.ErrClosed)
 	}
 	bt, vocab := b.bt, b.cfg.VocabSize
-	if err := backend.CheckSteps(steps, bt.kv, b.ctxLen, vocab); err != nil {
+	if err := backend.CheckSteps(steps, bt.kv, b.ctxLen, vocab, false); err != nil {
 		return fmt.Errorf("cuda: %w", err)
 	}
 	if bt.failed != nil {
