@@ -242,11 +242,11 @@ func KLDivergence(ctx context.Context, m *gotok.Model, base io.Reader, o Options
 	tok := m.Tokenizer()
 	// The base file holds whole chunks only: no length rule to apply.
 	chunks := cut(bf.tokens, nCtx, o.Chunks, tok.BOS(), tok.AddBOS())
-	be := m.Backend()
+	sc := &chunkScorer{be: m.Backend(), vocab: bf.vocab}
 	r := &KLResult{Context: nCtx, Chunks: len(chunks), Stats: &KLStats{}}
 	start := time.Now()
 	for i, chunk := range chunks {
-		err := scoreChunk(ctx, be, bf.vocab, chunk, func(p int, logits []float32) error {
+		err := sc.score(ctx, chunk, func(p int, logits []float32) error {
 			if len(logits) != bf.vocab {
 				return fmt.Errorf("%d logits for a vocabulary of %d", len(logits), bf.vocab)
 			}

@@ -89,13 +89,13 @@ func Run(ctx context.Context, m *gotok.Model, text string, o Options) (*Result, 
 			return nil, err
 		}
 	}
-	be := m.Backend()
+	sc := &chunkScorer{be: m.Backend(), vocab: m.Config().VocabSize}
 	r := &Result{Context: nCtx, Tokens: len(tokens), Chunks: len(chunks)}
 	var nll, nll2 float64
 	start := time.Now()
 	first := nCtx / 2
 	for i, chunk := range chunks {
-		err := scoreChunk(ctx, be, m.Config().VocabSize, chunk, func(p int, logits []float32) error {
+		err := sc.score(ctx, chunk, func(p int, logits []float32) error {
 			v := -logSoftmax(logits, chunk[p+1])
 			nll += v
 			nll2 += v * v
@@ -180,26 +180,37 @@ func cut(tokens []int32, nCtx, maxChunks int, bos int32, addBOS bool) [][]int32 
 // 64 rows of the vocabulary's width.
 const scorePiece = 64
 
-// scoreChunk runs chunk from position 0 and calls score with the logits at
-// each position p in [n/2, n-2], the distribution of token p+1: the first
-// half is prefilled, then the second half runs so that each position's
-// logits come back, scorePiece tokens at a time where the backend gives
-// every token's logits, else a token at a time. The last token is never
-// run: nothing after it is scored. vocab is the model's vocabulary size.
-func scoreChunk(ctx context.Context, be backend.Backend, vocab int, chunk []int32, score func(p int, logits []float32) error) error {
+// chunkScorer scores chunks on a model's backend of a vocabulary of vocab
+// tokens, keeping the buffer of a piece's logits from chunk to chunk.
+type chunkScorer struct {
+	be    backend.Backend
+	vocab int
+	out   []float32 // scorePiece rows of logits, where be gives them all
+}
+
+// score runs chunk from position 0 and calls fn with the logits at each
+// position p in [n/2, n-2], the distribution of token p+1: the first half
+// is prefilled, then the second half runs so that each position's logits
+// come back, scorePiece tokens at a time where the backend gives every
+// token's logits, else a token at a time. The last token is never run:
+// nothing after it is scored.
+func (s *chunkScorer) score(ctx context.Context, chunk []int32, fn func(p int, logits []float32) error) error {
+	be, vocab := s.be, s.vocab
 	first := len(chunk) / 2
 	if _, err := be.Prefill(ctx, chunk[:first], 0, nil); err != nil {
 		return err
 	}
 	if all, ok := be.(backend.AllLogits); ok {
-		out := make([]float32, scorePiece*vocab)
+		if s.out == nil {
+			s.out = make([]float32, scorePiece*vocab)
+		}
 		for p0 := first; p0 < len(chunk)-1; p0 += scorePiece {
 			piece := chunk[p0:min(p0+scorePiece, len(chunk)-1)]
-			if err := all.ForwardAll(ctx, piece, p0, out); err != nil {
+			if err := all.ForwardAll(ctx, piece, p0, s.out); err != nil {
 				return err
 			}
 			for j := range piece {
-				if err := score(p0+j, out[j*vocab:(j+1)*vocab]); err != nil {
+				if err := fn(p0+j, s.out[j*vocab:(j+1)*vocab]); err != nil {
 					return err
 				}
 			}
@@ -211,7 +222,7 @@ func scoreChunk(ctx context.Context, be backend.Backend, vocab int, chunk []int3
 		if err != nil {
 			return err
 		}
-		if err := score(p, logits); err != nil {
+		if err := fn(p, logits); err != nil {
 			return err
 		}
 	}

@@ -348,7 +348,8 @@ func TestScoreChunkPaths(t *testing.T) {
 	vocab := m.Config().VocabSize
 	collect := func(be backend.Backend) map[int][]float32 {
 		got := map[int][]float32{}
-		err := scoreChunk(context.Background(), be, vocab, chunk, func(p int, logits []float32) error {
+		sc := &chunkScorer{be: be, vocab: vocab}
+		err := sc.score(context.Background(), chunk, func(p int, logits []float32) error {
 			got[p] = slices.Clone(logits)
 			return nil
 		})

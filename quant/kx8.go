@@ -120,9 +120,9 @@ const kX8MinTokens = 32
 // q4KX8Tile4AVX2 or q6KX8Tile4AVX2, the rows and tokens left over by
 // matMulKTiled.
 func matMulKX8(typ Type, w []byte, nblocks, rows int, x []byte, tokens int, out []float32, outStride int) {
-	bb, pb, blocks := 144, q4KX8Bytes, q4KX8Blocks
+	bb, pb, blocks := typ.BlockBytes(), q4KX8Bytes, q4KX8Blocks
 	if typ == Q6_K {
-		bb, pb, blocks = 210, q6KX8Bytes, q6KX8Blocks
+		pb, blocks = q6KX8Bytes, q6KX8Blocks
 	}
 	rb, xb := nblocks*bb, nblocks*q8_KBytes
 	rows8, tokens4 := rows&^7, tokens&^3
