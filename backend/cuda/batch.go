@@ -21,7 +21,9 @@ const batchBlock = 16
 // RoPE at each token's own position, attention over each sequence's
 // blocks (prefill_attention's paged kernels), and the output head as one
 // gemm over the rows to sample, with the greedy choice of each made on the
-// device (rows_argmax).
+// device (rows_argmax). Entries that want every token's logits
+// (SeqStep.AllLogits) take the head on all their rows, up to headRowsMax
+// of them a pass (planPasses).
 //
 // A step of one sequence runs on the single-sequence path instead (the
 // decode graphs, the batched prefill): that sequence becomes resident, its
@@ -88,7 +90,7 @@ func (b *Backend) EnableBatching(kvTokens, maxSeqs int) (*Batched, error) {
 	if b.pre == nil {
 		return nil, fmt.Errorf("cuda: no batched steps: %s", b.prefillUnsupported())
 	}
-	if b.k.pre.gemm[b.output.Type][gemmStore][gemmSmall] == nil || b.output.Cols%32 != 0 {
+	if !b.headGemm() {
 		return nil, fmt.Errorf("cuda: no batched steps: no gemm for the %s output head", b.output.Type.suffix())
 	}
 	c := &b.cfg
@@ -192,14 +194,14 @@ func (b *Batched) StepTokens() int { return b.pre.chunk }
 func (b *Batched) KV() *backend.KVPool { return b.bt.kv }
 
 // Step implements backend.Batcher. The entries' tokens go through in
-// passes of up to a prefill chunk, each holding whole entries where they
-// fit; an entry longer than the chunk spans passes.
+// passes (planPasses) of up to a prefill chunk, each holding whole entries
+// where they fit; an entry longer than the chunk spans passes.
 func (b *Batched) Step(ctx context.Context, steps []backend.SeqStep) error {
 	if b.c == nil {
 		return fmt.Errorf("cuda: %w", backend.ErrClosed)
 	}
 	bt, vocab := b.bt, b.cfg.VocabSize
-	if err := backend.CheckSteps(steps, bt.kv, b.ctxLen, vocab, false); err != nil {
+	if err := backend.CheckSteps(steps, bt.kv, b.ctxLen, vocab, true); err != nil {
 		return fmt.Errorf("cuda: %w", err)
 	}
 	if bt.failed != nil {
@@ -211,33 +213,7 @@ func (b *Batched) Step(ctx context.Context, steps []backend.SeqStep) error {
 	if err := b.flushResident(); err != nil {
 		return err
 	}
-	// A pass takes entries (or parts of one) while their tokens fit the
-	// chunk and their head rows maxOut.
-	chunk := b.pre.chunk
-	var pass []passEntry
-	n, outs := 0, 0
-	for i := range steps {
-		st := &steps[i]
-		for done := 0; done < len(st.Tokens); {
-			k := min(len(st.Tokens)-done, chunk-n)
-			last := done+k == len(st.Tokens)
-			wantsOut := last && (st.Sample || st.Logits != nil)
-			if k == 0 || (wantsOut && outs == bt.maxOut) {
-				if err := b.runPass(ctx, steps, pass); err != nil {
-					return err
-				}
-				pass, n, outs = pass[:0], 0, 0
-				continue
-			}
-			pass = append(pass, passEntry{entry: i, from: done, n: k, out: wantsOut})
-			n += k
-			if wantsOut {
-				outs++
-			}
-			done += k
-		}
-	}
-	if len(pass) > 0 {
+	for _, pass := range planPasses(steps, b.pre.chunk, bt.maxOut, headRowsMax) {
 		if err := b.runPass(ctx, steps, pass); err != nil {
 			return err
 		}
@@ -246,6 +222,47 @@ func (b *Batched) Step(ctx context.Context, steps []backend.SeqStep) error {
 		steps[i].Seq.Commit(steps[i].Tokens)
 	}
 	return nil
+}
+
+// planPasses cuts a step into passes, in the entries' order: a pass takes
+// entries (or parts of one) while their tokens fit the chunk, the head
+// rows of their last tokens maxOut, and the rows of entries that want
+// every token's logits (SeqStep.AllLogits, whose last token's logits are
+// among them) allRows, the head buffer's rows.
+func planPasses(steps []backend.SeqStep, chunk, maxOut, allRows int) [][]passEntry {
+	var passes [][]passEntry
+	var pass []passEntry
+	n, outs, alls := 0, 0, 0
+	for i := range steps {
+		st := &steps[i]
+		all := st.AllLogits != nil
+		for done := 0; done < len(st.Tokens); {
+			k := min(len(st.Tokens)-done, chunk-n)
+			if all {
+				k = min(k, allRows-alls)
+			}
+			last := done+k == len(st.Tokens)
+			wantsOut := !all && last && (st.Sample || st.Logits != nil)
+			if k == 0 || (wantsOut && outs == maxOut) {
+				passes = append(passes, pass)
+				pass, n, outs, alls = nil, 0, 0, 0
+				continue
+			}
+			pass = append(pass, passEntry{entry: i, from: done, n: k, out: wantsOut, all: all})
+			n += k
+			if wantsOut {
+				outs++
+			}
+			if all {
+				alls += k
+			}
+			done += k
+		}
+	}
+	if len(pass) > 0 {
+		passes = append(passes, pass)
+	}
+	return passes
 }
 
 // stepAlone runs a step of one sequence on the single-sequence path,
@@ -267,6 +284,12 @@ func (b *Batched) stepAlone(ctx context.Context, st *backend.SeqStep) error {
 	toks, n := st.Tokens, len(st.Tokens)
 	var err error
 	switch {
+	case st.AllLogits != nil:
+		if err = b.Backend.ForwardAll(ctx, toks, pos, st.AllLogits); err != nil {
+			return err
+		}
+		vocab := b.cfg.VocabSize
+		st.Take(st.AllLogits[(n-1)*vocab : n*vocab])
 	case st.Logits != nil:
 		if n > 1 {
 			if _, err = b.Backend.Prefill(ctx, toks[:n-1], pos, nil); err != nil {
@@ -355,10 +378,11 @@ func (b *Batched) copyKV(seq *backend.Seq, from, to int, toPool bool) error {
 }
 
 // passEntry is tokens [from, from+n) of steps[entry] in a pass; out: the
-// last of them goes through the head.
+// last of them goes through the head; all: every one of them does, into
+// the head rows of every token's logits (headRows).
 type passEntry struct {
 	entry, from, n int
-	out            bool
+	out, all       bool
 }
 
 // runPass runs one pass: its inputs up in one copy, the layers, the head
@@ -371,6 +395,10 @@ func (b *Batched) runPass(ctx context.Context, steps []backend.SeqStep, pass []p
 	chunk := p.chunk
 	oPos, oRow, oSeg, oOut, oTable, oIDs := bt.offsets(chunk)
 	w := bt.in.Uint32s()
+	// allFrom is the first token in the pass of each entry part that
+	// wants every token's logits, nall their tokens.
+	var allFrom []int
+	nall := 0
 	t, nt, nout, maxRows := 0, 0, 0, 0
 	for si, pe := range pass {
 		st := &steps[pe.entry]
@@ -393,6 +421,10 @@ func (b *Batched) runPass(ctx context.Context, steps []backend.SeqStep, pass []p
 			w[oPos+t+j] = uint32(pos)
 			w[oRow+t+j] = uint32(int(table[pos/batchBlock])*batchBlock + pos%batchBlock)
 		}
+		if pe.all {
+			allFrom = append(allFrom, t)
+			nall += pe.n
+		}
 		t += pe.n
 		maxRows = max(maxRows, pe.n*(c.NumHeads/c.NumKVHeads))
 		if pe.out {
@@ -412,7 +444,7 @@ func (b *Batched) runPass(ctx context.Context, steps []backend.SeqStep, pass []p
 	// the same launches for the same number of sequences whatever they
 	// are: it replays a graph captured for that number, its inputs read
 	// from din. Others launch kernel by kernel.
-	decodeOnly := nout == len(pass) && t == len(pass)
+	decodeOnly := nout == len(pass) && t == len(pass) && nall == 0
 	record := func() error { return b.recordPass(t, len(pass), maxRows, nout, oOut) }
 	if !decodeOnly || b.debug != nil {
 		if err := record(); err != nil {
@@ -428,6 +460,32 @@ func (b *Batched) runPass(ctx context.Context, steps []backend.SeqStep, pass []p
 			bt.graphs[t] = g
 		}
 		if err := g.Launch(b.stream); err != nil {
+			return fail(err)
+		}
+	}
+	var hr *headRows
+	if nall > 0 {
+		// The rows of entries that want every token's logits, each part
+		// a run of the residual stream's rows, through the head into
+		// hr's rows in the pass's order.
+		var err error
+		if hr, err = b.headRowBuffers(); err != nil {
+			return fail(err)
+		}
+		l := p.l
+		l.pdl = p.l.pdl && t <= p.pdlMax
+		at, k := 0, 0
+		for _, pe := range pass {
+			if !pe.all {
+				continue
+			}
+			if err := b.recordHeadRows(&l, hr, p.x.Offset(4*allFrom[k]*c.Dim), pe.n, at); err != nil {
+				return fail(err)
+			}
+			at += pe.n
+			k++
+		}
+		if err := b.c.CopyDtoHAsync(hr.host, 0, hr.logits, 4*nall*c.VocabSize, b.stream); err != nil {
 			return fail(err)
 		}
 	}
@@ -473,6 +531,23 @@ func (b *Batched) runPass(ctx context.Context, steps []backend.SeqStep, pass []p
 			}
 		}
 		k++
+	}
+	if nall > 0 {
+		vocab := c.VocabSize
+		rows := hr.host.Float32s()
+		at := 0
+		for _, pe := range pass {
+			if !pe.all {
+				continue
+			}
+			st := &steps[pe.entry]
+			part := rows[at*vocab : (at+pe.n)*vocab]
+			copy(st.AllLogits[pe.from*vocab:(pe.from+pe.n)*vocab], part)
+			if pe.from+pe.n == len(st.Tokens) {
+				st.Take(part[(pe.n-1)*vocab:])
+			}
+			at += pe.n
+		}
 	}
 	return nil
 }

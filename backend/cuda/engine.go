@@ -349,6 +349,10 @@ type Backend struct {
 	logitsPos int
 	pre       *prefill // batched prefill; nil: the model prefills through the decode graph
 	bt        *batch   // batched steps of many sequences (EnableBatching); nil: none
+
+	// rows is the head's buffers for every token's logits (ForwardAll,
+	// SeqStep.AllLogits); nil until they are first asked for.
+	rows *headRows
 }
 
 // New uploads m's weights to the GPU, allocates the KV cache and captures the
@@ -1363,7 +1367,7 @@ func (b *Backend) Close() error {
 	for _, p := range b.allocs {
 		errs = append(errs, b.c.Free(p))
 	}
-	errs = append(errs, b.c.FreeHost(b.host), b.closePrefill(), b.closeBatch())
+	errs = append(errs, b.c.FreeHost(b.host), b.closePrefill(), b.closeBatch(), b.closeHeadRows())
 	if b.k != nil {
 		b.k.unload()
 	}
