@@ -377,6 +377,76 @@ func TestEngineCUDA(t *testing.T) {
 	}
 }
 
+// TestPromptLogprobsCUDA scores prompts on the GPU engine, whose steps
+// take 64 of a prompt's tokens with every one's logits (SeqStep.AllLogits:
+// the batched step's head on all their rows), two prompts at once, and
+// compares each log-probability with the model that runs alone and scores
+// a token at a time through the decode graph: within 0.05, the bound
+// TestEngineCUDA allows the batched step's f16 arithmetic.
+func TestPromptLogprobsCUDA(t *testing.T) {
+	if err := cu.Available(); err != nil {
+		t.Skipf("no CUDA here: %v", err)
+	}
+	w, err := synth.Generate(synth.Options{Shape: synth.Presets["tiny"], Type: quant.Q8_0, EmbedType: quant.Q8_0, Seed: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "tiny.gguf")
+	if err := w.WriteFile(path); err != nil {
+		t.Fatal(err)
+	}
+	load := func(seqs int) *Model {
+		m, err := Load(path, Options{Device: "cuda", ContextLen: 256, Sequences: seqs})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { m.Close() })
+		return m
+	}
+	alone, batched := load(1), load(4)
+	if !batched.Batches() || alone.Batches() {
+		t.Fatalf("Batches: %v with 4 sequences, %v with 1", batched.Batches(), alone.Batches())
+	}
+	vocab := batched.Config().VocabSize
+	prompts := make([][]int32, 2)
+	for i, n := range []int{150, 70} {
+		prompts[i] = make([]int32, n)
+		for j := range prompts[i] {
+			prompts[i][j] = int32((j*7919 + i*31 + 1) % vocab)
+		}
+	}
+	ctx := context.Background()
+	got := make([][]Token, len(prompts))
+	errs := make([]error, len(prompts))
+	var wg sync.WaitGroup
+	for i := range prompts {
+		wg.Go(func() { got[i], errs[i] = batched.PromptLogprobs(ctx, prompts[i], 2) })
+	}
+	wg.Wait()
+	for i, p := range prompts {
+		if errs[i] != nil {
+			t.Fatalf("prompt %d: %v", i, errs[i])
+		}
+		want, err := alone.PromptLogprobs(ctx, p, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got[i]) != len(want) {
+			t.Fatalf("prompt %d: %d tokens scored, %d alone", i, len(got[i]), len(want))
+		}
+		worst := 0.0
+		for k := range want {
+			g, w := got[i][k], want[k]
+			d := math.Abs(float64(g.Logprob - w.Logprob))
+			if g.ID != w.ID || !(d <= 0.05) {
+				t.Errorf("prompt %d token %d: id %d log-probability %.4f batched, id %d %.4f alone", i, k, g.ID, g.Logprob, w.ID, w.Logprob)
+			}
+			worst = max(worst, d)
+		}
+		t.Logf("prompt %d: %d tokens scored, log-probabilities within %.3g of the model alone", i, len(want), worst)
+	}
+}
+
 // TestEngineStalledReaderYields: a generation whose reader stalls gives
 // its KV room up to a request that needs it, and finishes as it would
 // alone once its reader takes tokens again.
