@@ -41,6 +41,13 @@ type launcher struct {
 	// wgGemm lets gemmTileFor choose gemm_wg.cu's tile (wgmma), loaded on
 	// 9.0 devices.
 	wgGemm bool
+	// dequant is scratch of dequantBytes for a product's weights as f16
+	// rows (0: none): products of at least dequantMin rows on wgmma's tile
+	// dequantize a quantized matrix there first and multiply it as F16
+	// (launcher.dequantized).
+	dequant      cu.DevicePtr
+	dequantBytes int
+	dequantMin   int
 	// attnCluster is the blocks per cluster of the attention kernel for
 	// contexts run whole (attention_cl; 0: the split kernel), set by
 	// Backend.capture for the graph of short contexts.

@@ -3,6 +3,7 @@ package cuda
 import (
 	"context"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"os"
 	"sort"
@@ -377,6 +378,33 @@ func TestPrefillSpeed(t *testing.T) {
 		t.Log(line)
 		if os.Getenv("GOTOK_BENCH_QUICK") == "" || g.pre.l.gemmTile > 0 {
 			profilePrefill(t, g, randPrompt(r, 512, m.Config.VocabSize))
+		}
+	}
+
+	// Quantized weights dequantized to f16 first from 128, 256 (the
+	// default) and 512 rows, and never.
+	if g.pre.l.dequant != 0 {
+		defer func(v int) { g.pre.l.dequantMin = v }(g.pre.l.dequantMin)
+		for _, dm := range []int{128, dequantMinRows, 512, math.MaxInt} {
+			g.pre.l.dequantMin = dm
+			line := fmt.Sprintf("dequantized from %d rows:", dm)
+			for _, n := range []int{128, 256, 512, 2048} {
+				prompt := randPrompt(r, n, m.Config.VocabSize)
+				var times []time.Duration
+				for i := 0; i < 8; i++ {
+					start := time.Now()
+					if _, err := g.Prefill(ctx, prompt, 0, nil); err != nil {
+						t.Fatal(err)
+					}
+					times = append(times, time.Since(start))
+				}
+				sort.Slice(times, func(i, j int) bool { return times[i] < times[j] })
+				line += fmt.Sprintf(" pp%d %.0f tok/s;", n, float64(n)/times[4].Seconds())
+			}
+			t.Log(line)
+			if dm == 128 {
+				profilePrefill(t, g, randPrompt(r, 512, m.Config.VocabSize))
+			}
 		}
 	}
 

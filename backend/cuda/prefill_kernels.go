@@ -28,13 +28,20 @@ var prefillHeadDims = []int{16, 32, 64, 96, 128, 256}
 // (whose models prefill through the decode graph).
 var gemmTypes = []gpuType{wtQ4_0, wtQ8_0, wtF16, wtBF16, wtMix}
 
+// dequantTypes are the families dequant.cu writes as f16 rows: gemmTypes
+// but F16.
+var dequantTypes = []gpuType{wtQ4_0, wtQ8_0, wtBF16, wtMix}
+
 // prefillKernels are the batched-prefill entry points; gemm is nil for the
 // families not in gemmTypes.
 type prefillKernels struct {
-	embed     [numGPUTypes]*cu.Function
-	gemm      [numGPUTypes][3][len(gemmTiles)]*cu.Function // by weight type, epilogue and tile
-	wgGemm    bool                                         // gemm_wg's tile is loaded (9.0 devices)
-	wgErr     error                                        // why it is not, on a 9.0 device
+	embed  [numGPUTypes]*cu.Function
+	gemm   [numGPUTypes][3][len(gemmTiles)]*cu.Function // by weight type, epilogue and tile
+	wgGemm bool                                         // gemm_wg's tile is loaded (9.0 devices)
+	// dequant writes a matrix of the family as f16 rows (dequant.cu); nil
+	// for F32 and F16.
+	dequant   [numGPUTypes]*cu.Function
+	wgErr     error // why it is not, on a 9.0 device
 	norm      *cu.Function
 	rope      *cu.Function
 	qkNorm    *cu.Function         // Q/K norms (prefill_qk_norm)
@@ -140,6 +147,17 @@ func (k *kernelSet) loadPrefill(c *cu.Context, dir string) error {
 		if tile.wg {
 			p.wgGemm = true
 		}
+	}
+
+	names = names[:0]
+	for _, t := range dequantTypes {
+		names = append(names, "dequant_"+t.suffix())
+	}
+	if fs, err = load("dequant", names...); err != nil {
+		return err
+	}
+	for i, t := range dequantTypes {
+		p.dequant[t] = fs[i]
 	}
 
 	if fs, err = load("prefill_norm", "prefill_norm"); err != nil {

@@ -135,12 +135,32 @@ func TestGemmKernels(t *testing.T) {
 			dw, dw2 := g.matrix(hs[0]), g.matrix(hs[1])
 			c := refGemm(a, m, k, refF16Rows(w))
 			u := refGemm(a, m, k, refF16Rows(w2))
-			for ti, tile := range gemmTiles {
+			// Every tile, then wgmma's with the weights dequantized to f16
+			// first (launcher.gemmDequantized): into scratch for the pair,
+			// then into scratch for one tile's rows at a time (slices).
+			scratch := g.floats(nil, 2*n*k/2)
+			for ti := range len(gemmTiles) + 2 {
+				dequant, sliced := ti >= len(gemmTiles), ti > len(gemmTiles)
+				if dequant {
+					ti = gemmWG
+				}
+				tile := gemmTiles[ti]
 				if g.l.k.pre.gemm[wtQ4_0][gemmStore][ti] == nil {
 					continue // gemm_wg's tile off 9.0 devices
 				}
 				g.l.gemmTile = ti + 1
-				name := fmt.Sprintf("%s/m%d/n%d/k%d/tile%dx%d", typ, m, n, k, tile.m, tile.n)
+				name := fmt.Sprintf("%s/m%d/n%d/k%d/tile%dx%d%s", typ, m, n, k, tile.m, tile.n, tile.suffix)
+				if dequant {
+					if g.l.k.pre.dequant[dw.Type] == nil {
+						continue
+					}
+					g.l.dequant, g.l.dequantBytes, g.l.dequantMin = scratch, 4*n*k, 1
+					name += "/dequantized"
+					if sliced {
+						g.l.dequantBytes = 2 * gemmTiles[gemmWG].n * k
+						name += "/sliced"
+					}
+				}
 				out := g.floats(nil, (m+1)*n)
 				g.settle()
 				if err := g.l.gemm(da, m, dw, gemmStore, out); err != nil {
@@ -215,8 +235,53 @@ func TestGemmKernels(t *testing.T) {
 					untouched(t, name+" ldo", gotW[i*ldo+3+n:(i+1)*ldo])
 				}
 				check(t, name+" ldo", cols, c, gemmTol)
+				g.l.dequant, g.l.dequantBytes, g.l.dequantMin = 0, 0, 0
 			}
 			g.l.gemmTile = 0
+		}
+	}
+}
+
+// TestDequantKernel checks dequant.cu's f16 rows against the CPU's
+// dequantization rounded to f16, for every family it reads, rows of one
+// block and of many, and a row count that is not a multiple of the grid's
+// blocks.
+func TestDequantKernel(t *testing.T) {
+	g := newGPU(t)
+	r := rand.New(rand.NewPCG(13, 13))
+	for _, typ := range testTypes {
+		for _, sh := range []struct{ rows, cols int }{{1, 32}, {3, 256}, {37, 512}, {130, 1536}} {
+			if !fits(typ, sh.cols) {
+				continue
+			}
+			_, w, hm := randWeights(t, r, typ, sh.rows, sh.cols)
+			dw := g.matrix(hm)
+			if g.l.k.pre.dequant[dw.Type] == nil {
+				continue // F32 and F16
+			}
+			// The rows from a third of the way on.
+			r0 := sh.rows / 3
+			name := fmt.Sprintf("%s/%dx%d/from%d", typ, sh.rows, sh.cols, r0)
+			n := (sh.rows - r0) * sh.cols
+			out := g.halves(n + 64)
+			g.settle()
+			if err := g.l.dequantRows(dw, r0, sh.rows-r0, out); err != nil {
+				t.Fatal(err)
+			}
+			got := g.readHalves(out, n+64)
+			untouched(t, name, got[n:])
+			bad := 0
+			for i, row := range refF16Rows(w[r0:]) {
+				for j, want := range row {
+					// The mixed layouts' scales multiply in another order
+					// than the CPU's: one f16 rounding step apart at most.
+					if v := float64(got[i*sh.cols+j]); math.Abs(v-want) > math.Abs(want)/1024+1e-7 {
+						if bad++; bad <= 3 {
+							t.Errorf("%s: [%d][%d] = %g, want %g", name, i, j, v, want)
+						}
+					}
+				}
+			}
 		}
 	}
 }
