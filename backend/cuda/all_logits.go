@@ -147,7 +147,7 @@ func (b *Backend) ForwardAll(ctx context.Context, tokens []int32, pos int, out [
 		m := min(p.chunk, len(tokens)-c0)
 		l := p.l
 		l.pdl = p.l.pdl && m <= p.pdlMax
-		if err := b.recordPrefill(&l, p.dtok.Offset(4*c0), m, pos+c0, nil); err != nil {
+		if err := b.recordPrefill(&l, p.dtok.Offset(4*c0), m, pos+c0, m, nil); err != nil {
 			return fail(err)
 		}
 		// The chunk's rows through the head a piece at a time: the next

@@ -564,7 +564,7 @@ func (b *Batched) recordPass(m, segs, maxRows, nout, oOut int) error {
 	l := p.l
 	l.pdl = p.l.pdl && m <= p.pdlMax
 	l.splitK = !bt.noSplitK
-	err := b.recordPrefill(&l, in(0), m, 0, &batchArgs{pos: in(oPos), row: in(oRow), seg: in(oSeg), segs: segs,
+	err := b.recordPrefill(&l, in(0), m, 0, m, &batchArgs{pos: in(oPos), row: in(oRow), seg: in(oSeg), segs: segs,
 		maxRows: maxRows, tables: in(oTable)})
 	if err != nil || nout == 0 {
 		return err

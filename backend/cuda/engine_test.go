@@ -597,9 +597,9 @@ func TestErrors(t *testing.T) {
 // the KV cache: the batched prefill's scratch (43 MB at the Llama-8B
 // shape's width, chunks of 512 tokens), the step's (~3 MB, the rotation
 // table most of it), the kernel modules and graphs (the 8B shape took
-// 66 MB in all, F16, H200), and for quantized weights the prefill's f16
-// copy of a layer's products (dequantScratchMax).
-const workspaceBound = 80<<20 + dequantScratchMax
+// 66 MB in all, F16, H200), and for quantized weights the prefill's two
+// buffers of f16 copies of a layer's products (dequantScratchMax each).
+const workspaceBound = 80<<20 + 2*dequantScratchMax
 
 func TestDecodeSpeed(t *testing.T) {
 	m := benchModel(t)

@@ -44,10 +44,12 @@ type launcher struct {
 	// dequant is scratch of dequantBytes for a product's weights as f16
 	// rows (0: none): products of at least dequantMin rows on wgmma's tile
 	// dequantize a quantized matrix there first and multiply it as F16
-	// (launcher.dequantized).
+	// (prefill_dequant.go); dq, when set, writes a prefill chunk's copies
+	// ahead on a side stream.
 	dequant      cu.DevicePtr
 	dequantBytes int
 	dequantMin   int
+	dq           *dequantAhead
 	// attnCluster is the blocks per cluster of the attention kernel for
 	// contexts run whole (attention_cl; 0: the split kernel), set by
 	// Backend.capture for the graph of short contexts.

@@ -111,12 +111,18 @@ func (b *Backend) setupPrefill(l launcher) error {
 	if !c.Block.PostNorm && c.Block.ResidualScale == 1 {
 		bufs = bufs[:len(bufs)-1] // no branch
 	}
+	// Two buffers of f16 copies (prefill_dequant.go): one a product
+	// reads, one the side stream writes.
+	var ahead cu.DevicePtr
 	if n := b.dequantScratch(); n > 0 && p.l.wgGemm {
 		p.l.dequantBytes, p.l.dequantMin = n, dequantMinRows
 		bufs = append(bufs, struct {
 			p     *cu.DevicePtr
 			bytes int
-		}{&p.l.dequant, n})
+		}{&p.l.dequant, n}, struct {
+			p     *cu.DevicePtr
+			bytes int
+		}{&ahead, n})
 	}
 	// One allocation: each of its own is rounded up to the driver's
 	// granularity (2 MiB), which took the 8B shape's workspace past 64 MiB.
@@ -133,39 +139,12 @@ func (b *Backend) setupPrefill(l launcher) error {
 		*a.p = base.Offset(off)
 		off += alignUp(a.bytes)
 	}
-	return nil
-}
-
-// dequantMinRows is the fewest rows of a product that dequantizes its
-// weights to f16 first (launcher.gemmDequantized). At Llama-8B's shape
-// (H200) a Q4_K_M prompt of 128 tokens ran 30.2k tok/s without, 35.7k
-// with; Q4_0's was level (44.9k, 45.8k).
-const dequantMinRows = 128
-
-// dequantScratchMax bounds the f16 copy's scratch: larger products run in
-// slices of their rows. Llama-8B's gate and up (235 MB as f16) take two,
-// each still 448 blocks of wgmma's tile at 512 rows.
-const dequantScratchMax = 128 << 20
-
-// dequantScratch is the bytes of the f16 copy's scratch: the largest a
-// layer's products take (gate and up together), at most
-// dequantScratchMax; 0 when every matrix is F16 or F32.
-func (b *Backend) dequantScratch() int {
-	n := 0
-	for i := range b.layers {
-		ly := &b.layers[i]
-		for _, ws := range [][]*deviceMatrix{{&ly.qkv}, {&ly.wq}, {&ly.wk}, {&ly.wv}, {&ly.wo}, {&ly.gate, &ly.up}, {&ly.down}} {
-			if b.k.pre.dequant[ws[0].Type] == nil {
-				continue
-			}
-			bytes := 0
-			for _, w := range ws {
-				bytes += 2 * w.Rows * w.Cols
-			}
-			n = max(n, bytes)
+	if ahead != 0 {
+		if p.l.dq, err = newDequantAhead(b.c, p.l.dequant, ahead); err != nil {
+			return fmt.Errorf("cuda: prefill side stream: %w", err)
 		}
 	}
-	return min(n, dequantScratchMax)
+	return nil
 }
 
 // closePrefill frees what Close's list of device allocations does not hold.
@@ -173,6 +152,7 @@ func (b *Backend) closePrefill() error {
 	if b.pre == nil {
 		return nil
 	}
+	b.pre.l.dq.close(b.c)
 	return b.c.FreeHost(b.pre.tokens)
 }
 
@@ -220,22 +200,46 @@ func (b *Backend) prefillBatched(ctx context.Context, tokens []int32, pos int) (
 		last = min(p.chunk, len(tokens)-c0)
 		l := p.l
 		l.pdl = p.l.pdl && last <= p.pdlMax
-		if err := b.recordPrefill(&l, p.dtok.Offset(4*c0), last, pos+c0, nil); err != nil {
+		keep := 0 // only the prompt's last token goes past the last layer's keys and values
+		if c0+last == len(tokens) {
+			keep = 1
+		}
+		if err := b.recordPrefill(&l, p.dtok.Offset(4*c0), last, pos+c0, keep, nil); err != nil {
 			return fail(err)
 		}
 	}
-	c := &b.cfg
 	b.logitsPos = pos + len(tokens) - 1
-	err := p.l.logits(logitsArgs{x: p.x.Offset(4 * (last - 1) * c.Dim), normW: b.outNorm, eps: c.RMSEps, w: &b.output,
-		scale: c.Block.LogitScale, softcap: c.Block.FinalSoftcap,
-		logits: b.logits, partV: b.partV, partI: b.partI, ticket: b.ticket, result: b.host.Device.Offset(4 * ioResult)})
-	if err != nil {
+	if err := b.recordPrefillHead(p.x.Offset(4 * (last - 1) * b.cfg.Dim)); err != nil {
 		return fail(err)
 	}
 	if err := b.c.SyncStream(b.stream); err != nil {
 		return 0, fmt.Errorf("cuda: prefill of %d tokens at position %d: %w", len(tokens), pos, err)
 	}
 	return int32(b.host.Uint32s()[ioResult]), nil
+}
+
+// recordPrefillHead enqueues the output head on the prompt's last row x
+// (f32) into b.logits, and its greedy choice into the host word ioResult:
+// as one row of the head's gemm where the model has it. logits_float_*,
+// which reads the float row in the decode head's shape, took 870 µs for
+// Llama-8B's Q6_K head (0.19 TB/s; the decode step's head on int8
+// activations takes 143).
+func (b *Backend) recordPrefillHead(x cu.DevicePtr) error {
+	c, p := &b.cfg, b.pre
+	if !b.headGemm() {
+		return p.l.logits(logitsArgs{x: x, normW: b.outNorm, eps: c.RMSEps, w: &b.output,
+			scale: c.Block.LogitScale, softcap: c.Block.FinalSoftcap,
+			logits: b.logits, partV: b.partV, partI: b.partI, ticket: b.ticket, result: b.host.Device.Offset(4 * ioResult)})
+	}
+	if err := p.l.prefillNorm(x, b.outNorm, c.RMSEps, 1, c.Dim, p.xn); err != nil {
+		return err
+	}
+	if err := p.l.gemm(p.xn, 1, &b.output, gemmStore, b.logits); err != nil {
+		return err
+	}
+	// The multiplier and soft-cap applied in place, then the argmax.
+	return p.l.launch(b.k.rowsArgmax, cu.Dim(1), 1024, 0, cu.Args{b.logits, i32(c.VocabSize), c.Block.LogitScale,
+		c.Block.FinalSoftcap, b.host.Device.Offset(4 * ioResult)})
 }
 
 // recordPrefill enqueues every layer for m prompt tokens (int32 at tok) at
@@ -245,12 +249,23 @@ func (b *Backend) prefillBatched(ctx context.Context, tokens []int32, pos int) (
 // the post-norms and residual multipliers (the projection stores its
 // product, and prefill_branch adds it to x).
 //
+// Past the last layer's keys and values only the chunk's last keep rows
+// go on (keep < m; their residual stream stays in its rows of x): the
+// others' attention, W_o and FFN there change nothing anyone reads.
+// Prefill keeps the prompt's last token (1/L of its work less: 3% at
+// Llama-8B, 6% at Llama-1B), none of an earlier chunk.
+//
 // With ba, the tokens are a batched step's (batch.go): each at its own
 // position, its K and V written to its row of the KV pool, attention over
-// each segment's sequence; pos0 is unused.
-func (b *Backend) recordPrefill(l *launcher, tok cu.DevicePtr, m, pos0 int, ba *batchArgs) error {
+// each segment's sequence; pos0 is unused, and every row is kept.
+func (b *Backend) recordPrefill(l *launcher, tok cu.DevicePtr, m, pos0, keep int, ba *batchArgs) error {
 	c, p := &b.cfg, b.pre
 	blk := &c.Block
+	if ba == nil {
+		if err := l.dq.plan(l, b.dequantPlan(l, m, keep)); err != nil {
+			return err
+		}
+	}
 	if err := l.prefillEmbed(tok, m, &b.embd, blk.EmbedScale, p.x); err != nil {
 		return err
 	}
@@ -282,9 +297,18 @@ func (b *Backend) recordPrefill(l *launcher, tok cu.DevicePtr, m, pos0 int, ba *
 		if err := l.prefillRope(ra); err != nil {
 			return err
 		}
+		// The rows that go on: x from row m-mo, mo of them.
+		x, mo := p.x, m
+		if i == len(b.layers)-1 && ba == nil && keep < m {
+			if keep <= 0 {
+				break
+			}
+			x, mo = p.x.Offset(4*(m-keep)*c.Dim), keep
+		}
 		var err error
 		if ba == nil {
-			err = l.prefillAttention(prefillAttnArgs{q: p.q, m: m, pos0: pos0, kCache: ly.kCache, vCache: ly.vCache,
+			err = l.prefillAttention(prefillAttnArgs{q: p.q.Offset(2 * (m - mo) * c.QDim()), m: mo, pos0: pos0 + m - mo,
+				kCache: ly.kCache, vCache: ly.vCache,
 				ctxMax: b.ctxLen, nHead: c.NumHeads, nKV: c.NumKVHeads, hd: c.HeadDim, scale: blk.AttnScale,
 				window: c.LayerAttn[i].Window, softcap: blk.AttnSoftcap, out: p.xn})
 		} else {
@@ -296,35 +320,35 @@ func (b *Backend) recordPrefill(l *launcher, tok cu.DevicePtr, m, pos0 int, ba *
 		if err != nil {
 			return err
 		}
-		if err := b.prefillProject(l, p.xn, m, &ly.wo, ly.attnPost); err != nil {
+		if err := b.prefillProject(l, p.xn, mo, &ly.wo, ly.attnPost, x); err != nil {
 			return err
 		}
-		if err := l.prefillNorm(p.x, ly.ffnNorm, c.RMSEps, m, c.Dim, p.xn); err != nil {
+		if err := l.prefillNorm(x, ly.ffnNorm, c.RMSEps, mo, c.Dim, p.xn); err != nil {
 			return err
 		}
-		if err := l.gemmGLU(p.xn, m, &ly.gate, &ly.up, blk.Act, p.h); err != nil {
+		if err := l.gemmGLU(p.xn, mo, &ly.gate, &ly.up, blk.Act, p.h); err != nil {
 			return err
 		}
-		if err := b.prefillProject(l, p.h, m, &ly.down, ly.ffnPost); err != nil {
+		if err := b.prefillProject(l, p.h, mo, &ly.down, ly.ffnPost, x); err != nil {
 			return err
 		}
 	}
-	return nil
+	return l.dq.end(l)
 }
 
 // prefillProject adds a branch's last projection, w times the f16
-// activations a of m tokens, to the residual stream: in the gemm, or
+// activations a of m tokens, to their residual stream x: in the gemm, or
 // (post-norm postNorm set, or a residual multiplier) through p.branch and
 // prefill_branch.
-func (b *Backend) prefillProject(l *launcher, a cu.DevicePtr, m int, w *deviceMatrix, postNorm cu.DevicePtr) error {
+func (b *Backend) prefillProject(l *launcher, a cu.DevicePtr, m int, w *deviceMatrix, postNorm, x cu.DevicePtr) error {
 	c, p := &b.cfg, b.pre
 	if postNorm == 0 && c.Block.ResidualScale == 1 {
-		return l.gemm(a, m, w, gemmAdd, p.x)
+		return l.gemm(a, m, w, gemmAdd, x)
 	}
 	if err := l.gemm(a, m, w, gemmStore, p.branch); err != nil {
 		return err
 	}
-	return l.prefillBranch(p.branch, postNorm, c.RMSEps, c.Block.ResidualScale, m, c.Dim, p.x)
+	return l.prefillBranch(p.branch, postNorm, c.RMSEps, c.Block.ResidualScale, m, c.Dim, x)
 }
 
 // sampleLogits draws the next token from the logits of position pos on the

@@ -6,6 +6,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"sort"
 	"testing"
 	"time"
@@ -141,6 +142,81 @@ func TestPrefillMatchesSteps(t *testing.T) {
 			}
 			n := tc.prompts[len(tc.prompts)-1]
 			prefillVsSteps(t, g, randPrompt(r, n, m.Config.VocabSize), []int{n / 3, n/3 + 1}, 5)
+		})
+	}
+}
+
+// TestPrefillDequantized checks the prefill whose products run through
+// f16 copies of quantized weights (prefill_dequant.go) on a shape wide
+// enough for wgmma's tile: against token-by-token steps; copies written
+// ahead on the side stream against copies written in line (the same
+// kernels on the same numbers: the same bits, over several rounds, which
+// a missing wait between the streams would break); in slices of a small
+// scratch, and over chunks, the earlier ones stopping at the last layer's
+// keys and values.
+func TestPrefillDequantized(t *testing.T) {
+	skipWithoutGPU(t)
+	r := rand.New(rand.NewPCG(23, 23))
+	wide := synth.Shape{Layers: 2, Dim: 2048, Heads: 16, KVHeads: 4, FFN: 4096, Vocab: 512, Context: 1024, RopeBase: 10000}
+	for _, tc := range []struct {
+		name string
+		o    synth.Options
+	}{
+		{"q4_k_m-like", q4KMLike(wide, 3)},
+		{"q4_0", synth.Options{Shape: wide, Type: quant.Q4_0, EmbedType: quant.Q8_0, Seed: 3}},
+		{"bf16", synth.Options{Shape: wide, Type: quant.BF16, EmbedType: quant.BF16, Seed: 3}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := genModelWith(t, tc.o)
+			g, err := New(m, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer g.Close()
+			if g.pre == nil || g.pre.l.dq == nil {
+				t.Skipf("no f16 copies here (batched prefill: %v; wgmma: %v)", g.pre != nil, g.k.pre.wgGemm)
+			}
+			if jobs := g.dequantPlan(&g.pre.l, 300, 1); len(jobs) == 0 {
+				t.Fatal("no product of a 300-token prompt is planned through f16 copies")
+			}
+			ctx := context.Background()
+			prompt := randPrompt(r, 300, m.Config.VocabSize)
+			run := func() []float32 {
+				t.Helper()
+				if _, err := g.Prefill(ctx, prompt, 0, nil); err != nil {
+					t.Fatal(err)
+				}
+				l, err := g.readLogits(len(prompt) - 1)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return l
+			}
+			dq, bytes, chunk := g.pre.l.dq, g.pre.l.dequantBytes, g.pre.chunk
+			for _, v := range []struct {
+				name         string
+				bytes, chunk int
+			}{{"whole", bytes, chunk}, {"slices", 4 << 20, chunk}, {"slices, chunks of 128", 4 << 20, 128}} {
+				g.pre.l.dequantBytes, g.pre.chunk = v.bytes, v.chunk
+				g.pre.l.dq = nil
+				inline := run()
+				g.pre.l.dq = dq
+				for round := range 3 {
+					if got := run(); !slices.Equal(got, inline) {
+						t.Fatalf("%s, round %d: copies written ahead give other logits than copies written in line", v.name, round)
+					}
+				}
+				last, next := prefillVsSteps(t, g, prompt, nil, 5)
+				t.Logf("%s: against steps, relative error %.3g at the last position, %.3g after it", v.name, last, next)
+			}
+			g.pre.l.dequantBytes, g.pre.chunk = bytes, chunk
+			// The quantized gemms themselves (no copies) agree too.
+			g.pre.l.dequantMin = math.MaxInt
+			want := run()
+			g.pre.l.dequantMin = dequantMinRows
+			if e := relErr(run(), f64s(want)); !(e <= prefillLogitsTol) {
+				t.Errorf("f16 copies against the quantized gemms: relative error %.3g > %.1g", e, prefillLogitsTol)
+			}
 		})
 	}
 }
@@ -381,13 +457,18 @@ func TestPrefillSpeed(t *testing.T) {
 		}
 	}
 
-	// Quantized weights dequantized to f16 first from 128, 256 (the
-	// default) and 512 rows, and never.
+	// Quantized weights dequantized to f16 first from 128 (the default),
+	// 256 and 512 rows, and never; then in line instead of ahead on the
+	// side stream.
 	if g.pre.l.dequant != 0 {
-		defer func(v int) { g.pre.l.dequantMin = v }(g.pre.l.dequantMin)
-		for _, dm := range []int{128, dequantMinRows, 512, math.MaxInt} {
+		defer func(v int, dq *dequantAhead) { g.pre.l.dequantMin, g.pre.l.dq = v, dq }(g.pre.l.dequantMin, g.pre.l.dq)
+		for i, dm := range []int{dequantMinRows, 256, 512, math.MaxInt, dequantMinRows} {
 			g.pre.l.dequantMin = dm
 			line := fmt.Sprintf("dequantized from %d rows:", dm)
+			if i == 4 {
+				g.pre.l.dq = nil
+				line = "dequantized in line:"
+			}
 			for _, n := range []int{128, 256, 512, 2048} {
 				prompt := randPrompt(r, n, m.Config.VocabSize)
 				var times []time.Duration
@@ -402,9 +483,6 @@ func TestPrefillSpeed(t *testing.T) {
 				line += fmt.Sprintf(" pp%d %.0f tok/s;", n, float64(n)/times[4].Seconds())
 			}
 			t.Log(line)
-			if dm == 128 {
-				profilePrefill(t, g, randPrompt(r, 512, m.Config.VocabSize))
-			}
 		}
 	}
 
@@ -429,7 +507,7 @@ func TestPrefillSpeed(t *testing.T) {
 			line += fmt.Sprintf(" pp%d %.0f tok/s (%v);", n, float64(n)/total[4].Seconds(), total[4].Round(time.Microsecond))
 		}
 		start := time.Now()
-		if err := g.recordPrefill(&g.pre.l, g.pre.dtok, 512, 0, nil); err != nil {
+		if err := g.recordPrefill(&g.pre.l, g.pre.dtok, 512, 0, 1, nil); err != nil {
 			t.Fatal(err)
 		}
 		enq := time.Since(start)
@@ -463,6 +541,8 @@ func profilePrefill(t *testing.T, g *Backend, prompt []int32) {
 	}
 	saved := g.pre.l
 	g.pre.l.after = func(f *cu.Function) error { return record(f.Name) }
+	// Every kernel on the one stream, timed alone: f16 copies in line.
+	g.pre.l.dq = nil
 	defer func() { g.pre.l = saved }()
 	if err := record("start"); err != nil {
 		t.Fatal(err)

@@ -5,7 +5,6 @@ import (
 
 	"gotok/backend/cuda/cu"
 	"gotok/model"
-	"gotok/quant"
 )
 
 // The batched prefill's launches, one kernel each. Activations are
@@ -142,7 +141,7 @@ func (l *launcher) gemmInto(a cu.DevicePtr, m int, w, w2 *deviceMatrix, act mode
 		ti = l.gemmTileFor(m, w.Rows, w.Cols, epi)
 	}
 	tile := gemmTiles[ti]
-	if tile.wg {
+	if l.dequantizes(m, w, epi) {
 		if done, err := l.gemmDequantized(a, m, w, w2, act, epi, out, ldo); done || err != nil {
 			return err
 		}
@@ -171,66 +170,6 @@ func (l *launcher) gemmInto(a cu.DevicePtr, m int, w, w2 *deviceMatrix, act mode
 	// Row tiles in x (gemm.cuh says why).
 	return l.launch(f, cu.Dim3{X: tilesM, Y: tilesN, Z: splits}, tile.threads, tile.smem(w.Type),
 		cu.Args{a, i32(m), i32(w.Cols), w.Q, w.D, q2, d2, i32(w.Rows), out, i32(ldo), i32(int(act))})
-}
-
-// gemmDequantized runs gemmInto's product (on wgmma's tile) through F16's
-// kernel when it has at least l.dequantMin rows and w is of a family
-// dequant.cu reads: w's rows (and w2's, the GLU's up rows) are written as
-// f16 into the launcher's scratch, as many as it holds at a time, and each
-// such slice is multiplied into its columns of out. It reports false
-// (and does nothing) when the product is not taken this way. The copy
-// costs a write of the matrix's f16 bytes; F16's kernel, which takes its
-// weights by cp.async four stages ahead, then runs as fast as for an F16
-// file (BENCHMARKS.md, "Quantized weights through F16's gemm").
-func (l *launcher) gemmDequantized(a cu.DevicePtr, m int, w, w2 *deviceMatrix, act model.Activation, epi gemmEpilogue, out cu.DevicePtr, ldo int) (bool, error) {
-	if l.dequant == 0 || m < l.dequantMin || l.k.pre.dequant[w.Type] == nil {
-		return false, nil
-	}
-	// Rows a slice: whole tiles of the product's columns (a GLU tile
-	// takes 64 units, each a gate and an up row).
-	rowBytes, align, outBytes := 2*w.Cols, gemmTiles[gemmWG].n, 4
-	if w2 != nil {
-		rowBytes, align, outBytes = 4*w.Cols, gemmTiles[gemmWG].n/2, 2
-	}
-	step := l.dequantBytes / rowBytes
-	if step < w.Rows {
-		step -= step % align
-	}
-	if step <= 0 {
-		return false, nil
-	}
-	for r0 := 0; r0 < w.Rows; r0 += step {
-		rows := min(step, w.Rows-r0)
-		var views [2]*deviceMatrix
-		for i, x := range []*deviceMatrix{w, w2} {
-			if x == nil {
-				continue
-			}
-			v := &deviceMatrix{Type: wtF16, Quant: quant.F16, Rows: rows, Cols: x.Cols,
-				Q: l.dequant.Offset(i * 2 * rows * x.Cols), QBytes: 2 * rows * x.Cols}
-			if err := l.dequantRows(x, r0, rows, v.Q); err != nil {
-				return true, err
-			}
-			views[i] = v
-		}
-		if err := l.gemmInto(a, m, views[0], views[1], act, epi, out.Offset(outBytes*r0), ldo); err != nil {
-			return true, err
-		}
-	}
-	return true, nil
-}
-
-// dequantRows writes rows [r0, r0+n) of w as f16 rows [n][w.Cols] to out.
-func (l *launcher) dequantRows(w *deviceMatrix, r0, n int, out cu.DevicePtr) error {
-	f := l.k.pre.dequant[w.Type]
-	if f == nil || w.Cols%32 != 0 {
-		return fmt.Errorf("cuda: no f16 copy of %s weights with rows of %d", w.Type.suffix(), w.Cols)
-	}
-	nkb := w.Cols / 32
-	const threads = 256 // DEQUANT_THREADS
-	blocks := n * nkb
-	return l.launch(f, cu.Dim((blocks+threads-1)/threads), threads, 0,
-		cu.Args{w.Q, w.D, uint64(r0 * nkb), i32(blocks), out})
 }
 
 // ropeArgs are prefill_rope's operands: qkv is the store gemm's output.

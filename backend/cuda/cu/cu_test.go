@@ -479,3 +479,68 @@ func TestAllocErrorsNameTheCall(t *testing.T) {
 }
 
 func asError(err error, e **Error) bool { return errors.As(err, e) }
+
+// TestWaitEvent orders a copy on one stream after a slow fill on another
+// through an event: without the wait the copy would run while the fill
+// (64 passes over 256 MB first) is still going and read the old word.
+func TestWaitEvent(t *testing.T) {
+	c := openOrSkip(t)
+	const big = 256 << 20
+	buf, err := c.Alloc(big)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Free(buf)
+	out, err := c.Alloc(4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Free(out)
+	var s [2]Stream
+	for i := range s {
+		if s[i], err = c.NewStream(); err != nil {
+			t.Fatal(err)
+		}
+		defer c.DestroyStream(s[i])
+	}
+	e, err := c.NewSyncEvent()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.DestroyEvent(e)
+	for round := range 3 {
+		if err := c.MemsetD32(buf, 0, 1); err != nil {
+			t.Fatal(err)
+		}
+		for range 64 {
+			if err := c.MemsetD32Async(buf, 1, big/4, s[0]); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := c.MemsetD32Async(buf, uint32(7+round), 1, s[0]); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Record(e, s[0]); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.WaitEvent(s[1], e); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.CopyDtoDAsync(out, buf, 4, s[1]); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.SyncStream(s[1]); err != nil {
+			t.Fatal(err)
+		}
+		word := make([]byte, 4)
+		if err := c.CopyDtoH(word, out); err != nil {
+			t.Fatal(err)
+		}
+		if v := binary.LittleEndian.Uint32(word); v != uint32(7+round) {
+			t.Fatalf("round %d: the copy after the event read %d, want %d", round, v, 7+round)
+		}
+		if err := c.SyncStream(s[0]); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

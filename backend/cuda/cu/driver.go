@@ -40,7 +40,7 @@ type symbols struct {
 	cuMemcpyHtoD, cuMemcpyDtoH, cuMemcpyDtoD, cuMemcpyHtoDAsync, cuMemcpyDtoHAsync                uintptr
 	cuMemcpyDtoDAsync, cuMemsetD32, cuMemsetD32Async, cuMemsetD8                                  uintptr
 
-	cuStreamCreate, cuStreamDestroy, cuStreamSynchronize                                 uintptr
+	cuStreamCreate, cuStreamDestroy, cuStreamSynchronize, cuStreamWaitEvent              uintptr
 	cuEventCreate, cuEventDestroy, cuEventRecord, cuEventSynchronize, cuEventElapsedTime uintptr
 
 	cuLaunchKernel, cuLaunchKernelEx uintptr
@@ -104,6 +104,7 @@ func Load() (*Driver, error) {
 		{&f.cuStreamCreate, "cuStreamCreate", false},
 		{&f.cuStreamDestroy, "cuStreamDestroy_v2", false},
 		{&f.cuStreamSynchronize, "cuStreamSynchronize", false},
+		{&f.cuStreamWaitEvent, "cuStreamWaitEvent", false},
 		{&f.cuEventCreate, "cuEventCreate", false},
 		{&f.cuEventDestroy, "cuEventDestroy_v2", false},
 		{&f.cuEventRecord, "cuEventRecord", false},

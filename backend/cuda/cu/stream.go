@@ -61,6 +61,12 @@ func (c *Context) Record(e Event, s Stream) error {
 	return c.do("cuEventRecord", c.d.fn.cuEventRecord, uintptr(e), uintptr(s))
 }
 
+// WaitEvent makes the work queued on s after it wait until e's last record
+// (before this call) has happened, without blocking the host.
+func (c *Context) WaitEvent(s Stream, e Event) error {
+	return c.do("cuStreamWaitEvent", c.d.fn.cuStreamWaitEvent, uintptr(s), uintptr(e), 0)
+}
+
 // SyncEvent waits until e has happened.
 func (c *Context) SyncEvent(e Event) error {
 	return c.do("cuEventSynchronize", c.d.fn.cuEventSynchronize, uintptr(e))
