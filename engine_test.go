@@ -299,6 +299,38 @@ func TestEnginePromptLogprobs(t *testing.T) {
 	}
 }
 
+// cudaPair loads one synth model (tiny, Q8_0, seed) on the GPU twice:
+// alone runs one sequence at a time (the decode graphs), batched four
+// (batched steps). stories260K's heads of 8 have no batched kernels; the
+// synth model's are 16 wide. It skips the test without a GPU.
+func cudaPair(t *testing.T, seed uint64, ctx int) (alone, batched *Model) {
+	t.Helper()
+	if err := cu.Available(); err != nil {
+		t.Skipf("no CUDA here: %v", err)
+	}
+	w, err := synth.Generate(synth.Options{Shape: synth.Presets["tiny"], Type: quant.Q8_0, EmbedType: quant.Q8_0, Seed: seed})
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "tiny.gguf")
+	if err := w.WriteFile(path); err != nil {
+		t.Fatal(err)
+	}
+	load := func(seqs int) *Model {
+		m, err := Load(path, Options{Device: "cuda", ContextLen: ctx, Sequences: seqs})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { m.Close() })
+		return m
+	}
+	alone, batched = load(1), load(4)
+	if !batched.Batches() || alone.Batches() {
+		t.Fatalf("Batches: %v with 4 sequences, %v with 1", batched.Batches(), alone.Batches())
+	}
+	return alone, batched
+}
+
 // TestEngineCUDA runs the enginePrompts together on the GPU (batched
 // steps, a synth model) and compares each with the same generation on a GPU model that
 // runs one at a time (the decode graphs). The batched step computes in
@@ -308,31 +340,7 @@ func TestEnginePromptLogprobs(t *testing.T) {
 // only where the alone run's top two log-probabilities are within 0.05,
 // and compares up to it.
 func TestEngineCUDA(t *testing.T) {
-	if err := cu.Available(); err != nil {
-		t.Skipf("no CUDA here: %v", err)
-	}
-	// stories260K's heads of 8 have no batched kernels: a synth model
-	// whose heads are 16 wide.
-	w, err := synth.Generate(synth.Options{Shape: synth.Presets["tiny"], Type: quant.Q8_0, EmbedType: quant.Q8_0, Seed: 3})
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), "tiny.gguf")
-	if err := w.WriteFile(path); err != nil {
-		t.Fatal(err)
-	}
-	load := func(seqs int) *Model {
-		m, err := Load(path, Options{Device: "cuda", ContextLen: 128, Sequences: seqs})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { m.Close() })
-		return m
-	}
-	alone, batched := load(1), load(4)
-	if !batched.Batches() || alone.Batches() {
-		t.Fatalf("Batches: %v with 4 sequences, %v with 1", batched.Batches(), alone.Batches())
-	}
+	alone, batched := cudaPair(t, 3, 128)
 	greedy := GenerateOptions{MaxTokens: 40, TopLogprobs: 2}
 	run := func(m *Model, i int) engineRun {
 		var r engineRun
@@ -384,29 +392,7 @@ func TestEngineCUDA(t *testing.T) {
 // a token at a time through the decode graph: within 0.05, the bound
 // TestEngineCUDA allows the batched step's f16 arithmetic.
 func TestPromptLogprobsCUDA(t *testing.T) {
-	if err := cu.Available(); err != nil {
-		t.Skipf("no CUDA here: %v", err)
-	}
-	w, err := synth.Generate(synth.Options{Shape: synth.Presets["tiny"], Type: quant.Q8_0, EmbedType: quant.Q8_0, Seed: 4})
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), "tiny.gguf")
-	if err := w.WriteFile(path); err != nil {
-		t.Fatal(err)
-	}
-	load := func(seqs int) *Model {
-		m, err := Load(path, Options{Device: "cuda", ContextLen: 256, Sequences: seqs})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { m.Close() })
-		return m
-	}
-	alone, batched := load(1), load(4)
-	if !batched.Batches() || alone.Batches() {
-		t.Fatalf("Batches: %v with 4 sequences, %v with 1", batched.Batches(), alone.Batches())
-	}
+	alone, batched := cudaPair(t, 4, 256)
 	vocab := batched.Config().VocabSize
 	prompts := make([][]int32, 2)
 	for i, n := range []int{150, 70} {

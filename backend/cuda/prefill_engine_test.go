@@ -439,17 +439,8 @@ func TestPrefillSpeed(t *testing.T) {
 		}
 		line := what + ":"
 		for _, n := range []int{128, 512, 2048} {
-			prompt := randPrompt(r, n, m.Config.VocabSize)
-			var times []time.Duration
-			for i := 0; i < 8; i++ {
-				start := time.Now()
-				if _, err := g.Prefill(ctx, prompt, 0, nil); err != nil {
-					t.Fatal(err)
-				}
-				times = append(times, time.Since(start))
-			}
-			sort.Slice(times, func(i, j int) bool { return times[i] < times[j] })
-			line += fmt.Sprintf(" pp%d %.0f tok/s;", n, float64(n)/times[4].Seconds())
+			med := prefillMedian(t, g, randPrompt(r, n, m.Config.VocabSize))
+			line += fmt.Sprintf(" pp%d %.0f tok/s;", n, float64(n)/med.Seconds())
 		}
 		t.Log(line)
 		if os.Getenv("GOTOK_BENCH_QUICK") == "" || g.pre.l.gemmTile > 0 {
@@ -470,17 +461,8 @@ func TestPrefillSpeed(t *testing.T) {
 				line = "dequantized in line:"
 			}
 			for _, n := range []int{128, 256, 512, 2048} {
-				prompt := randPrompt(r, n, m.Config.VocabSize)
-				var times []time.Duration
-				for i := 0; i < 8; i++ {
-					start := time.Now()
-					if _, err := g.Prefill(ctx, prompt, 0, nil); err != nil {
-						t.Fatal(err)
-					}
-					times = append(times, time.Since(start))
-				}
-				sort.Slice(times, func(i, j int) bool { return times[i] < times[j] })
-				line += fmt.Sprintf(" pp%d %.0f tok/s;", n, float64(n)/times[4].Seconds())
+				med := prefillMedian(t, g, randPrompt(r, n, m.Config.VocabSize))
+				line += fmt.Sprintf(" pp%d %.0f tok/s;", n, float64(n)/med.Seconds())
 			}
 			t.Log(line)
 		}
@@ -494,17 +476,8 @@ func TestPrefillSpeed(t *testing.T) {
 		g.pre.pdlMax = pdlMax
 		line := fmt.Sprintf("PDL up to %d tokens:", pdlMax)
 		for _, n := range []int{3, 128, 512, 2048} {
-			prompt := randPrompt(r, n, m.Config.VocabSize)
-			var total []time.Duration
-			for i := 0; i < 8; i++ {
-				start := time.Now()
-				if _, err := g.Prefill(ctx, prompt, 0, nil); err != nil {
-					t.Fatal(err)
-				}
-				total = append(total, time.Since(start))
-			}
-			sort.Slice(total, func(i, j int) bool { return total[i] < total[j] })
-			line += fmt.Sprintf(" pp%d %.0f tok/s (%v);", n, float64(n)/total[4].Seconds(), total[4].Round(time.Microsecond))
+			med := prefillMedian(t, g, randPrompt(r, n, m.Config.VocabSize))
+			line += fmt.Sprintf(" pp%d %.0f tok/s (%v);", n, float64(n)/med.Seconds(), med.Round(time.Microsecond))
 		}
 		start := time.Now()
 		if err := g.recordPrefill(&g.pre.l, g.pre.dtok, 512, 0, 1, nil); err != nil {
@@ -518,6 +491,21 @@ func TestPrefillSpeed(t *testing.T) {
 		t.Logf("%s enqueueing a 512-token chunk's %d launches %v (%.1f µs a launch)", line, launches,
 			enq.Round(time.Microsecond), float64(enq.Microseconds())/float64(launches))
 	}
+}
+
+// prefillMedian is the median wall time of eight Prefills of prompt.
+func prefillMedian(t *testing.T, g *Backend, prompt []int32) time.Duration {
+	t.Helper()
+	var times []time.Duration
+	for range 8 {
+		start := time.Now()
+		if _, err := g.Prefill(context.Background(), prompt, 0, nil); err != nil {
+			t.Fatal(err)
+		}
+		times = append(times, time.Since(start))
+	}
+	sort.Slice(times, func(i, j int) bool { return times[i] < times[j] })
+	return times[4]
 }
 
 // profilePrefill times each kernel of one prefill with events recorded
