@@ -18,7 +18,7 @@ type vocabCase struct {
 	want []int32
 }
 
-func readVocabCases(t *testing.T, inp, out string) []vocabCase {
+func readVocabCases(t testing.TB, inp, out string) []vocabCase {
 	t.Helper()
 	in, err := os.ReadFile(inp)
 	if err != nil {
