@@ -34,8 +34,9 @@ type SpecialTokens struct {
 
 const jinjaName = "/chat_template.jinja"
 
-// ParseJinja compiles a chat template. Nothing it names can be loaded
-// from outside: an {% include %} of any other name fails. Template text
+// ParseJinja compiles a chat template. It can name no other template (no
+// include, import or extends), and what could run without end is bounded
+// (jinja_limits.go). Template text
 // gonja cannot parse but has an exact rewrite (gonjaRewrites: Gemma 3's)
 // is rewritten first.
 func ParseJinja(src string, tokens SpecialTokens) (j *Jinja, err error) {
@@ -73,6 +74,7 @@ func jinjaEnvironment() *exec.Environment {
 	filters.Replace("dictsort", filterDictSort)
 	globals := exec.EmptyContext().Update(builtins.GlobalFunctions).Update(builtins.GlobalVariables)
 	globals.Set("strftime_now", strftimeNow)
+	globals.Set("range", rangeList)
 	return &exec.Environment{
 		Context:           globals,
 		Filters:           filters,
@@ -127,7 +129,7 @@ func (j *Jinja) Render(msgs []Message, addAssistant bool) (out string, err error
 		return "", raised
 	}
 	if err != nil {
-		return "", fmt.Errorf("chat: render template: %w", err)
+		return "", fmt.Errorf("chat: render template: %w", shortError(err))
 	}
 	return out, nil
 }

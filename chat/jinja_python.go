@@ -26,7 +26,7 @@ func controlStructures() *exec.ControlStructureSet {
 	set := exec.NewControlStructureSet(map[string]parser.ControlStructureParser{
 		"generation": generationParser,
 	})
-	return set.Update(builtins.ControlStructures)
+	return limitControlStructures(set.Update(builtins.ControlStructures))
 }
 
 type generationBlock struct {

@@ -465,3 +465,60 @@ func TestJinjaConcurrent(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// TestJinjaHostile gives the renderer templates that, unbounded, crash the
+// process (Go stack overflows are fatal) or run without end: each must
+// fail with an error, promptly.
+func TestJinjaHostile(t *testing.T) {
+	for _, src := range []string{
+		`{% macro f() %}{{ f() }}{% endmacro %}{{ f() }}`,
+		`{% macro f() %}{{ g() }}{% endmacro %}{% macro g() %}{{ f() }}{% endmacro %}{{ f() }}`,
+		`{% include "/chat_template.jinja" %}`,
+		`{% import "/chat_template.jinja" as m %}{{ m.x }}`,
+		`{% from "/chat_template.jinja" import x %}`,
+		`{% extends "/chat_template.jinja" %}`,
+		`{% for m in messages recursive %}{{ loop(messages) }}{% endfor %}`,
+		`{% for i in range(1000000000) %}x{% endfor %}`,
+		`{% for i in range(0, -1000000000, -1) %}x{% endfor %}`,
+		`{{ range(1, 2, 0) }}`,
+	} {
+		start := time.Now()
+		j, err := ParseJinja(src, SpecialTokens{})
+		if err == nil {
+			var out string
+			out, err = j.Render([]Message{{Role: "user", Content: "hi"}}, true)
+			if err == nil {
+				t.Errorf("%s: rendered %d bytes, want an error", src, len(out))
+			}
+		}
+		if d := time.Since(start); d > 2*time.Second {
+			t.Errorf("%s: %v to fail", src, d)
+		}
+		if err != nil && len(err.Error()) > 1000 {
+			t.Errorf("%s: an error of %d bytes", src, len(err.Error()))
+		}
+		t.Logf("%s: %v", src, err)
+	}
+}
+
+// TestJinjaRange checks range, now a list of at most rangeMax numbers,
+// against Python's.
+func TestJinjaRange(t *testing.T) {
+	for src, want := range map[string]string{
+		`{% for i in range(3) %}{{ i }}{% endfor %}`:                            "012",
+		`{% for i in range(1, 7, 2) %}{{ i }}{% endfor %}`:                      "135",
+		`{% for i in range(5, 0, -2) %}{{ i }}{% endfor %}`:                     "531",
+		`{% for i in range(4, 4) %}{{ i }}{% else %}none{% endfor %}`:           "none",
+		`{{ range(3)|length }}`:                                                 "3",
+		`{{ range(100000)|last }}`:                                              "99999",
+		`{% for i in range(10) %}{% if i == 2 %}{{ i }}{% endif %}{% endfor %}`: "2",
+	} {
+		j, err := ParseJinja(src, SpecialTokens{})
+		if err != nil {
+			t.Fatalf("%s: %v", src, err)
+		}
+		if got, err := j.Render(nil, false); err != nil || got != want {
+			t.Errorf("%s = %q (%v), want %q", src, got, err, want)
+		}
+	}
+}
