@@ -258,13 +258,20 @@ func (b *Backend) recordPrefillHead(x cu.DevicePtr) error {
 // With ba, the tokens are a batched step's (batch.go): each at its own
 // position, its K and V written to its row of the KV pool, attention over
 // each segment's sequence; pos0 is unused, and every row is kept.
-func (b *Backend) recordPrefill(l *launcher, tok cu.DevicePtr, m, pos0, keep int, ba *batchArgs) error {
+func (b *Backend) recordPrefill(l *launcher, tok cu.DevicePtr, m, pos0, keep int, ba *batchArgs) (err error) {
 	c, p := &b.cfg, b.pre
 	blk := &c.Block
 	if ba == nil {
 		if err := l.dq.plan(l, b.dequantPlan(l, m, keep)); err != nil {
 			return err
 		}
+		// A chunk that fails leaves no plan behind: a batched step's
+		// graph capture must not meet the side stream.
+		defer func() {
+			if err != nil {
+				l.dq.end(l)
+			}
+		}()
 	}
 	if err := l.prefillEmbed(tok, m, &b.embd, blk.EmbedScale, p.x); err != nil {
 		return err
