@@ -114,7 +114,7 @@ func (b *Backend) setupPrefill(l launcher) error {
 	// Two buffers of f16 copies (prefill_dequant.go): one a product
 	// reads, one the side stream writes.
 	var ahead cu.DevicePtr
-	if n := b.dequantScratch(); n > 0 && p.l.wgGemm {
+	if n := b.dequantScratch(); n > 0 && p.l.wgGemm && p.chunk >= dequantMinRows {
 		p.l.dequantBytes, p.l.dequantMin = n, dequantMinRows
 		bufs = append(bufs, struct {
 			p     *cu.DevicePtr
@@ -262,16 +262,16 @@ func (b *Backend) recordPrefill(l *launcher, tok cu.DevicePtr, m, pos0, keep int
 	c, p := &b.cfg, b.pre
 	blk := &c.Block
 	if ba == nil {
-		if err := l.dq.plan(l, b.dequantPlan(l, m, keep)); err != nil {
-			return err
-		}
-		// A chunk that fails leaves no plan behind: a batched step's
-		// graph capture must not meet the side stream.
+		// A chunk that fails (its plan too) leaves no plan behind: a
+		// batched step's graph capture must not meet the side stream.
 		defer func() {
 			if err != nil {
 				l.dq.end(l)
 			}
 		}()
+		if err := l.dq.plan(l, b.dequantPlan(l, m, keep)); err != nil {
+			return err
+		}
 	}
 	if err := l.prefillEmbed(tok, m, &b.embd, blk.EmbedScale, p.x); err != nil {
 		return err

@@ -1,6 +1,7 @@
 package cuda
 
 import (
+	"errors"
 	"fmt"
 
 	"gotok/backend/cuda/cu"
@@ -170,6 +171,10 @@ type dequantAhead struct {
 	fork, join cu.Event
 	jobs       []dequantJob
 	next       int // the slice the next product takes; issued when < len(jobs)
+	// missed counts slices planned and never taken: a plan out of step
+	// with the products, which then write their copies in line (the
+	// tests check it stays 0).
+	missed int
 }
 
 // newDequantAhead makes the side stream and its events over buffers a and
@@ -273,11 +278,18 @@ func (d *dequantAhead) end(l *launcher) error {
 	if d == nil || d.jobs == nil {
 		return nil
 	}
+	d.missed += len(d.jobs) - d.next
 	d.jobs, d.next = nil, 0
-	if err := l.c.Record(d.join, d.side); err != nil {
-		return err
+	err := l.c.Record(d.join, d.side)
+	if err == nil {
+		err = l.c.WaitEvent(l.stream, d.join)
 	}
-	return l.c.WaitEvent(l.stream, d.join)
+	if err != nil {
+		// Nothing the side stream queued may still write the buffers
+		// when the caller gives up: wait for it here.
+		return errors.Join(err, l.c.SyncStream(d.side))
+	}
+	return nil
 }
 
 // dequantPlan lists the slices recordPrefill's products over m rows

@@ -210,6 +210,9 @@ func TestPrefillDequantized(t *testing.T) {
 				t.Logf("%s: against steps, relative error %.3g at the last position, %.3g after it", v.name, last, next)
 			}
 			g.pre.l.dequantBytes, g.pre.chunk = bytes, chunk
+			if dq.missed != 0 {
+				t.Errorf("%d planned slices were never taken: dequantPlan is out of step with the products", dq.missed)
+			}
 			// The quantized gemms themselves (no copies) agree too.
 			g.pre.l.dequantMin = math.MaxInt
 			want := run()
