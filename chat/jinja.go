@@ -123,8 +123,11 @@ func (j *Jinja) Render(msgs []Message, addAssistant bool) (out string, err error
 		"eos_token":             j.tokens.EOS,
 		"tools":                 nil,
 		"documents":             nil,
+		loopBudgetName:          &loopBudget{},
 	})
-	out, err = j.tmpl.ExecuteToString(data)
+	w := &limitedWriter{max: outputMax}
+	err = j.tmpl.Execute(w, data)
+	out = w.b.String()
 	if raised != nil {
 		return "", raised
 	}

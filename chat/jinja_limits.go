@@ -3,12 +3,14 @@ package chat
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"unicode/utf8"
 
 	gonjacs "github.com/nikolalohinski/gonja/v2/builtins/control_structures"
 	"github.com/nikolalohinski/gonja/v2/exec"
 	"github.com/nikolalohinski/gonja/v2/nodes"
 	"github.com/nikolalohinski/gonja/v2/parser"
+	"github.com/nikolalohinski/gonja/v2/tokens"
 )
 
 // A chat template comes with the model file, so a hostile one must fail
@@ -21,9 +23,24 @@ import (
 //     include of itself recursed until the stack ran out),
 //   - no recursive for-loops (loop(x) on the same list never ends),
 //   - macros that fail past macroDepthMax nested calls of themselves,
-//   - a range of at most rangeMax numbers, as a list.
-// Real templates use none of the first two, and macros and ranges far
-// inside the bounds (testdata/conformance.json).
+//   - a range of at most rangeMax numbers, as a list,
+//   - at most loopStepsMax iterations of for-loop bodies a render, all
+//     loops together (nested ranges multiply),
+//   - at most outputMax bytes of output.
+// Real templates use none of the first two, and the rest far inside the
+// bounds (testdata/conformance.json). Left: an expression may still ask
+// for a huge string ("a" * n), which gonja builds with strings.Repeat.
+
+// loopStepsMax is the most for-loop body iterations a render runs (gonja
+// takes ~3 µs an iteration: 0.3 s).
+const loopStepsMax = 100_000
+
+// outputMax is the most bytes a render writes (a long chat is a few MB).
+const outputMax = 64 << 20
+
+// loopBudgetName is the render's loop budget in the template's context;
+// a template that sets a variable of that name only makes its loops fail.
+const loopBudgetName = "__gotok_loop_budget"
 
 // macroDepthMax is the most nested calls of one macro a render takes.
 const macroDepthMax = 200
@@ -42,8 +59,15 @@ func limitControlStructures(set *exec.ControlStructureSet) *exec.ControlStructur
 	if forParser, ok := set.Get("for"); ok {
 		set.Replace("for", func(p *parser.Parser, args *parser.Parser) (nodes.ControlStructure, error) {
 			cs, err := forParser(p, args)
-			if f, ok := cs.(*gonjacs.ForControlStructure); ok && f.Recursive {
-				return nil, errors.New("recursive for-loops are not supported in chat templates")
+			if f, ok := cs.(*gonjacs.ForControlStructure); ok && err == nil {
+				if f.Recursive {
+					return nil, errors.New("recursive for-loops are not supported in chat templates")
+				}
+				// Each iteration of the body first takes a step of the
+				// render's budget.
+				body := f.BodyWrapper
+				body.Nodes = append([]nodes.Node{&nodes.ControlStructureBlock{Location: body.Location, Name: "loop step",
+					ControlStructure: loopStep{body.Location}}}, body.Nodes...)
 			}
 			return cs, err
 		})
@@ -138,4 +162,39 @@ func shortError(err error) error {
 		cut++
 	}
 	return errors.New("…" + msg[cut:])
+}
+
+// loopBudget is a render's for-loop iterations so far.
+type loopBudget struct{ steps int }
+
+// loopStep is the first node of every for-loop body: it takes a step of
+// the render's loopBudget and fails the render past loopStepsMax.
+type loopStep struct{ at *tokens.Token }
+
+func (s loopStep) Position() *tokens.Token { return s.at }
+func (s loopStep) String() string          { return "loop step" }
+
+func (s loopStep) Execute(r *exec.Renderer, _ *nodes.ControlStructureBlock) error {
+	v, _ := r.Environment.Context.Get(loopBudgetName)
+	b, ok := v.(*loopBudget)
+	if !ok {
+		return errors.New("the template's loop budget is gone (a variable of its name was set)")
+	}
+	if b.steps++; b.steps > loopStepsMax {
+		return fmt.Errorf("more than %d loop iterations", loopStepsMax)
+	}
+	return nil
+}
+
+// limitedWriter keeps at most max bytes, then fails every write.
+type limitedWriter struct {
+	b   strings.Builder
+	max int
+}
+
+func (w *limitedWriter) Write(p []byte) (int, error) {
+	if w.b.Len()+len(p) > w.max {
+		return 0, fmt.Errorf("the template wrote more than %d bytes", w.max)
+	}
+	return w.b.Write(p)
 }

@@ -481,6 +481,10 @@ func TestJinjaHostile(t *testing.T) {
 		`{% for i in range(1000000000) %}x{% endfor %}`,
 		`{% for i in range(0, -1000000000, -1) %}x{% endfor %}`,
 		`{{ range(1, 2, 0) }}`,
+		`{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}`,
+		`{% for c in "x" * 100000 %}{% for d in "y" * 100000 %}{% endfor %}{% endfor %}`,
+		`{% for i in range(100000) %}{{ "x" * 1000 }}{% endfor %}`,
+		`{% set __gotok_loop_budget = 0 %}{% for m in messages %}{{ m.content }}{% endfor %}`,
 	} {
 		start := time.Now()
 		j, err := ParseJinja(src, SpecialTokens{})
