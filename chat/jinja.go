@@ -48,6 +48,9 @@ func ParseJinja(src string, tokens SpecialTokens) (j *Jinja, err error) {
 		}
 	}()
 	src = rewriteForGonja(src)
+	if err := checkNesting(src); err != nil {
+		return nil, err
+	}
 	loader, err := loaders.NewMemoryLoader(map[string]string{jinjaName: src})
 	if err != nil {
 		return nil, fmt.Errorf("chat: parse template: %w", err)

@@ -198,3 +198,109 @@ func (w *limitedWriter) Write(p []byte) (int, error) {
 	}
 	return w.b.Write(p)
 }
+
+// nestingMax bounds how deep a template nests: brackets within a tag,
+// runs of unary signs, and blocks ({% if %} … {% endif %}). gonja parses
+// each level with Go recursion, and 100,000 parentheses overflowed the
+// stack, which is fatal. Real templates nest a few levels.
+const nestingMax = 256
+
+// blockTags are the tags that open a block closed by end<name>; set opens
+// one only without "=".
+var blockTags = map[string]bool{"if": true, "for": true, "macro": true, "call": true, "filter": true, "set": true,
+	"with": true, "block": true, "generation": true, "autoescape": true}
+
+// checkNesting refuses a template nested deeper than nestingMax, before
+// gonja's parser sees it.
+func checkNesting(src string) error {
+	blocks := 0
+	for i := 0; i < len(src); i++ {
+		if src[i] != '{' || i+1 == len(src) {
+			continue
+		}
+		var end string
+		switch src[i+1] {
+		case '{':
+			end = "}}"
+		case '%':
+			end = "%}"
+		case '#':
+			end = "#}"
+		default:
+			continue
+		}
+		n := strings.Index(src[i+2:], end)
+		if n < 0 {
+			return nil // unterminated: gonja's parser says so
+		}
+		tag := src[i+2 : i+2+n]
+		i += 2 + n + len(end) - 1
+		if end == "#}" {
+			continue
+		}
+		if err := checkTagNesting(tag); err != nil {
+			return err
+		}
+		if end != "%}" {
+			continue
+		}
+		f := strings.Fields(strings.Trim(tag, "-+ \t\n\r"))
+		if len(f) == 0 {
+			continue
+		}
+		switch name := f[0]; {
+		case name == "raw":
+			// Its text is not template: on past {% endraw %}.
+			k := strings.Index(src[i+1:], "endraw")
+			if k < 0 {
+				return nil
+			}
+			i += k
+		case strings.HasPrefix(name, "end"):
+			blocks--
+		case blockTags[name] && !(name == "set" && strings.Contains(tag, "=")):
+			if blocks++; blocks > nestingMax {
+				return fmt.Errorf("chat: parse template: blocks nested more than %d deep", nestingMax)
+			}
+		}
+	}
+	return nil
+}
+
+// checkTagNesting refuses a tag whose brackets, outside string literals,
+// nest deeper than nestingMax, or with a longer run of unary signs.
+func checkTagNesting(tag string) error {
+	depth, signs := 0, 0
+	var quote byte
+	for i := 0; i < len(tag); i++ {
+		c := tag[i]
+		if quote != 0 {
+			if c == '\\' {
+				i++
+			} else if c == quote {
+				quote = 0
+			}
+			continue
+		}
+		switch c {
+		case '\'', '"':
+			quote = c
+		case '(', '[', '{':
+			if depth++; depth > nestingMax {
+				return fmt.Errorf("chat: parse template: brackets nested more than %d deep", nestingMax)
+			}
+		case ')', ']', '}':
+			depth--
+		}
+		switch c {
+		case '-', '+':
+			if signs++; signs > nestingMax {
+				return fmt.Errorf("chat: parse template: more than %d signs in a row", nestingMax)
+			}
+		case ' ', '\t', '\n', '\r':
+		default:
+			signs = 0
+		}
+	}
+	return nil
+}

@@ -470,7 +470,15 @@ func TestJinjaConcurrent(t *testing.T) {
 // process (Go stack overflows are fatal) or run without end: each must
 // fail with an error, promptly.
 func TestJinjaHostile(t *testing.T) {
+	deep := func(open, mid, close string, n int) string {
+		return strings.Repeat(open, n) + mid + strings.Repeat(close, n)
+	}
 	for _, src := range []string{
+		"{{ " + deep("(", "1", ")", 100000) + " }}",
+		"{{ " + deep("[", "", "]", 100000) + " }}",
+		"{{ " + strings.Repeat("- ", 100000) + "1 }}",
+		deep("{% if true %}", "x", "{% endif %}", 3000),
+		deep("{%- for m in messages -%}", "x", "{%- endfor -%}", 3000),
 		`{% macro f() %}{{ f() }}{% endmacro %}{{ f() }}`,
 		`{% macro f() %}{{ g() }}{% endmacro %}{% macro g() %}{{ f() }}{% endmacro %}{{ f() }}`,
 		`{% include "/chat_template.jinja" %}`,
@@ -502,6 +510,29 @@ func TestJinjaHostile(t *testing.T) {
 			t.Errorf("%s: an error of %d bytes", src, len(err.Error()))
 		}
 		t.Logf("%s: %v", src, err)
+	}
+}
+
+// TestJinjaNesting checks that what checkNesting counts is nesting:
+// brackets in string literals and raw text do not count, and a template
+// nested near the bound still renders.
+func TestJinjaNesting(t *testing.T) {
+	for src, want := range map[string]string{
+		`{{ "` + strings.Repeat("(", 1000) + `" | length }}`:                            "1000",
+		`{{ '` + strings.Repeat("[", 1000) + `\' ' | length }}`:                         "1002",
+		`{% raw %}` + strings.Repeat("{% if x %}", 1000) + `{% endraw %}ok`:             strings.Repeat("{% if x %}", 1000) + "ok",
+		"{{ " + strings.Repeat("(", 200) + "1" + strings.Repeat(")", 200) + " }}":       "1",
+		strings.Repeat("{% if true %}", 200) + "x" + strings.Repeat("{% endif %}", 200): "x",
+		`{% set x = 1 %}` + strings.Repeat("{% set y = 2 %}", 1000) + `{{ x + y }}`:     "3",
+	} {
+		j, err := ParseJinja(src, SpecialTokens{})
+		if err != nil {
+			t.Errorf("%.60s…: %v", src, err)
+			continue
+		}
+		if got, err := j.Render(nil, false); err != nil || got != want {
+			t.Errorf("%.60s… = %.60q (%v), want %.60q", src, got, err, want)
+		}
 	}
 }
 
