@@ -51,9 +51,11 @@ type prefill struct {
 }
 
 // prefillUnsupported says why the batched prefill cannot run this model
-// ("" when it can): it needs Q4_0 or Q8_0 projection and FFN weights and a
-// head dimension prefill_attention is built for. Such models prefill
-// through the decode graph, a token at a time.
+// ("" when it can): it needs projection and FFN weights of a family the
+// gemm reads (gemmTypes: every one but F32) in whole 32-element blocks, an
+// embedding prefill_embed reads and a head dimension prefill_attention is
+// built for. Such models prefill through the decode graph, a token at a
+// time.
 func (b *Backend) prefillUnsupported() string {
 	k := &b.k.pre
 	if k.attention[b.cfg.HeadDim] == nil {
