@@ -64,6 +64,7 @@ func ParseJinja(src string, tokens SpecialTokens) (j *Jinja, err error) {
 		// gonja quotes the whole template in its message; keep the reason.
 		return nil, fmt.Errorf("chat: parse template: %s", strings.Replace(err.Error(), "'"+src+"'", "", 1))
 	}
+	guardRepeats(t.Root())
 	return &Jinja{tmpl: t, tokens: tokens}, nil
 }
 
@@ -78,6 +79,7 @@ func jinjaEnvironment() *exec.Environment {
 	globals := exec.EmptyContext().Update(builtins.GlobalFunctions).Update(builtins.GlobalVariables)
 	globals.Set("strftime_now", strftimeNow)
 	globals.Set("range", rangeList)
+	globals.Set(mulCheckName, mulCheck)
 	return &exec.Environment{
 		Context:           globals,
 		Filters:           filters,

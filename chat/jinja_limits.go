@@ -3,6 +3,7 @@ package chat
 import (
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 	"unicode/utf8"
 
@@ -28,8 +29,8 @@ import (
 //     loops together (nested ranges multiply),
 //   - at most outputMax bytes of output.
 // Real templates use none of the first two, and the rest far inside the
-// bounds (testdata/conformance.json). Left: an expression may still ask
-// for a huge string ("a" * n), which gonja builds with strings.Repeat.
+// bounds (testdata/conformance.json); and
+//   - no string repeated ("a" * n) past outputMax bytes (guardRepeats).
 
 // loopStepsMax is the most for-loop body iterations a render runs (gonja
 // takes ~3 µs an iteration: 0.3 s).
@@ -303,4 +304,72 @@ func checkTagNesting(tag string) error {
 		}
 	}
 	return nil
+}
+
+// mulCheckName is the function guardRepeats puts before every "*": it
+// refuses a string repeated past outputMax bytes, which gonja would build
+// with strings.Repeat whatever its size (a fatal out-of-memory).
+const mulCheckName = "__gotok_mul_check"
+
+// guardRepeats rewrites every a * b of the parsed template into
+// __gotok_mul_check(a, b) * b: the check gives a back, or an error where a
+// is a string and the product would pass outputMax bytes. It walks the
+// tree by reflection: gonja's walker does not descend into expressions.
+func guardRepeats(root *nodes.Template) {
+	seen := map[uintptr]bool{}
+	var walk func(v reflect.Value)
+	walk = func(v reflect.Value) {
+		switch v.Kind() {
+		case reflect.Pointer:
+			if v.IsNil() || seen[v.Pointer()] {
+				return
+			}
+			seen[v.Pointer()] = true
+			if b, ok := v.Interface().(*nodes.BinaryExpression); ok && b.Operator != nil && b.Operator.Token != nil &&
+				b.Operator.Token.Type == tokens.Multiply {
+				at := b.Operator.Token
+				b.Left = &nodes.Call{Location: at, Args: []nodes.Expression{b.Left, b.Right},
+					Func: &nodes.Name{Name: &tokens.Token{Type: tokens.Name, Val: mulCheckName, Line: at.Line, Col: at.Col}}}
+				seen[reflect.ValueOf(b.Left).Pointer()] = true
+				// The operands, now the check's arguments.
+				walk(reflect.ValueOf(b.Left.(*nodes.Call).Args[0]))
+				walk(reflect.ValueOf(b.Right))
+				return
+			}
+			walk(v.Elem())
+		case reflect.Interface:
+			if !v.IsNil() {
+				walk(v.Elem())
+			}
+		case reflect.Struct:
+			for i := range v.NumField() {
+				if v.Type().Field(i).IsExported() { // gonja keeps the tree in exported fields
+					walk(v.Field(i))
+				}
+			}
+		case reflect.Slice, reflect.Array:
+			for i := range v.Len() {
+				walk(v.Index(i))
+			}
+		case reflect.Map:
+			it := v.MapRange()
+			for it.Next() {
+				walk(it.Value())
+			}
+		}
+	}
+	walk(reflect.ValueOf(root))
+}
+
+// mulCheck is __gotok_mul_check(a, b): a, unless a is a string that b
+// repeats past outputMax bytes.
+func mulCheck(_ *exec.Evaluator, params *exec.VarArgs) (any, error) {
+	if len(params.Args) != 2 {
+		return nil, errors.New("__gotok_mul_check takes two arguments")
+	}
+	a, b := params.Args[0], params.Args[1]
+	if a.IsString() && b.IsInteger() && b.Integer() > 0 && len(a.String()) > outputMax/b.Integer() {
+		return nil, fmt.Errorf("a string of %d bytes repeated %d times: more than %d bytes", len(a.String()), b.Integer(), outputMax)
+	}
+	return a.Interface(), nil
 }

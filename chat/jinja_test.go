@@ -493,6 +493,10 @@ func TestJinjaHostile(t *testing.T) {
 		`{% for c in "x" * 100000 %}{% for d in "y" * 100000 %}{% endfor %}{% endfor %}`,
 		`{% for i in range(100000) %}{{ "x" * 1000 }}{% endfor %}`,
 		`{% set __gotok_loop_budget = 0 %}{% for m in messages %}{{ m.content }}{% endfor %}`,
+		`{{ "ab" * 10000000000 }}`,
+		`{% set n = 100000 %}{% set s = "x" * n %}{{ (s * n) | length }}`,
+		`{% macro m(k) %}{{ "y" * k }}{% endmacro %}{{ m(99999999999) }}`,
+		`{% for m in messages %}{% if true %}{{ m.content * 99999999999 }}{% endif %}{% endfor %}`,
 	} {
 		start := time.Now()
 		j, err := ParseJinja(src, SpecialTokens{})
@@ -524,6 +528,8 @@ func TestJinjaNesting(t *testing.T) {
 		"{{ " + strings.Repeat("(", 200) + "1" + strings.Repeat(")", 200) + " }}":       "1",
 		strings.Repeat("{% if true %}", 200) + "x" + strings.Repeat("{% endif %}", 200): "x",
 		`{% set x = 1 %}` + strings.Repeat("{% set y = 2 %}", 1000) + `{{ x + y }}`:     "3",
+		`{{ "ab" * 3 }}{{ 2 * 3 }}{{ 1.5 * 2 }}{{ "-" * 0 }}{{ ("x" * 2) * 2 }}`:        "ababab63.0xxxx",
+		`{% set s = "ab" %}{{ s * 2 ~ "|" ~ (s * 2) | length }}`:                        "abab|4",
 	} {
 		j, err := ParseJinja(src, SpecialTokens{})
 		if err != nil {
