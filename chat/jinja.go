@@ -76,6 +76,7 @@ func jinjaEnvironment() *exec.Environment {
 	filters.Replace("tojson", filterToJSON)
 	filters.Replace("items", filterItems)
 	filters.Replace("dictsort", filterDictSort)
+	limitWidthFilters(filters)
 	globals := exec.EmptyContext().Update(builtins.GlobalFunctions).Update(builtins.GlobalVariables)
 	globals.Set("strftime_now", strftimeNow)
 	globals.Set("range", rangeList)

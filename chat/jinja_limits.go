@@ -30,7 +30,8 @@ import (
 //   - at most outputMax bytes of output.
 // Real templates use none of the first two, and the rest far inside the
 // bounds (testdata/conformance.json); and
-//   - no string repeated ("a" * n) past outputMax bytes (guardRepeats).
+//   - no string repeated ("a" * n) past outputMax bytes (guardRepeats),
+//     and no padding filter or method past widthMax.
 
 // loopStepsMax is the most for-loop body iterations a render runs (gonja
 // takes ~3 µs an iteration: 0.3 s).
@@ -372,4 +373,63 @@ func mulCheck(_ *exec.Evaluator, params *exec.VarArgs) (any, error) {
 		return nil, fmt.Errorf("a string of %d bytes repeated %d times: more than %d bytes", len(a.String()), b.Integer(), outputMax)
 	}
 	return a.Interface(), nil
+}
+
+// The filters and str methods that pad to a width build strings of that
+// size; their widths are bounded (widthMax: a megabyte of padding;
+// indentMax for indent and expandtabs, which pad every line or tab).
+const (
+	widthMax  = 1 << 20
+	indentMax = 1024
+)
+
+// intArgsOver reports the first integer argument of params past max.
+func intArgsOver(params *exec.VarArgs, max int) error {
+	args := append([]*exec.Value(nil), params.Args...)
+	for _, v := range params.KwArgs {
+		args = append(args, v)
+	}
+	for _, a := range args {
+		if a.IsInteger() && a.Integer() > max {
+			return fmt.Errorf("a width of %d: more than %d", a.Integer(), max)
+		}
+	}
+	return nil
+}
+
+// limitWidthFilters wraps set's padding filters with intArgsOver.
+func limitWidthFilters(set *exec.FilterSet) {
+	for name, max := range map[string]int{"center": widthMax, "indent": indentMax} {
+		f, ok := set.Get(name)
+		if !ok {
+			continue
+		}
+		set.Replace(name, func(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.Value {
+			if err := intArgsOver(params, max); err != nil {
+				return exec.AsValue(fmt.Errorf("%s: %w", name, err))
+			}
+			return f(e, in, params)
+		})
+	}
+}
+
+// limitWidthMethod wraps a str method that pads with intArgsOver, and
+// gives center, ljust and rjust Python's default fill.
+func limitWidthMethod(name string, m exec.Method[string]) exec.Method[string] {
+	max := widthMax
+	if name == "expandtabs" {
+		max = indentMax
+	}
+	pads := name == "center" || name == "ljust" || name == "rjust"
+	return func(self string, selfValue *exec.Value, params *exec.VarArgs) (any, error) {
+		if err := intArgsOver(params, max); err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+		if _, ok := params.KwArgs["fillchar"]; pads && len(params.Args) == 1 && !ok {
+			// Python's default fill is a space; gonja's (32) is refused
+			// as not a string.
+			params.Args = append(params.Args, exec.AsValue(" "))
+		}
+		return m(self, selfValue, params)
+	}
 }

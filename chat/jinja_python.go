@@ -215,6 +215,10 @@ func methods() exec.Methods {
 		"splitlines", "startswith", "swapcase", "title", "upper", "zfill",
 	} {
 		if m, ok := builtins.Methods.Str.Get(name); ok {
+			switch name {
+			case "center", "ljust", "rjust", "zfill", "expandtabs":
+				m = limitWidthMethod(name, m)
+			}
 			str[name] = m
 		}
 	}

@@ -497,6 +497,12 @@ func TestJinjaHostile(t *testing.T) {
 		`{% set n = 100000 %}{% set s = "x" * n %}{{ (s * n) | length }}`,
 		`{% macro m(k) %}{{ "y" * k }}{% endmacro %}{{ m(99999999999) }}`,
 		`{% for m in messages %}{% if true %}{{ m.content * 99999999999 }}{% endif %}{% endfor %}`,
+		`{{ "x" | center(99999999999) }}`,
+		`{{ "a\nb" | indent(99999999999) }}`,
+		`{{ "a\nb" | indent(width=99999999999) }}`,
+		`{{ "x".center(99999999999) }}{{ "x".ljust(99999999999) }}`,
+		`{{ "x".zfill(99999999999) }}`,
+		`{{ "\t".expandtabs(99999999999) }}`,
 	} {
 		start := time.Now()
 		j, err := ParseJinja(src, SpecialTokens{})
@@ -522,14 +528,15 @@ func TestJinjaHostile(t *testing.T) {
 // nested near the bound still renders.
 func TestJinjaNesting(t *testing.T) {
 	for src, want := range map[string]string{
-		`{{ "` + strings.Repeat("(", 1000) + `" | length }}`:                            "1000",
-		`{{ '` + strings.Repeat("[", 1000) + `\' ' | length }}`:                         "1002",
-		`{% raw %}` + strings.Repeat("{% if x %}", 1000) + `{% endraw %}ok`:             strings.Repeat("{% if x %}", 1000) + "ok",
-		"{{ " + strings.Repeat("(", 200) + "1" + strings.Repeat(")", 200) + " }}":       "1",
-		strings.Repeat("{% if true %}", 200) + "x" + strings.Repeat("{% endif %}", 200): "x",
-		`{% set x = 1 %}` + strings.Repeat("{% set y = 2 %}", 1000) + `{{ x + y }}`:     "3",
-		`{{ "ab" * 3 }}{{ 2 * 3 }}{{ 1.5 * 2 }}{{ "-" * 0 }}{{ ("x" * 2) * 2 }}`:        "ababab63.0xxxx",
-		`{% set s = "ab" %}{{ s * 2 ~ "|" ~ (s * 2) | length }}`:                        "abab|4",
+		`{{ "` + strings.Repeat("(", 1000) + `" | length }}`:                                          "1000",
+		`{{ '` + strings.Repeat("[", 1000) + `\' ' | length }}`:                                       "1002",
+		`{% raw %}` + strings.Repeat("{% if x %}", 1000) + `{% endraw %}ok`:                           strings.Repeat("{% if x %}", 1000) + "ok",
+		"{{ " + strings.Repeat("(", 200) + "1" + strings.Repeat(")", 200) + " }}":                     "1",
+		strings.Repeat("{% if true %}", 200) + "x" + strings.Repeat("{% endif %}", 200):               "x",
+		`{% set x = 1 %}` + strings.Repeat("{% set y = 2 %}", 1000) + `{{ x + y }}`:                   "3",
+		`{{ "ab" * 3 }}{{ 2 * 3 }}{{ 1.5 * 2 }}{{ "-" * 0 }}{{ ("x" * 2) * 2 }}`:                      "ababab63.0xxxx",
+		`{% set s = "ab" %}{{ s * 2 ~ "|" ~ (s * 2) | length }}`:                                      "abab|4",
+		`{{ "x" | center(5) }}|{{ "a\nb" | indent(2, true) }}|{{ "7".zfill(3) }}|{{ "x".ljust(3) }}|`: "  x  |  a\n  b|007|x  |",
 	} {
 		j, err := ParseJinja(src, SpecialTokens{})
 		if err != nil {
