@@ -23,7 +23,7 @@ type conformanceCase struct {
 	Note                string    `json:"note"`
 }
 
-func loadConformance(t *testing.T) []conformanceCase {
+func loadConformance(t testing.TB) []conformanceCase {
 	t.Helper()
 	data, err := os.ReadFile(filepath.Join("testdata", "conformance.json"))
 	if err != nil {
