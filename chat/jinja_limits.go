@@ -166,8 +166,9 @@ func shortError(err error) error {
 	return errors.New("…" + msg[cut:])
 }
 
-// loopBudget is a render's for-loop iterations so far.
-type loopBudget struct{ steps int }
+// loopBudget is a render's for-loop iterations so far, and the bytes of
+// the strings it repeated (mulCheck).
+type loopBudget struct{ steps, repeated int }
 
 // loopStep is the first node of every for-loop body: it takes a step of
 // the render's loopBudget and fails the render past loopStepsMax.
@@ -316,6 +317,8 @@ const mulCheckName = "__gotok_mul_check"
 // __gotok_mul_check(a, b) * b: the check gives a back, or an error where a
 // is a string and the product would pass outputMax bytes. It walks the
 // tree by reflection: gonja's walker does not descend into expressions.
+var binaryExpression = reflect.TypeFor[*nodes.BinaryExpression]()
+
 func guardRepeats(root *nodes.Template) {
 	seen := map[uintptr]bool{}
 	var walk func(v reflect.Value)
@@ -326,8 +329,15 @@ func guardRepeats(root *nodes.Template) {
 				return
 			}
 			seen[v.Pointer()] = true
-			if b, ok := v.Interface().(*nodes.BinaryExpression); ok && b.Operator != nil && b.Operator.Token != nil &&
-				b.Operator.Token.Type == tokens.Multiply {
+			if v.Type() != binaryExpression {
+				walk(v.Elem())
+				return
+			}
+			// gonja keeps some expressions in unexported fields ({% set %},
+			// {% with %}, {% filter %}), which reflect reads but will not
+			// write through: the node is changed through its address.
+			b := (*nodes.BinaryExpression)(v.UnsafePointer())
+			if b.Operator != nil && b.Operator.Token != nil && b.Operator.Token.Type == tokens.Multiply {
 				at := b.Operator.Token
 				b.Left = &nodes.Call{Location: at, Args: []nodes.Expression{b.Left, b.Right},
 					Func: &nodes.Name{Name: &tokens.Token{Type: tokens.Name, Val: mulCheckName, Line: at.Line, Col: at.Col}}}
@@ -344,9 +354,7 @@ func guardRepeats(root *nodes.Template) {
 			}
 		case reflect.Struct:
 			for i := range v.NumField() {
-				if v.Type().Field(i).IsExported() { // gonja keeps the tree in exported fields
-					walk(v.Field(i))
-				}
+				walk(v.Field(i))
 			}
 		case reflect.Slice, reflect.Array:
 			for i := range v.Len() {
@@ -364,24 +372,39 @@ func guardRepeats(root *nodes.Template) {
 
 // mulCheck is __gotok_mul_check(a, b): a, unless a is a string that b
 // repeats past outputMax bytes.
-func mulCheck(_ *exec.Evaluator, params *exec.VarArgs) (any, error) {
+func mulCheck(e *exec.Evaluator, params *exec.VarArgs) (any, error) {
 	if len(params.Args) != 2 {
 		return nil, errors.New("__gotok_mul_check takes two arguments")
 	}
 	a, b := params.Args[0], params.Args[1]
-	if a.IsString() && b.IsInteger() && b.Integer() > 0 && len(a.String()) > outputMax/b.Integer() {
-		return nil, fmt.Errorf("a string of %d bytes repeated %d times: more than %d bytes", len(a.String()), b.Integer(), outputMax)
+	if !a.IsString() || !b.IsInteger() || b.Integer() <= 0 {
+		return a.Interface(), nil
+	}
+	n, k := len(a.String()), b.Integer()
+	if n > outputMax/k {
+		return nil, fmt.Errorf("a string of %d bytes repeated %d times: more than %d bytes", n, k, outputMax)
+	}
+	// Repeats in a loop: each is bounded, their sum too.
+	v, _ := e.Environment.Context.Get(loopBudgetName)
+	lb, ok := v.(*loopBudget)
+	if !ok {
+		return nil, errors.New("the template's budget is gone (a variable of its name was set)")
+	}
+	if lb.repeated += n * k; lb.repeated > repeatedMax {
+		return nil, fmt.Errorf("more than %d bytes of repeated strings", repeatedMax)
 	}
 	return a.Interface(), nil
 }
 
-// The filters and str methods that pad to a width build strings of that
-// size; their widths are bounded (widthMax: a megabyte of padding;
-// indentMax for indent and expandtabs, which pad every line or tab).
-const (
-	widthMax  = 1 << 20
-	indentMax = 1024
-)
+// repeatedMax is the most bytes of repeated strings ("a" * n) a render
+// makes, all repeats together.
+const repeatedMax = 256 << 20
+
+// widthMax bounds the width of the filters and str methods that pad to
+// one (center, indent, ljust, rjust, zfill, expandtabs): they build
+// strings of that size, gonja's slowly (a 64 KiB center took 180 µs), and
+// a loop may call them at every iteration. Templates pad to a few dozen.
+const widthMax = 1024
 
 // intArgsOver reports the first integer argument of params past max.
 func intArgsOver(params *exec.VarArgs, max int) error {
@@ -399,7 +422,7 @@ func intArgsOver(params *exec.VarArgs, max int) error {
 
 // limitWidthFilters wraps set's padding filters with intArgsOver.
 func limitWidthFilters(set *exec.FilterSet) {
-	for name, max := range map[string]int{"center": widthMax, "indent": indentMax} {
+	for name, max := range map[string]int{"center": widthMax, "indent": widthMax} {
 		f, ok := set.Get(name)
 		if !ok {
 			continue
@@ -417,9 +440,6 @@ func limitWidthFilters(set *exec.FilterSet) {
 // gives center, ljust and rjust Python's default fill.
 func limitWidthMethod(name string, m exec.Method[string]) exec.Method[string] {
 	max := widthMax
-	if name == "expandtabs" {
-		max = indentMax
-	}
 	pads := name == "center" || name == "ljust" || name == "rjust"
 	return func(self string, selfValue *exec.Value, params *exec.VarArgs) (any, error) {
 		if err := intArgsOver(params, max); err != nil {

@@ -497,6 +497,8 @@ func TestJinjaHostile(t *testing.T) {
 		`{% set n = 100000 %}{% set s = "x" * n %}{{ (s * n) | length }}`,
 		`{% macro m(k) %}{{ "y" * k }}{% endmacro %}{{ m(99999999999) }}`,
 		`{% for m in messages %}{% if true %}{{ m.content * 99999999999 }}{% endif %}{% endfor %}`,
+		`{% for i in range(100000) %}{% set s = "x" * 60000000 %}{% endfor %}`,
+		`{% for i in range(100000) %}{% set s = "x".center(65536) %}{% endfor %}ok`,
 		`{{ "x" | center(99999999999) }}`,
 		`{{ "a\nb" | indent(99999999999) }}`,
 		`{{ "a\nb" | indent(width=99999999999) }}`,
