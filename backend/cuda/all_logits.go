@@ -64,30 +64,38 @@ func (b *Backend) closeHeadRows() error {
 	return b.c.FreeHost(b.rows.host)
 }
 
-// recordHeadRows enqueues the output head on n rows (at most headRowsMax
-// less at) of the f32 residual stream x ([n][dim]): the final norm of
-// each into the prefill's f16 buffer, one gemm into rows [at, at+n) of
-// hr.logits, and, where the model has a logit multiplier or a final
-// soft-cap, rows_argmax, which applies them in place as the decode
-// step's head does (the multiplier first) and whose choices nothing
-// reads. The rows are then final logits, as the host wants them.
+// recordHeadRows enqueues the output head (recordHeadGemm) on n rows (at
+// most headRowsMax less at) of the f32 residual stream x ([n][dim]) into
+// rows [at, at+n) of hr.logits, with rows_argmax's choices, which nothing
+// reads, in hr.ids.
 func (b *Backend) recordHeadRows(l *launcher, hr *headRows, x cu.DevicePtr, n, at int) error {
-	c := &b.cfg
 	if n <= 0 || at < 0 || at+n > headRowsMax {
 		return fmt.Errorf("cuda: head rows [%d,%d) outside the %d of the buffer", at, at+n, headRowsMax)
 	}
+	return b.recordHeadGemm(l, x, n, hr.logits.Offset(4*at*b.cfg.VocabSize), hr.ids.Offset(4*at), false)
+}
+
+// recordHeadGemm enqueues the output head as a gemm on n rows of the f32
+// residual stream x ([n][dim]): the final norm of each into the prefill's
+// f16 buffer, one gemm into out ([n][vocab] f32), and rows_argmax, which
+// applies the logit multiplier and final soft-cap in place as the decode
+// step's head does (the multiplier first) and writes each row's greedy
+// choice to ids (int32 [n]); without argmax only where the model has a
+// multiplier or a soft-cap. The rows are then final logits, as the host
+// wants them.
+func (b *Backend) recordHeadGemm(l *launcher, x cu.DevicePtr, n int, out, ids cu.DevicePtr, argmax bool) error {
+	c := &b.cfg
 	if err := l.prefillNorm(x, b.outNorm, c.RMSEps, n, c.Dim, b.pre.xn); err != nil {
 		return err
 	}
-	out := hr.logits.Offset(4 * at * c.VocabSize)
 	if err := l.gemmInto(b.pre.xn, n, &b.output, nil, 0, gemmStore, out, c.VocabSize); err != nil {
 		return err
 	}
-	if c.Block.LogitScale == 1 && !(c.Block.FinalSoftcap > 0) {
+	if !argmax && c.Block.LogitScale == 1 && !(c.Block.FinalSoftcap > 0) {
 		return nil // rows_argmax would leave the rows as they are
 	}
 	return l.launch(b.k.rowsArgmax, cu.Dim(n), 1024, 0, cu.Args{out, i32(c.VocabSize), c.Block.LogitScale,
-		c.Block.FinalSoftcap, hr.ids.Offset(4 * at)})
+		c.Block.FinalSoftcap, ids})
 }
 
 // ForwardAll implements backend.AllLogits: tokens at positions pos,

@@ -98,10 +98,11 @@ func (b *Backend) setupPrefill(l launcher) error {
 		return fmt.Errorf("cuda: prefill: %w", err)
 	}
 	b.pre = p // Close frees tokens from here on
-	bufs := []struct {
+	type buf struct {
 		p     *cu.DevicePtr
 		bytes int
-	}{
+	}
+	bufs := []buf{
 		{&p.dtok, 4 * b.ctxLen},
 		{&p.x, 4 * p.chunk * c.Dim},
 		{&p.xn, 2 * p.chunk * max(c.Dim, c.QDim())},
@@ -118,13 +119,7 @@ func (b *Backend) setupPrefill(l launcher) error {
 	var ahead cu.DevicePtr
 	if n := b.dequantScratch(); n > 0 && p.l.wgGemm && p.chunk >= dequantMinRows {
 		p.l.dequantBytes, p.l.dequantMin = n, dequantMinRows
-		bufs = append(bufs, struct {
-			p     *cu.DevicePtr
-			bytes int
-		}{&p.l.dequant, n}, struct {
-			p     *cu.DevicePtr
-			bytes int
-		}{&ahead, n})
+		bufs = append(bufs, buf{&p.l.dequant, n}, buf{&ahead, n})
 	}
 	// One allocation: each of its own is rounded up to the driver's
 	// granularity (2 MiB), which took the 8B shape's workspace past 64 MiB.
@@ -233,15 +228,7 @@ func (b *Backend) recordPrefillHead(x cu.DevicePtr) error {
 			scale: c.Block.LogitScale, softcap: c.Block.FinalSoftcap,
 			logits: b.logits, partV: b.partV, partI: b.partI, ticket: b.ticket, result: b.host.Device.Offset(4 * ioResult)})
 	}
-	if err := p.l.prefillNorm(x, b.outNorm, c.RMSEps, 1, c.Dim, p.xn); err != nil {
-		return err
-	}
-	if err := p.l.gemm(p.xn, 1, &b.output, gemmStore, b.logits); err != nil {
-		return err
-	}
-	// The multiplier and soft-cap applied in place, then the argmax.
-	return p.l.launch(b.k.rowsArgmax, cu.Dim(1), 1024, 0, cu.Args{b.logits, i32(c.VocabSize), c.Block.LogitScale,
-		c.Block.FinalSoftcap, b.host.Device.Offset(4 * ioResult)})
+	return b.recordHeadGemm(&p.l, x, 1, b.logits, b.host.Device.Offset(4*ioResult), true)
 }
 
 // recordPrefill enqueues every layer for m prompt tokens (int32 at tok) at
