@@ -92,7 +92,7 @@ type kernelSet struct {
 }
 
 // typedKernels are a typed mixed family's decode kernels (kernels/common.cuh,
-// WT_MIX_Q4K, WT_MIX_Q5K and WT_MIX_Q6K): the wtMix kernels' code and bytes for
+// FOR_EACH_TYPED_MIX): the wtMix kernels' code and bytes for
 // matrices of one type, without their switch over the layouts, which took
 // them 168–255 registers a thread. The launcher picks them where every
 // matrix a launch reads has that type (launcher.typed).
@@ -109,13 +109,34 @@ type typedKernels struct {
 	// logitsX8: the head on act_q8's int8 activations.
 	logitsX8 [2]*cu.Function
 	// gemm: the prefill's (and batched steps') gemm by epilogue, whose
-	// dequantization of each weight tile bounds it at few rows.
+	// dequantization of each weight tile bounds it at few rows (the
+	// K-quants' only: typedFamily.gemm).
 	gemm [3][len(gemmTiles)]*cu.Function
 }
 
-// typedQuants are the types with typed kernels and their kernels' suffix:
-// llama.cpp's Q4_K_M is Q4_K and Q6_K, its Q5_K_M Q5_K and Q6_K.
-var typedQuants = map[quant.Type]string{quant.Q4_K: "mixq4k", quant.Q5_K: "mixq5k", quant.Q6_K: "mixq6k"}
+// typedFamily names a typed family's kernels (suffix) and says which of
+// them it has besides the decode step's: gemms (gemm.cu, gemm_wg.cu), and
+// QKV kernels for V in Q6_K (v6k: Q4_K_M's and Q5_K_M's layers).
+type typedFamily struct {
+	suffix    string
+	gemm, v6k bool
+}
+
+// typedQuants are the types with typed kernels (kernels/common.cuh's
+// FOR_EACH_TYPED_MIX): llama.cpp's Q4_K_M is Q4_K and Q6_K, its Q5_K_M
+// Q5_K and Q6_K, and its files of the other types keep a Q6_K head.
+var typedQuants = map[quant.Type]typedFamily{
+	quant.Q4_K:   {suffix: "mixq4k", gemm: true, v6k: true},
+	quant.Q5_K:   {suffix: "mixq5k", gemm: true, v6k: true},
+	quant.Q6_K:   {suffix: "mixq6k", gemm: true},
+	quant.Q4_1:   {suffix: "mixq4_1"},
+	quant.Q5_0:   {suffix: "mixq5_0"},
+	quant.Q5_1:   {suffix: "mixq5_1"},
+	quant.Q2_K:   {suffix: "mixq2k"},
+	quant.Q3_K:   {suffix: "mixq3k"},
+	quant.IQ4_NL: {suffix: "mixiq4nl"},
+	quant.IQ4_XS: {suffix: "mixiq4xs"},
+}
 
 // setCarveout gives every kernel of the decode step percent of the SM's
 // unified L1 as shared memory: one value for all, because the driver
@@ -183,11 +204,12 @@ func loadKernels(c *cu.Context) (_ *kernelSet, err error) {
 				}
 			}
 		}
-		for _, s := range typedQuants {
+		for _, fam := range typedQuants {
+			s := fam.suffix
 			switch op {
 			case "qkv_rope":
 				names = append(names, "qkv_rope_"+s+"_r2", "qkv_rope_ext_"+s+"_r2")
-				if s != "mixq6k" {
+				if fam.v6k {
 					names = append(names, "qkv_rope_"+s+"_v6k_r2", "qkv_rope_ext_"+s+"_v6k_r2")
 				}
 			case "logits":
@@ -258,7 +280,8 @@ func loadKernels(c *cu.Context) (_ *kernelSet, err error) {
 		}
 	}
 	k.typed = map[quant.Type]*typedKernels{}
-	for q, s := range typedQuants {
+	for q, fam := range typedQuants {
+		s := fam.suffix
 		tk := &typedKernels{qkvRope2: funcs["qkv_rope_"+s+"_r2"], qkvRopeExt2: funcs["qkv_rope_ext_"+s+"_r2"],
 			ffn: funcs["ffn_"+s+"_u16w1"], matvecAdd: funcs["matvec_add_"+s], matvecAdd8: funcs["matvec_add8_"+s],
 			logits: funcs["logits_"+s], qkvRopeV6: funcs["qkv_rope_"+s+"_v6k_r2"], qkvRopeExtV6: funcs["qkv_rope_ext_"+s+"_v6k_r2"],

@@ -7,6 +7,7 @@ import (
 
 	"gotok/backend/cuda/cu"
 	"gotok/backend/cuda/kernels"
+	"gotok/quant"
 )
 
 // gemmEpilogue says what a prefill gemm does with its product; the numbers
@@ -88,7 +89,12 @@ func (k *kernelSet) loadPrefill(c *cu.Context, dir string) error {
 	// The gemm tiles: gemm.cu's everywhere, gemm_wg.cu's (wgmma) on 9.0
 	// devices, the only ones its sm_90a image runs on; elsewhere its
 	// slots stay nil and gemmTileFor never picks it.
-	typed := slices.Sorted(maps.Keys(typedQuants))
+	var typed []quant.Type // the typed families with gemms
+	for _, q := range slices.Sorted(maps.Keys(typedQuants)) {
+		if typedQuants[q].gemm {
+			typed = append(typed, q)
+		}
+	}
 	for ti, tile := range gemmTiles {
 		op := "gemm"
 		if tile.wg {
@@ -107,7 +113,7 @@ func (k *kernelSet) loadPrefill(c *cu.Context, dir string) error {
 			gemmNames(t.suffix())
 		}
 		for _, q := range typed {
-			gemmNames(typedQuants[q])
+			gemmNames(typedQuants[q].suffix)
 		}
 		if fs, err = load(op, names...); err != nil {
 			if tile.wg {

@@ -18,14 +18,36 @@ typedef unsigned short f16; // raw IEEE binary16 bits: no cuda_fp16.h needed
 #define WT_BF16 4
 #define WT_MIX 5
 // The mixed family with its type fixed at compile time, for matrices of
-// one common type (Q4_K, Q5_K, Q6_K: llama.cpp's Q4_K_M and Q5_K_M): the same bytes and
-// code as WT_MIX without its switch over the layouts, which cost its
-// kernels registers (168–255 a thread) and so occupancy. Only the decode
-// kernels that read one matrix type at a time have them (the Go side's
-// kernelSet.typed).
+// one common type (llama.cpp's Q4_K_M is Q4_K and Q6_K, its Q5_0 file
+// Q5_0 and a Q6_K head): the same bytes and code as WT_MIX without its
+// switch over the layouts, which cost its kernels registers (168–255 a
+// thread) and so occupancy. Only the decode kernels that read one matrix
+// type at a time have them (the Go side's kernelSet.typed); the K-quants'
+// also have gemms (gemm.cu, gemm_wg.cu).
 #define WT_MIX_Q4K 6
 #define WT_MIX_Q6K 7
 #define WT_MIX_Q5K 8
+#define WT_MIX_Q4_1 9
+#define WT_MIX_Q5_0 10
+#define WT_MIX_Q5_1 11
+#define WT_MIX_Q2K 12
+#define WT_MIX_Q3K 13
+#define WT_MIX_IQ4NL 14
+#define WT_MIX_IQ4XS 15
+// FOR_EACH_TYPED_MIX(X) expands X(name, WT_ type, MX_ layout code) for
+// every typed family; name is the kernels' suffix (kernelset.go's
+// typedQuants).
+#define FOR_EACH_TYPED_MIX(X)                                                                                     \
+	X(mixq4k, WT_MIX_Q4K, MX_Q4_K)                                                                                 \
+	X(mixq6k, WT_MIX_Q6K, MX_Q6_K)                                                                                 \
+	X(mixq5k, WT_MIX_Q5K, MX_Q5_K)                                                                                 \
+	X(mixq4_1, WT_MIX_Q4_1, MX_Q4_1)                                                                               \
+	X(mixq5_0, WT_MIX_Q5_0, MX_Q5_0)                                                                               \
+	X(mixq5_1, WT_MIX_Q5_1, MX_Q5_1)                                                                               \
+	X(mixq2k, WT_MIX_Q2K, MX_Q2_K)                                                                                 \
+	X(mixq3k, WT_MIX_Q3K, MX_Q3_K)                                                                                 \
+	X(mixiq4nl, WT_MIX_IQ4NL, MX_IQ4_NL)                                                                           \
+	X(mixiq4xs, WT_MIX_IQ4XS, MX_IQ4_XS)
 
 __device__ __forceinline__ float f16_to_f32(f16 h) {
 	float f;

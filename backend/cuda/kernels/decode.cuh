@@ -128,15 +128,9 @@ template <int FIX> __device__ __forceinline__ float wdot_mix(const wblk<WT_MIX> 
 	return w.s0 * a0 + w.m0 * x.s0 + (w.s1 * a1 + w.m1 * x.s1);
 }
 template <> __device__ __forceinline__ float wdot<WT_MIX>(const wblk<WT_MIX> &w, const xblk &x) { return wdot_mix<0>(w, x); }
-template <> __device__ __forceinline__ float wdot<WT_MIX_Q4K>(const wblk<WT_MIX_Q4K> &w, const xblk &x) {
-	return wdot_mix<MX_Q4_K>(w, x);
-}
-template <> __device__ __forceinline__ float wdot<WT_MIX_Q6K>(const wblk<WT_MIX_Q6K> &w, const xblk &x) {
-	return wdot_mix<MX_Q6_K>(w, x);
-}
-template <> __device__ __forceinline__ float wdot<WT_MIX_Q5K>(const wblk<WT_MIX_Q5K> &w, const xblk &x) {
-	return wdot_mix<MX_Q5_K>(w, x);
-}
+#define TYPED_MIX_WDOT(name, T, MX)                                                                                \
+	template <> __device__ __forceinline__ float wdot<T>(const wblk<T> &w, const xblk &x) { return wdot_mix<MX>(w, x); }
+FOR_EACH_TYPED_MIX(TYPED_MIX_WDOT)
 
 // Int8 activations (llama.cpp's MMVQ idea): for the layouts of xq8, the
 // staged kernels quantize the normed activations once a block, 32
@@ -156,7 +150,7 @@ template <> __device__ __forceinline__ float wdot<WT_MIX_Q5K>(const wblk<WT_MIX_
 // Q4_0 takes int8 activations only from act_q8 (x8: wide models), where
 // they save the staging: its staged kernels keep float ones.
 template <int T> struct xq8 {
-	static constexpr bool on = T == WT_Q8_0 || T == WT_MIX_Q4K || T == WT_MIX_Q5K || T == WT_MIX_Q6K;
+	static constexpr bool on = T == WT_Q8_0 || mix_fixed<T>::code != 0;
 	static constexpr bool x8 = on || T == WT_Q4_0;
 };
 
@@ -205,30 +199,27 @@ template <> __device__ __forceinline__ float wdot8<WT_Q4_0>(const wblk<WT_Q4_0> 
 	return w.d * (x.d0 * (float)(a0 - 8 * x.s0) + x.d1 * (float)(a1 - 8 * x.s1));
 }
 
-// The typed mixed layouts: codes below 128 (up to 6 bits), so a signed
-// dp4a takes them as they are; element i is s·(c_i − off) + m.
+// The typed mixed layouts: element i is s·(c_i − off) + m. Codes below
+// 128 (up to 6 bits) go to a signed dp4a as they are; the IQ4 codes are
+// the table's values plus 128 (off 128), so flipping their top bits gives
+// the values themselves as signed bytes, with no offset.
 template <int FIX> __device__ __forceinline__ float wdot8_mix(const wblk<WT_MIX> &w, const xblk8 &x) {
+	constexpr bool flip = FIX == MX_IQ4_NL || FIX == MX_IQ4_XS;
 	unsigned c[8];
 	mix_codes<0, 8, FIX>(w, c);
 	int a0 = 0, a1 = 0;
 #pragma unroll
 	for (int j = 0; j < 4; j++) {
-		a0 = dp4a((int)c[j], x.q[j], a0);
-		a1 = dp4a((int)c[4 + j], x.q[4 + j], a1);
+		a0 = dp4a((int)(flip ? c[j] ^ 0x80808080u : c[j]), x.q[j], a0);
+		a1 = dp4a((int)(flip ? c[4 + j] ^ 0x80808080u : c[4 + j]), x.q[4 + j], a1);
 	}
-	const int off = (int)(w.off - 8388608.f);
+	const int off = flip ? 0 : (int)(w.off - 8388608.f);
 	return x.d0 * (w.s0 * (float)(a0 - off * x.s0) + w.m0 * (float)x.s0) +
 	       x.d1 * (w.s1 * (float)(a1 - off * x.s1) + w.m1 * (float)x.s1);
 }
-template <> __device__ __forceinline__ float wdot8<WT_MIX_Q4K>(const wblk<WT_MIX_Q4K> &w, const xblk8 &x) {
-	return wdot8_mix<MX_Q4_K>(w, x);
-}
-template <> __device__ __forceinline__ float wdot8<WT_MIX_Q5K>(const wblk<WT_MIX_Q5K> &w, const xblk8 &x) {
-	return wdot8_mix<MX_Q5_K>(w, x);
-}
-template <> __device__ __forceinline__ float wdot8<WT_MIX_Q6K>(const wblk<WT_MIX_Q6K> &w, const xblk8 &x) {
-	return wdot8_mix<MX_Q6_K>(w, x);
-}
+#define TYPED_MIX_WDOT8(name, T, MX)                                                                               \
+	template <> __device__ __forceinline__ float wdot8<T>(const wblk<T> &w, const xblk8 &x) { return wdot8_mix<MX>(w, x); }
+FOR_EACH_TYPED_MIX(TYPED_MIX_WDOT8)
 
 // res_stage converts the fixed-point residual stream's k elements
 // (common.cuh) to float32 in shared memory xs, with the whole block, for
@@ -627,6 +618,6 @@ __device__ __forceinline__ int grid_warps() { return gridDim.x * (blockDim.x >> 
 // are the model width and preload one block a lane (rows up to 1024
 // elements whole).
 template <int T> struct mv_shape {
-	static constexpr bool quant = T == WT_Q4_0 || T == WT_Q8_0 || T == WT_MIX || T == WT_MIX_Q4K || T == WT_MIX_Q5K || T == WT_MIX_Q6K;
+	static constexpr bool quant = T == WT_Q4_0 || T == WT_Q8_0 || T == WT_MIX || mix_fixed<T>::code != 0;
 	static constexpr int R = quant ? 4 : 2;
 };

@@ -167,9 +167,9 @@ template <int FIX, int U> struct dseg_mix {
 	}
 };
 template <int U> struct dseg<WT_MIX, U> : dseg_mix<0, U> {};
-template <int U> struct dseg<WT_MIX_Q4K, U> : dseg_mix<MX_Q4_K, U> {};
-template <int U> struct dseg<WT_MIX_Q6K, U> : dseg_mix<MX_Q6_K, U> {};
-template <int U> struct dseg<WT_MIX_Q5K, U> : dseg_mix<MX_Q5_K, U> {};
+#define TYPED_MIX_DSEG(name, T, MX) \
+	template <int U> struct dseg<T, U> : dseg_mix<MX, U> {};
+FOR_EACH_TYPED_MIX(TYPED_MIX_DSEG)
 
 template <int U> struct dseg<WT_F32, U> {
 	float4 q[U / 4];
@@ -318,9 +318,8 @@ FFN_QUANT(q4_0, WT_Q4_0)
 FFN_QUANT(q8_0, WT_Q8_0)
 FFN_QUANT(mix, WT_MIX)
 // The typed mixed families: the mixed family's shape only (kernelSet.typed).
-FFN_V(mixq4k, WT_MIX_Q4K, 16, 1)
-FFN_V(mixq6k, WT_MIX_Q6K, 16, 1)
-FFN_V(mixq5k, WT_MIX_Q5K, 16, 1)
+#define FFN_TYPED(name, T, MX) FFN_V(name, T, 16, 1)
+FOR_EACH_TYPED_MIX(FFN_TYPED)
 FFN_V(f16, WT_F16, 16, 1)
 FFN_V(bf16, WT_BF16, 16, 1)
 FFN_V(f32, WT_F32, 16, 1)

@@ -162,9 +162,6 @@ template <> __device__ __forceinline__ void store_wblock<WT_MIX>(const wdst &dst
 // fixed at compile time, for matrices of one type (Q4_K_M's Q4_K and
 // Q6_K, Q5_K_M's Q5_K), without the switch over the layouts in the dequantization that
 // bounds these gemms when a pass has few rows.
-template <> struct wblock<WT_MIX_Q4K> { wblk<WT_MIX> w; };
-template <> struct wblock<WT_MIX_Q6K> { wblk<WT_MIX> w; };
-template <> struct wblock<WT_MIX_Q5K> { wblk<WT_MIX> w; };
 template <int T, int FIX>
 __device__ __forceinline__ wblock<T> load_mix_typed(const u8 *wq, const f16 *wd, long blk, bool valid) {
 	wblock<T> b;
@@ -178,24 +175,15 @@ __device__ __forceinline__ wblock<T> load_mix_typed(const u8 *wq, const f16 *wd,
 	}
 	return b;
 }
-template <> __device__ __forceinline__ wblock<WT_MIX_Q4K> load_wblock<WT_MIX_Q4K>(const u8 *wq, const f16 *wd, long blk, bool valid) {
-	return load_mix_typed<WT_MIX_Q4K, MX_Q4_K>(wq, wd, blk, valid);
-}
-template <> __device__ __forceinline__ wblock<WT_MIX_Q6K> load_wblock<WT_MIX_Q6K>(const u8 *wq, const f16 *wd, long blk, bool valid) {
-	return load_mix_typed<WT_MIX_Q6K, MX_Q6_K>(wq, wd, blk, valid);
-}
-template <> __device__ __forceinline__ wblock<WT_MIX_Q5K> load_wblock<WT_MIX_Q5K>(const u8 *wq, const f16 *wd, long blk, bool valid) {
-	return load_mix_typed<WT_MIX_Q5K, MX_Q5_K>(wq, wd, blk, valid);
-}
-template <> __device__ __forceinline__ void store_wblock<WT_MIX_Q4K>(const wdst &dst, const wblock<WT_MIX_Q4K> &b) {
-	store_mix<MX_Q4_K>(dst, b.w);
-}
-template <> __device__ __forceinline__ void store_wblock<WT_MIX_Q6K>(const wdst &dst, const wblock<WT_MIX_Q6K> &b) {
-	store_mix<MX_Q6_K>(dst, b.w);
-}
-template <> __device__ __forceinline__ void store_wblock<WT_MIX_Q5K>(const wdst &dst, const wblock<WT_MIX_Q5K> &b) {
-	store_mix<MX_Q5_K>(dst, b.w);
-}
+#define TYPED_MIX_WBLOCK(name, T, MX)                                                                              \
+	template <> struct wblock<T> {                                                                                 \
+		wblk<WT_MIX> w;                                                                                            \
+	};                                                                                                             \
+	template <> __device__ __forceinline__ wblock<T> load_wblock<T>(const u8 *wq, const f16 *wd, long blk, bool valid) { \
+		return load_mix_typed<T, MX>(wq, wd, blk, valid);                                                          \
+	}                                                                                                              \
+	template <> __device__ __forceinline__ void store_wblock<T>(const wdst &dst, const wblock<T> &b) { store_mix<MX>(dst, b.w); }
+FOR_EACH_TYPED_MIX(TYPED_MIX_WBLOCK)
 
 // The grid of a product: x the row tiles of A, y the weight tiles, z the
 // parts of a split k loop. The blocks that read one weight tile are

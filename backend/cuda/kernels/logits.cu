@@ -211,9 +211,8 @@ __device__ __forceinline__ void logits(const X *in, unsigned *poison, const floa
 	LOGITS_R(name##_r2, T, 2, long long) LOGITS_R(float_##name, T, mv_shape<T>::R, float)
 FOR_EACH_WEIGHT_TYPE(LOGITS)
 // The typed mixed families: the decode step's head only.
-LOGITS_R(mixq4k, WT_MIX_Q4K, mv_shape<WT_MIX_Q4K>::R, long long)
-LOGITS_R(mixq6k, WT_MIX_Q6K, mv_shape<WT_MIX_Q6K>::R, long long)
-LOGITS_R(mixq5k, WT_MIX_Q5K, mv_shape<WT_MIX_Q5K>::R, long long)
+#define LOGITS_TYPED(name, T, MX) LOGITS_R(name, T, mv_shape<T>::R, long long)
+FOR_EACH_TYPED_MIX(LOGITS_TYPED)
 // logits_wide_<type>: the decode step's head for the int8 layouts on rows
 // wider than 1,024 elements, two rows a warp with four blocks of each a
 // lane loaded at once (PRE).
@@ -357,9 +356,8 @@ __device__ __forceinline__ void logits_x8(const unsigned *x8, const unsigned *po
 #define LOGITS_X8_BOTH(name, T, R) LOGITS_X8(name, T, R, 4) LOGITS_X8(name##_c2, T, 2 * R, 2)
 LOGITS_X8_BOTH(q4_0, WT_Q4_0, 2)
 LOGITS_X8_BOTH(q8_0, WT_Q8_0, 1)
-LOGITS_X8_BOTH(mixq4k, WT_MIX_Q4K, 1)
-LOGITS_X8_BOTH(mixq5k, WT_MIX_Q5K, 1)
-LOGITS_X8_BOTH(mixq6k, WT_MIX_Q6K, 1)
+#define LOGITS_X8_TYPED(name, T, MX) LOGITS_X8_BOTH(name, T, 1)
+FOR_EACH_TYPED_MIX(LOGITS_X8_TYPED)
 
 // logits_xf_<type>: logits_x8 for F16 and BF16 rows, on act_f32's float
 // row (xf): a warp takes R rows whole, each lane S steps of 8 elements of

@@ -139,9 +139,8 @@ __device__ __forceinline__ void matvec_add(const float *x, int n, const u8 *wq, 
 		matvec_add<T, false>(x, n, wq, wd, rows, rs, res, out, poison);                                            \
 	}
 FOR_EACH_WEIGHT_TYPE(MATVEC_ADD)
-MATVEC_ADD(mixq4k, WT_MIX_Q4K)
-MATVEC_ADD(mixq6k, WT_MIX_Q6K)
-MATVEC_ADD(mixq5k, WT_MIX_Q5K)
+#define MATVEC_ADD_TYPED(name, T, MX) MATVEC_ADD(name, T)
+FOR_EACH_TYPED_MIX(MATVEC_ADD_TYPED)
 // matvec_add8_<type>: x the split FFN's int8 hidden units (h8).
 #define MATVEC_ADD8(name, T)                                                                                       \
 	extern "C" __global__ void __launch_bounds__(128)                                                              \
@@ -151,6 +150,5 @@ MATVEC_ADD(mixq5k, WT_MIX_Q5K)
 	}
 MATVEC_ADD8(q4_0, WT_Q4_0)
 MATVEC_ADD8(q8_0, WT_Q8_0)
-MATVEC_ADD8(mixq4k, WT_MIX_Q4K)
-MATVEC_ADD8(mixq6k, WT_MIX_Q6K)
-MATVEC_ADD8(mixq5k, WT_MIX_Q5K)
+#define MATVEC_ADD8_TYPED(name, T, MX) MATVEC_ADD8(name, T)
+FOR_EACH_TYPED_MIX(MATVEC_ADD8_TYPED)

@@ -204,9 +204,8 @@ __device__ __forceinline__ void qkv_rope2(const long long *res, long long *res_n
 	QKV_ROPE_R(ext_##name, T, mv_shape<T>::R, true) QKV_ROPE_R(ext_##name##_r2, T, 2, true)
 FOR_EACH_WEIGHT_TYPE(QKV_ROPE)
 // The typed mixed families: two rows a warp only (the launcher's default).
-QKV_ROPE_R(mixq4k_r2, WT_MIX_Q4K, 2, false) QKV_ROPE_R(ext_mixq4k_r2, WT_MIX_Q4K, 2, true)
-QKV_ROPE_R(mixq6k_r2, WT_MIX_Q6K, 2, false) QKV_ROPE_R(ext_mixq6k_r2, WT_MIX_Q6K, 2, true)
-QKV_ROPE_R(mixq5k_r2, WT_MIX_Q5K, 2, false) QKV_ROPE_R(ext_mixq5k_r2, WT_MIX_Q5K, 2, true)
+#define QKV_ROPE_TYPED(name, T, MX) QKV_ROPE_R(name##_r2, T, 2, false) QKV_ROPE_R(ext_##name##_r2, T, 2, true)
+FOR_EACH_TYPED_MIX(QKV_ROPE_TYPED)
 // qkv_rope(_ext)_<family>_v6k_r2: V in Q6_K (qkv_rope2).
 #define QKV_ROPE_V(name, T, TV, EXT) QKV_ENTRY(name, qkv_rope2, T COMMA TV COMMA EXT)
 QKV_ROPE_V(mixq4k_v6k_r2, WT_MIX_Q4K, WT_MIX_Q6K, false) QKV_ROPE_V(ext_mixq4k_v6k_r2, WT_MIX_Q4K, WT_MIX_Q6K, true)

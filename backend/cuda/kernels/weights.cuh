@@ -131,13 +131,11 @@ __device__ __forceinline__ unsigned hbyte(unsigned y, unsigned z, unsigned w, in
 }
 
 // The typed mixed layouts (common.cuh): a WT_MIX block, and the type.
-template <> struct wblk<WT_MIX_Q4K> : wblk<WT_MIX> {};
-template <> struct wblk<WT_MIX_Q6K> : wblk<WT_MIX> {};
-template <> struct wblk<WT_MIX_Q5K> : wblk<WT_MIX> {};
 template <int T> struct mix_fixed { static constexpr int code = 0; };
-template <> struct mix_fixed<WT_MIX_Q4K> { static constexpr int code = MX_Q4_K; };
-template <> struct mix_fixed<WT_MIX_Q6K> { static constexpr int code = MX_Q6_K; };
-template <> struct mix_fixed<WT_MIX_Q5K> { static constexpr int code = MX_Q5_K; };
+#define TYPED_MIX_BLOCK(name, T, MX)                                                                               \
+	template <> struct wblk<T> : wblk<WT_MIX> {};                                                                  \
+	template <> struct mix_fixed<T> { static constexpr int code = MX; };
+FOR_EACH_TYPED_MIX(TYPED_MIX_BLOCK)
 
 // mix_load reads the block's codes and the few header words it needs,
 // one load where the header is aligned for it (Q4_K's whole 16 bytes), and
@@ -261,15 +259,11 @@ __device__ __forceinline__ void mix_load(wblk<WT_MIX> &w, const u8 *q, const f16
 template <> __device__ __forceinline__ void wload<WT_MIX>(wblk<WT_MIX> &w, const u8 *q, const f16 *dt, long blk) {
 	mix_load<0>(w, q, dt, blk);
 }
-template <> __device__ __forceinline__ void wload<WT_MIX_Q4K>(wblk<WT_MIX_Q4K> &w, const u8 *q, const f16 *dt, long blk) {
-	mix_load<MX_Q4_K>(w, q, dt, blk);
-}
-template <> __device__ __forceinline__ void wload<WT_MIX_Q6K>(wblk<WT_MIX_Q6K> &w, const u8 *q, const f16 *dt, long blk) {
-	mix_load<MX_Q6_K>(w, q, dt, blk);
-}
-template <> __device__ __forceinline__ void wload<WT_MIX_Q5K>(wblk<WT_MIX_Q5K> &w, const u8 *q, const f16 *dt, long blk) {
-	mix_load<MX_Q5_K>(w, q, dt, blk);
-}
+#define TYPED_MIX_WLOAD(name, T, MX)                                                                               \
+	template <> __device__ __forceinline__ void wload<T>(wblk<T> & w, const u8 *q, const f16 *dt, long blk) {      \
+		mix_load<MX>(w, q, dt, blk);                                                                               \
+	}
+FOR_EACH_TYPED_MIX(TYPED_MIX_WLOAD)
 
 // spread1 puts the four low bits of x in the low bit of four bytes; spread2
 // the four 2-bit fields of the low byte of x in the low bits of four bytes.
