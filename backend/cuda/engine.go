@@ -451,7 +451,7 @@ func (b *Backend) layerInt8(l *launcher, i int) (attn, ffn, down bool) {
 	ly := &b.layers[i]
 	qa := qkvArgs{wq: &ly.wq, wk: &ly.wk, wv: &ly.wv, normW: ly.attnNorm}
 	if b.tune.act8 {
-		qa.x8 = b.x8 // the kernel may differ with it (qkvV6)
+		qa.x8 = b.x8 // the kernel may differ with it (qkvV)
 	}
 	fq, _ := l.qkvKernel(qa)
 	fa := ffnArgs{gate: &ly.gate, up: &ly.up, down: &ly.down}

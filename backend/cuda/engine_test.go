@@ -21,6 +21,7 @@ import (
 	"gotok/model"
 	"gotok/model/synth"
 	"gotok/quant"
+	"gotok/quant/mix"
 	"gotok/sample"
 )
 
@@ -64,11 +65,35 @@ func q4_0Like(shape synth.Shape, seed uint64) synth.Options {
 		TypeOf: func(name string) (quant.Type, bool) { return quant.Q6_K, name == "output.weight" }}
 }
 
+// mixLike is shape quantized as llama-quantize's mix m would (package
+// quant/mix's per-tensor rules): Q2_K's or IQ4_XS's V and down
+// projections of other types, a Q6_K head.
+func mixLike(shape synth.Shape, m mix.Mix, seed uint64) synth.Options {
+	md := mix.Model{Arch: "llama", Layers: shape.Layers, Heads: shape.Heads, KVHeads: shape.KVHeads, Tied: shape.Tied}
+	hd := shape.HeadDim
+	if hd == 0 {
+		hd = shape.Dim / shape.Heads
+	}
+	return synth.Options{Shape: shape, Type: m.Base, EmbedType: m.Base, Seed: seed,
+		TypeOf: func(name string) (quant.Type, bool) {
+			cols := shape.Dim // a 2-D tensor's row length by its role
+			switch {
+			case strings.HasSuffix(name, "ffn_down.weight"):
+				cols = shape.FFN
+			case strings.HasSuffix(name, "attn_output.weight"):
+				cols = shape.Heads * hd
+			}
+			return m.Type(name, cols, md), true
+		}}
+}
+
 // synthSpec generates the model a benchmark's spec names, nil when it is
 // not a synth preset: "PRESET" as `gotok gen --preset` writes it (Q4_0,
 // token_embd Q8_0, seed 1), "PRESET:ARCH" with another family's block (as
 // --arch), "PRESET:q4_k_m" or ":q5_k_m" in llama.cpp's mixes (q4KMLike),
-// "PRESET:TYPE" (q8_0, f16, …) with every matrix of one type, and
+// "PRESET:mix-NAME" in any of them as package quant/mix writes it
+// (mixLike: mix-iq4_xs, mix-q3_k_m, …), "PRESET:TYPE" (q8_0, f16, …)
+// with every matrix of one type, and
 // "PRESET:ARCH:TYPE" both. "PRESET/L" keeps the first L layers (the 8B
 // shape's kernels in a fraction of the time to make it).
 func synthSpec(t *testing.T, spec string) *model.Model {
@@ -96,6 +121,13 @@ func synthSpec(t *testing.T, spec string) *model.Model {
 		o := q4KMLike(shape, 1)
 		o.Type, o.EmbedType = quant.Q5_K, quant.Q5_K
 		return genModelWith(t, o)
+	}
+	if name, ok := strings.CutPrefix(suffix, "mix-"); ok {
+		m, ok := mix.Lookup(name)
+		if !ok {
+			t.Fatalf("benchmark model %q: no mix %q (%s)", spec, name, strings.Join(mix.Names(), ", "))
+		}
+		return genModelWith(t, mixLike(shape, m, 1))
 	}
 	if typ, err := quant.ParseType(suffix); err == nil {
 		return genModelWith(t, synth.Options{Shape: shape, Type: typ, EmbedType: typ, Seed: 1})
@@ -224,7 +256,7 @@ func TestEngineMatchesCPU(t *testing.T) {
 	// Wide models' shapes (tuningFor) on the small one: the FFN split in
 	// two kernels, 32 units a block, QKV blocks of 8 warps, the heads'
 	// outputs projected by matvec_add, the int8 activations from act_q8
-	// (Q4_K_M's layers with V in Q6_K: qkv_rope's _v6k kernels) and F16's
+	// (Q4_K_M's layers with V in Q6_K: qkv_rope's _v<type> kernels) and F16's
 	// and BF16's float row from act_f32 (glu, qkv_rope_xf, logits_xf), the
 	// heads on them (logits_x8, logits_xf), three head blocks an SM.
 	wide := func(tu *tuning) {
@@ -237,6 +269,16 @@ func TestEngineMatchesCPU(t *testing.T) {
 		{Shape: t256, Type: quant.Q8_0, EmbedType: quant.Q8_0, Seed: 5}} {
 		worst := compareWithCPU(t, genModelWith(t, o), 40, 5e-2, 9, wide)
 		t.Logf("%s, wide shapes: worst logits relative error over 40 steps %.3g", o.Type, worst)
+	}
+	// llama-quantize's mixes whose layers pair Q and K of one type with V
+	// of another (typedFamily.v), on wide shapes: four query heads a KV
+	// head, as Llama 3's, where IQ4 and Q2_K give V more bits.
+	gqa4 := t256
+	gqa4.Heads, gqa4.KVHeads = 8, 2
+	for _, name := range []string{"Q2_K", "Q3_K_M", "IQ4_XS", "IQ4_NL", "Q4_K_S", "Q5_K_M"} {
+		m, _ := mix.Lookup(name)
+		worst := compareWithCPU(t, genModelWith(t, mixLike(gqa4, m, 7)), 40, 5e-2, 9, wide)
+		t.Logf("%s mix, wide shapes: worst logits relative error over 40 steps %.3g", name, worst)
 	}
 	untied := tiny
 	untied.Tied = false

@@ -3,6 +3,7 @@ package cuda
 import (
 	"fmt"
 	"os"
+	"strings"
 
 	"gotok/backend/cuda/cu"
 	"gotok/backend/cuda/kernels"
@@ -98,9 +99,9 @@ type kernelSet struct {
 // matrix a launch reads has that type (launcher.typed).
 type typedKernels struct {
 	qkvRope2, qkvRopeExt2, ffn, matvecAdd, logits *cu.Function
-	// qkvRopeV6 and qkvRopeExtV6: the QKV kernels for V in Q6_K (Q4_K_M
-	// and Q5_K_M layers), on act_q8's activations only (qkvArgs.x8).
-	qkvRopeV6, qkvRopeExtV6 *cu.Function
+	// qkvV: the QKV kernels for V of another type (typedFamily.v), plain
+	// and ext, on act_q8's activations only (qkvArgs.x8).
+	qkvV map[quant.Type][2]*cu.Function
 	// logitsWide: the head for rows wider than 1,024 (launcher.logitsWide;
 	// Q4_K's only).
 	logitsWide *cu.Function
@@ -116,26 +117,37 @@ type typedKernels struct {
 
 // typedFamily names a typed family's kernels (suffix) and says which of
 // them it has besides the decode step's: gemms (gemm.cu, gemm_wg.cu), and
-// QKV kernels for V in Q6_K (v6k: Q4_K_M's and Q5_K_M's layers).
+// QKV kernels for V of the types v (qkv_rope.cu's QKV_ROPE_V list).
 type typedFamily struct {
-	suffix    string
-	gemm, v6k bool
+	suffix string
+	gemm   bool
+	v      []quant.Type
 }
 
 // typedQuants are the types with typed kernels (kernels/common.cuh's
-// FOR_EACH_TYPED_MIX): llama.cpp's Q4_K_M is Q4_K and Q6_K, its Q5_K_M
-// Q5_K and Q6_K, and its files of the other types keep a Q6_K head.
+// FOR_EACH_TYPED_MIX). llama-quantize gives many mixes' V projection more
+// bits than Q and K (package quant/mix): Q4_K_M and Q5_K_M V in Q6_K,
+// Q4_K_S in Q5_K, Q3_K_M in Q4_K or Q5_K, Q2_K in Q4_K or Q3_K (Q5_K at
+// 70B), IQ4_NL and IQ4_XS in Q5_K; its files of the other types keep a
+// Q6_K head.
 var typedQuants = map[quant.Type]typedFamily{
-	quant.Q4_K:   {suffix: "mixq4k", gemm: true, v6k: true},
-	quant.Q5_K:   {suffix: "mixq5k", gemm: true, v6k: true},
+	quant.Q4_K:   {suffix: "mixq4k", gemm: true, v: []quant.Type{quant.Q6_K, quant.Q5_K}},
+	quant.Q5_K:   {suffix: "mixq5k", gemm: true, v: []quant.Type{quant.Q6_K}},
 	quant.Q6_K:   {suffix: "mixq6k", gemm: true},
 	quant.Q4_1:   {suffix: "mixq4_1"},
 	quant.Q5_0:   {suffix: "mixq5_0"},
 	quant.Q5_1:   {suffix: "mixq5_1"},
-	quant.Q2_K:   {suffix: "mixq2k"},
-	quant.Q3_K:   {suffix: "mixq3k"},
-	quant.IQ4_NL: {suffix: "mixiq4nl"},
-	quant.IQ4_XS: {suffix: "mixiq4xs"},
+	quant.Q2_K:   {suffix: "mixq2k", v: []quant.Type{quant.Q4_K, quant.Q3_K, quant.Q5_K}},
+	quant.Q3_K:   {suffix: "mixq3k", v: []quant.Type{quant.Q5_K, quant.Q4_K}},
+	quant.IQ4_NL: {suffix: "mixiq4nl", v: []quant.Type{quant.Q5_K}},
+	quant.IQ4_XS: {suffix: "mixiq4xs", v: []quant.Type{quant.Q5_K}},
+}
+
+// qkvVNames are the plain and ext QKV kernels of family fam for V in v:
+// qkv_rope(_ext)_<fam>_v<v's family without "mix">_r2.
+func qkvVNames(fam typedFamily, v quant.Type) [2]string {
+	vs := strings.TrimPrefix(typedQuants[v].suffix, "mix")
+	return [2]string{"qkv_rope_" + fam.suffix + "_v" + vs + "_r2", "qkv_rope_ext_" + fam.suffix + "_v" + vs + "_r2"}
 }
 
 // setCarveout gives every kernel of the decode step percent of the SM's
@@ -209,8 +221,9 @@ func loadKernels(c *cu.Context) (_ *kernelSet, err error) {
 			switch op {
 			case "qkv_rope":
 				names = append(names, "qkv_rope_"+s+"_r2", "qkv_rope_ext_"+s+"_r2")
-				if fam.v6k {
-					names = append(names, "qkv_rope_"+s+"_v6k_r2", "qkv_rope_ext_"+s+"_v6k_r2")
+				for _, v := range fam.v {
+					n := qkvVNames(fam, v)
+					names = append(names, n[0], n[1])
 				}
 			case "logits":
 				names = append(names, "logits_"+s, "logits_x8_"+s, "logits_x8_"+s+"_c2")
@@ -284,10 +297,15 @@ func loadKernels(c *cu.Context) (_ *kernelSet, err error) {
 		s := fam.suffix
 		tk := &typedKernels{qkvRope2: funcs["qkv_rope_"+s+"_r2"], qkvRopeExt2: funcs["qkv_rope_ext_"+s+"_r2"],
 			ffn: funcs["ffn_"+s+"_u16w1"], matvecAdd: funcs["matvec_add_"+s], matvecAdd8: funcs["matvec_add8_"+s],
-			logits: funcs["logits_"+s], qkvRopeV6: funcs["qkv_rope_"+s+"_v6k_r2"], qkvRopeExtV6: funcs["qkv_rope_ext_"+s+"_v6k_r2"],
+			logits: funcs["logits_"+s], qkvV: map[quant.Type][2]*cu.Function{},
 			logitsWide: funcs["logits_wide_"+s], logitsX8: [2]*cu.Function{funcs["logits_x8_"+s], funcs["logits_x8_"+s+"_c2"]}}
+		for _, v := range fam.v {
+			n := qkvVNames(fam, v)
+			tk.qkvV[v] = [2]*cu.Function{funcs[n[0]], funcs[n[1]]}
+			decode = append(decode, tk.qkvV[v][0], tk.qkvV[v][1])
+		}
 		k.typed[q] = tk
-		decode = append(decode, tk.qkvRope2, tk.qkvRopeExt2, tk.ffn, tk.matvecAdd, tk.matvecAdd8, tk.logits, tk.qkvRopeV6, tk.qkvRopeExtV6,
+		decode = append(decode, tk.qkvRope2, tk.qkvRopeExt2, tk.ffn, tk.matvecAdd, tk.matvecAdd8, tk.logits,
 			tk.logitsWide, tk.logitsX8[0], tk.logitsX8[1])
 	}
 	k.logitsWide[wtQ8_0], k.matvecAdd8[wtQ8_0] = funcs["logits_wide_q8_0"], funcs["matvec_add8_q8_0"]
@@ -320,7 +338,10 @@ func loadKernels(c *cu.Context) (_ *kernelSet, err error) {
 	}
 	for _, tk := range k.typed {
 		k.int8[tk.qkvRope2], k.int8[tk.qkvRopeExt2], k.int8[tk.ffn], k.int8[tk.logits] = true, true, true, true
-		k.int8[tk.qkvRopeV6], k.int8[tk.qkvRopeExtV6], k.int8[tk.logitsWide] = true, true, true
+		k.int8[tk.logitsWide] = true
+		for _, fs := range tk.qkvV {
+			k.int8[fs[0]], k.int8[fs[1]] = true, true
+		}
 	}
 	delete(k.int8, nil)
 	k.int8X8 = map[*cu.Function]bool{}

@@ -5,7 +5,6 @@ import (
 
 	"gotok/backend/cuda/cu"
 	"gotok/model"
-	"gotok/quant"
 )
 
 // launcher enqueues the kernels on one stream. Each method is one kernel
@@ -332,30 +331,35 @@ func (l *launcher) qkvKernel(a qkvArgs) (*cu.Function, int) {
 			}
 			return k.qkvRope2
 		}, a.wq, a.wk, a.wv)
-		if v6 := l.qkvV6(a, ext); v6 != nil {
-			f = v6
+		if fv := l.qkvV(a, ext); fv != nil {
+			f = fv
 		}
 	}
 	return f, r
 }
 
-// qkvV6 is the typed family's QKV kernel for V in Q6_K (typedKernels.qkvRopeV6)
-// when a's Q and K are of one typed family, V is Q6_K and a takes
-// act_q8's activations; nil otherwise. The kernel needs a warp for every
-// pair of rows (qkvRope's grid: no limit on the blocks).
-func (l *launcher) qkvV6(a qkvArgs, ext bool) *cu.Function {
+// qkvV is the typed family's QKV kernel for V of another type
+// (typedKernels.qkvV) when a's Q and K are of one typed family, V of a
+// type the family pairs with, and a takes act_q8's activations; nil
+// otherwise. The kernel needs a warp for every pair of rows (qkvRope's
+// grid: no limit on the blocks).
+func (l *launcher) qkvV(a qkvArgs, ext bool) *cu.Function {
 	q := a.wq.Quant
-	if l.untyped || a.x8 == 0 || a.wq.Type != wtMix || a.wk.Type != wtMix || a.wk.Quant != q || a.wv.Type != wtMix || a.wv.Quant != quant.Q6_K {
+	if l.untyped || a.x8 == 0 || a.wq.Type != wtMix || a.wk.Type != wtMix || a.wk.Quant != q || a.wv.Type != wtMix {
 		return nil
 	}
 	tk := l.k.typed[q]
 	if tk == nil {
 		return nil
 	}
-	if ext {
-		return tk.qkvRopeExtV6
+	fs, ok := tk.qkvV[a.wv.Quant]
+	if !ok {
+		return nil
 	}
-	return tk.qkvRopeV6
+	if ext {
+		return fs[1]
+	}
+	return fs[0]
 }
 
 // tempTable is model.Block's attention temperature of every position

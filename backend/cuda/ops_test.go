@@ -692,6 +692,19 @@ func TestAttentionStep(t *testing.T) {
 		{quant.Q8_0, 256, 2, 2, 128, 128, true, false, 200, 16, 0},
 		{quant.Q4_0, 256, 4, 2, 64, 64, false, false, 100, 8, 0},
 		{quant.Q8_0, 512, 4, 1, 256, 256, true, false, 300, 16, 0}, // Gemma 3's heads, with Q/K norms a head
+		// The pairs of typedFamily.v, at one and two rows a warp (ci%3
+		// 1 and 2; 0 runs the untyped kernels).
+		{quant.Q3_K, 256, 4, 1, 64, 64, false, false, 120, 8, quant.Q4_K},
+		{quant.IQ4_XS, 256, 8, 2, 32, 32, true, false, 100, 8, quant.Q5_K},
+		{quant.Q8_0, 256, 4, 2, 64, 64, false, false, 64, 8, 0},
+		{quant.IQ4_NL, 256, 4, 1, 64, 64, false, false, 100, 8, quant.Q5_K},
+		{quant.Q3_K, 512, 8, 2, 64, 64, true, true, 130, 16, quant.Q5_K},
+		{quant.Q8_0, 256, 4, 2, 64, 64, false, false, 64, 8, 0},
+		{quant.Q4_K, 256, 4, 1, 64, 64, false, false, 100, 8, quant.Q5_K},
+		{quant.Q2_K, 256, 4, 2, 64, 64, true, false, 80, 8, quant.Q3_K},
+		{quant.Q2_K, 256, 4, 1, 64, 64, false, false, 70, 8, quant.Q4_K}, // the untyped kernel
+		{quant.Q5_K, 256, 4, 1, 64, 64, false, true, 110, 8, quant.Q6_K},
+		{quant.Q2_K, 512, 8, 2, 64, 64, false, true, 90, 8, quant.Q4_K},
 	}
 	for ci, tc := range cases {
 		g.l.rows = []int{4, 2, 1}[ci%3]
@@ -771,7 +784,7 @@ func TestAttentionStep(t *testing.T) {
 			// The kernel on act_q8's activations (qkvArgs.x8, where it
 			// multiplies int8 ones), checked below; first the same kernel
 			// staging its input, which must give the same bits (V in Q6_K
-			// has a kernel of its own there: qkv_rope's _v6k).
+			// has a kernel of its own there: qkv_rope's _v<type>).
 			qa.x8 = g.floats(nil, actF32Words(tc.dim))
 			// F16 and BF16 take act_f32's row (qkv_rope_xf) at every other
 			// position, their staged kernel at the others.
@@ -780,6 +793,11 @@ func TestAttentionStep(t *testing.T) {
 			qa0.x8 = 0
 			f0, _ := g.l.qkvKernel(qa0)
 			f, _ := g.l.qkvKernel(qa)
+			if fam := typedQuants[tc.typ]; g.l.rows <= 2 && slices.Contains(fam.v, vTyp) {
+				if fs := g.l.k.typed[tc.typ].qkvV[vTyp]; f != fs[0] && f != fs[1] {
+					t.Errorf("%s: V in %v ran another kernel than the pair's", name, vTyp)
+				}
+			}
 			if g.l.k.int8X8[f] && ci%2 == 0 {
 				// Q4_0's kernels multiply int8 activations only from
 				// act_q8: every other case checks their float path.

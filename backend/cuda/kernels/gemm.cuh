@@ -159,9 +159,9 @@ template <int FIX> __device__ __forceinline__ void store_mix(const wdst &dst, co
 template <> __device__ __forceinline__ void store_wblock<WT_MIX>(const wdst &dst, const wblock<WT_MIX> &b) { store_mix<0>(dst, b.w); }
 
 // The typed mixed families (common.cuh): WT_MIX's bytes with the layout
-// fixed at compile time, for matrices of one type (Q4_K_M's Q4_K and
-// Q6_K, Q5_K_M's Q5_K), without the switch over the layouts in the dequantization that
-// bounds these gemms when a pass has few rows.
+// fixed at compile time, for matrices of one type, without the switch
+// over the layouts in the dequantization that bounds these gemms when a
+// pass has few rows (kernelset.go's typedFamily.gemm says which have them).
 template <int T, int FIX>
 __device__ __forceinline__ wblock<T> load_mix_typed(const u8 *wq, const f16 *wd, long blk, bool valid) {
 	wblock<T> b;

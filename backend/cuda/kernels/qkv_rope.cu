@@ -157,14 +157,14 @@ __device__ __forceinline__ void qkv_rope(const long long *res, long long *res_ne
 }
 
 // qkv_rope2 is qkv_rope for Q and K of layout T and V of layout TV
-// (llama.cpp's Q4_K_M and Q5_K_M give a layer's V Q6_K in a third to a
-// half of the layers), on act_q8's activations only: a warp takes one
+// (llama-quantize gives many mixes' V more bits: QKV_ROPE_V's list), on
+// act_q8's activations only: a warp takes one
 // pair of rows of one matrix (the launcher's grid has a warp for every
 // pair), and picks its layout's code before anything else; nothing block-
 // wide is staged that the two would share. Against the mixed family's
 // runtime switch: 29 → 11 µs a layer (Llama-8B shape, H200). Without x8
 // the staged path would write past a launch of no shared memory: the
-// launcher never does that (qkvV6), and the kernel traps if it did.
+// launcher never does that (qkvV), and the kernel traps if it did.
 template <int T, int TV, bool EXT>
 __device__ __forceinline__ void qkv_rope2(const long long *res, long long *res_next, const unsigned *poison,
                                           const float *norm_w, float eps, int k, const qkv_w &w, const float *bias,
@@ -206,10 +206,25 @@ FOR_EACH_WEIGHT_TYPE(QKV_ROPE)
 // The typed mixed families: two rows a warp only (the launcher's default).
 #define QKV_ROPE_TYPED(name, T, MX) QKV_ROPE_R(name##_r2, T, 2, false) QKV_ROPE_R(ext_##name##_r2, T, 2, true)
 FOR_EACH_TYPED_MIX(QKV_ROPE_TYPED)
-// qkv_rope(_ext)_<family>_v6k_r2: V in Q6_K (qkv_rope2).
-#define QKV_ROPE_V(name, T, TV, EXT) QKV_ENTRY(name, qkv_rope2, T COMMA TV COMMA EXT)
-QKV_ROPE_V(mixq4k_v6k_r2, WT_MIX_Q4K, WT_MIX_Q6K, false) QKV_ROPE_V(ext_mixq4k_v6k_r2, WT_MIX_Q4K, WT_MIX_Q6K, true)
-QKV_ROPE_V(mixq5k_v6k_r2, WT_MIX_Q5K, WT_MIX_Q6K, false) QKV_ROPE_V(ext_mixq5k_v6k_r2, WT_MIX_Q5K, WT_MIX_Q6K, true)
+// qkv_rope(_ext)_<family>_v<V family>_r2: Q and K of one typed family, V
+// of another (qkv_rope2), for each pair llama-quantize writes for dense
+// models (package quant/mix, llama-quant.cpp's attn_v rules): Q4_K_M and
+// Q5_K_M give V Q6_K in a third to a half of the layers, Q4_K_S Q5_K in
+// the first four; Q3_K_M gives it Q5_K or Q4_K, Q2_K Q4_K (Q3_K below
+// four query heads a KV head, Q5_K at 70B), IQ4_NL and IQ4_XS Q5_K. kernelset.go's
+// typedQuants lists the same pairs.
+#define QKV_ROPE_V(name, T, TV)                                                                                    \
+	QKV_ENTRY(name##_r2, qkv_rope2, T COMMA TV COMMA false) QKV_ENTRY(ext_##name##_r2, qkv_rope2, T COMMA TV COMMA true)
+QKV_ROPE_V(mixq4k_vq6k, WT_MIX_Q4K, WT_MIX_Q6K)
+QKV_ROPE_V(mixq5k_vq6k, WT_MIX_Q5K, WT_MIX_Q6K)
+QKV_ROPE_V(mixq4k_vq5k, WT_MIX_Q4K, WT_MIX_Q5K)
+QKV_ROPE_V(mixq3k_vq5k, WT_MIX_Q3K, WT_MIX_Q5K)
+QKV_ROPE_V(mixq3k_vq4k, WT_MIX_Q3K, WT_MIX_Q4K)
+QKV_ROPE_V(mixq2k_vq4k, WT_MIX_Q2K, WT_MIX_Q4K)
+QKV_ROPE_V(mixq2k_vq3k, WT_MIX_Q2K, WT_MIX_Q3K)
+QKV_ROPE_V(mixq2k_vq5k, WT_MIX_Q2K, WT_MIX_Q5K)
+QKV_ROPE_V(mixiq4nl_vq5k, WT_MIX_IQ4NL, WT_MIX_Q5K)
+QKV_ROPE_V(mixiq4xs_vq5k, WT_MIX_IQ4XS, WT_MIX_Q5K)
 
 // qkv_rope_xf_<type>: qkv_rope for F16 and BF16 rows on wide models, on
 // act_f32's normed row (xf): the staged kernel holds a lane's 32-element
