@@ -35,11 +35,12 @@ type debugLayer struct {
 	// as they do.
 	int8Attn, int8FFN bool
 	// int8Down: the split FFN's down projection reads the hidden units as
-	// int8 (ffnArgs.h8).
-	int8Down       bool
-	wq, wk, wv, wo [][]float64
-	bias           []float32
-	gate, up, down [][]float64
+	// int8 (ffnArgs.h8); int8Heads: W_o reads the heads' outputs as int8
+	// (attnArgs.heads8).
+	int8Down, int8Heads bool
+	wq, wk, wv, wo      [][]float64
+	bias                []float32
+	gate, up, down      [][]float64
 }
 
 func newDebugRef(m *model.Model, ctxLen int) (*debugRef, error) {
@@ -114,13 +115,16 @@ func (r *debugRef) layer(i, pos int) {
 		}
 	}
 	att := refAttention(f32s(q), r.kc[i], r.vc[i], c.NumHeads, c.NumKVHeads, hd, r.ctxLen, pos+1, 0, float32(1/math.Sqrt(float64(hd))), 0)
+	if l.int8Heads {
+		att = refQ8Groups(f32s(att), 32)
+	}
 	for j, v := range refMatvec(l.wo, att) {
 		r.x[j] += v
 	}
 	n = refNorm(f32s(r.x), l.ffnNorm, c.RMSEps, l.int8FFN)
 	h := refGLU(refMatvec(l.gate, n), refMatvec(l.up, n), model.SiLU)
 	if l.int8Down {
-		h = refQ8Sixteens(f32s(h))
+		h = refQ8Groups(f32s(h), 16)
 	}
 	for j, v := range refMatvec(l.down, h) {
 		r.x[j] += v

@@ -105,6 +105,9 @@ type tuning struct {
 	// own (matvec_add) on the heads' outputs; attnHeadsLong only in the
 	// graphs of contexts past attnSingle.
 	attnHeads, attnHeadsLong bool
+	// attnHeads8 has matvec_add8 project the heads' outputs, rounded to
+	// int8 blocks (q8_row), where W_o's layout has one.
+	attnHeads8 bool
 	// act8 has the int8 layouts' QKV and split gate/up kernels read
 	// their activations from act_q8, one kernel more each, instead of
 	// staging and quantizing the residual stream in every block; and
@@ -173,6 +176,19 @@ func tuningFor(c *model.Config, ffn gpuType) tuning {
 		// which then projected all of W_o's rows alone: 162 µs a layer at
 		// 2148 positions on the Llama-8B shape (Q8_0, H200).
 		t.attnHeadsLong = true
+		// W_o apart at every context, on the heads' outputs as int8
+		// (q8_row, then matvec_add8) where its layout has an int8 kernel:
+		// the attention kernels' own projection (a few blocks a head
+		// group, float heads) took most of their time. Llama-8B shape (4
+		// layers, Q4_K_M, H200), µs a token @100 / @2148: apart when long
+		// on float heads 468.7 / 504.5, apart on float heads 451.5 /
+		// 504.3, apart when long on int8 ones 468.0 / 471.0, apart on
+		// int8 ones 416.2 / 471.2 (attention_cl 24.3 → 5.2 µs a layer,
+		// W_o's matvec_add 13.7 → 7.8 on int8, q8_row 1.3). F16 and BF16
+		// have no int8 kernel: float heads apart, 830 → 821 µs @100 (8B
+		// shape, 4 layers), Llama-1B 961 → 929.
+		t.attnHeads8 = true
+		t.attnHeads = true
 		// Llama-8B shape (8 layers, H200), µs a token @100, Q8_0 / Q4_0 /
 		// Q4_K_M: QKV blocks of 4 warps 1,443 / 1,685 / 2,269, 8 warps
 		// 1,261 / 1,506 / 2,017 (16: 1,217 / 1,459 / 1,955, but 128
@@ -188,10 +204,6 @@ func tuningFor(c *model.Config, ffn gpuType) tuning {
 			// token @100, staged → act_f32, F16): Llama-8B shape (4
 			// layers) 818 → 801, BF16 824 → 807; Llama-1B 927 → 950.
 			t.qkvXF = c.Dim >= 4096
-			// W_o by matvec_add's float path (H200, µs a token @100, in
-			// the attention kernel → apart, F16): Llama-8B shape (4
-			// layers) 830 → 821, Llama-1B 961 → 929.
-			t.attnHeads = true
 		}
 		// The int8 layouts' activations from act_q8, once a layer (H200,
 		// µs a token @100, staged → act_q8): Llama-8B shape (4 layers)
@@ -315,6 +327,7 @@ type Backend struct {
 	ffnH8        cu.DevicePtr // and as int8 blocks, for the int8 layouts (ffnArgs.h8)
 	x8           cu.DevicePtr // act_q8's int8 activations or act_f32's float row (tuning.act8)
 	heads        cu.DevicePtr // the attention heads' outputs (tuning.attnHeads)
+	heads8       cu.DevicePtr // and as int8 blocks (tuning.attnHeads8)
 	logits       cu.DevicePtr
 	partAcc      cu.DevicePtr
 	partML       cu.DevicePtr
@@ -437,7 +450,7 @@ func New(m *model.Model, o Options) (_ *Backend, err error) {
 		}
 		for i := range b.layers {
 			dl := &b.debug.layers[i]
-			dl.int8Attn, dl.int8FFN, dl.int8Down = b.layerInt8(&eager, i)
+			dl.int8Attn, dl.int8FFN, dl.int8Down, dl.int8Heads = b.layerInt8(&eager, i)
 		}
 	}
 	return b, nil
@@ -445,15 +458,18 @@ func New(m *model.Model, o Options) (_ *Backend, err error) {
 
 // layerInt8 reports which of layer i's kernels round their input to int8
 // when l launches the step as recordStep does (kernelSet.int8): the QKV
-// kernel, the FFN's gate/up kernel, and the split FFN's down projection
-// (on int8 hidden units).
-func (b *Backend) layerInt8(l *launcher, i int) (attn, ffn, down bool) {
+// kernel, the FFN's gate/up kernel, the split FFN's down projection (on
+// int8 hidden units) and the attention's output projection (on int8
+// heads: attnArgs.heads8).
+func (b *Backend) layerInt8(l *launcher, i int) (attn, ffn, down, heads bool) {
 	ly := &b.layers[i]
 	qa := qkvArgs{wq: &ly.wq, wk: &ly.wk, wv: &ly.wv, normW: ly.attnNorm}
 	if b.tune.act8 {
 		qa.x8 = b.x8 // the kernel may differ with it (qkvV)
 	}
 	fq, _ := l.qkvKernel(qa)
+	apart := b.tune.attnHeads || b.tune.attnHeadsLong && l.attnCluster == 0 // as recordStep
+	heads = apart && b.tune.attnHeads8 && l.headsInt8(attnArgs{wo: &ly.wo, heads: b.heads, heads8: b.heads8}) != nil
 	fa := ffnArgs{gate: &ly.gate, up: &ly.up, down: &ly.down}
 	if b.tune.ffnSplit {
 		fa.h, fa.h8 = b.ffnH, b.ffnH8
@@ -461,10 +477,10 @@ func (b *Backend) layerInt8(l *launcher, i int) (attn, ffn, down bool) {
 	attn = l.k.rounds8(fq, qa.x8 != 0)
 	_, ff, err := l.ffnPick(fa)
 	if err != nil {
-		return attn, false, false
+		return attn, false, false, heads
 	}
 	// The fused FFN kernel stages its input (ffnArgs.x8).
-	return attn, l.k.rounds8(ff, b.tune.act8 && fa.h != 0), l.ffnInt8Down(fa, ff) != nil
+	return attn, l.k.rounds8(ff, b.tune.act8 && fa.h != 0), l.ffnInt8Down(fa, ff) != nil, heads
 }
 
 // newLauncher is a launcher on b's stream with b's tuned shapes.
@@ -864,6 +880,7 @@ func (b *Backend) allocState() error {
 		n int // 4-byte words
 	}{
 		{&b.res[0], 2 * c.Dim}, {&b.res[1], 2 * c.Dim}, {&b.q, c.QDim()}, {&b.logits, c.VocabSize}, {&b.ffnH, c.FFNDim}, {&b.heads, c.QDim()},
+		{&b.heads8, h8Words(c.QDim())},
 		{&b.partAcc, acc}, {&b.partML, ml}, {&b.partV, parts}, {&b.partI, parts}, {&b.x8, actF32Words(c.Dim)},
 		{&b.ropeCS, len(rope)}, {&b.localRopeCS, len(localRope)}, {&b.temp, len(temp)},
 		// Zeroed below: counters, the poison word, the penalty history and
@@ -991,6 +1008,9 @@ func (b *Backend) recordStep(l *launcher, k stepKind, afterLayer func(i int) err
 			partAcc: b.partAcc, partML: b.partML, tickets: b.attnTickets, wo: &ly.wo, res: attnOut, poison: b.poison}
 		if b.tune.attnHeads || b.tune.attnHeadsLong && l.attnCluster == 0 {
 			a.heads = b.heads
+			if b.tune.attnHeads8 {
+				a.heads8 = b.heads8
+			}
 		}
 		if err := l.attention(a); err != nil {
 			return err

@@ -262,7 +262,7 @@ func TestEngineMatchesCPU(t *testing.T) {
 	wide := func(tu *tuning) {
 		tu.ffnSplit, tu.ffn, tu.attnOBlocks, tu.attnWarpsLong = true, ffnShape{32, 2}, 8, 4
 		tu.qkvWarps, tu.attnHeads, tu.act8, tu.logitsPerSM, tu.logitsWide = 8, true, true, 3, true
-		tu.logitsX8, tu.qkvXF = true, true
+		tu.logitsX8, tu.qkvXF, tu.attnHeads8 = true, true, true
 	}
 	for _, o := range []synth.Options{q4KMLike(t256, 5), {Shape: t256, Type: quant.Q4_0, EmbedType: quant.Q8_0, Seed: 5},
 		{Shape: t256, Type: quant.F16, EmbedType: quant.F16, Seed: 5}, {Shape: t256, Type: quant.BF16, EmbedType: quant.BF16, Seed: 5},
@@ -632,9 +632,10 @@ func TestErrors(t *testing.T) {
 // sampled on the device, kernels per token, device memory (and fails past
 // weights + KV cache + workspaceBound), each kernel kind's time, and a sweep of
 // launch shapes; with $GOTOK_BENCH_QUICK set, no sweep and no check against
-// the CPU engine. $GOTOK_BENCH_BASELINE_PTX names a directory of other
-// kernels (as $GOTOK_CUDA_PTX_DIR) timed first on the same model: an A/B
-// in one process, without making the model twice.
+// the CPU engine. $GOTOK_BENCH_BASELINE_PTX names directories of other
+// kernels (as $GOTOK_CUDA_PTX_DIR; several joined by commas) timed first
+// on the same model: an A/B in one process, without making the model
+// again.
 // workspaceBound is the device memory New may take past the weights and
 // the KV cache: the batched prefill's scratch (43 MB at the Llama-8B
 // shape's width, chunks of 512 tokens), the step's (~3 MB, the rotation
@@ -645,8 +646,10 @@ const workspaceBound = 80<<20 + 2*dequantScratchMax
 
 func TestDecodeSpeed(t *testing.T) {
 	m := benchModel(t)
-	if dir := os.Getenv("GOTOK_BENCH_BASELINE_PTX"); dir != "" {
-		baselineDecode(t, m, dir)
+	if dirs := os.Getenv("GOTOK_BENCH_BASELINE_PTX"); dirs != "" {
+		for _, dir := range strings.Split(dirs, ",") {
+			baselineDecode(t, m, dir)
+		}
 	}
 	g, err := New(m, Options{ContextLen: 4096})
 	if err != nil {
@@ -912,6 +915,9 @@ func sweepShapes(t *testing.T, g *Backend, only []string) {
 		{name: "heads projected apart", tune: with(func(t *tuning) { t.attnHeads = true })},
 		{name: "heads apart when long", tune: with(func(t *tuning) { t.attnHeads, t.attnHeadsLong = false, true })},
 		{name: "heads never apart", tune: with(func(t *tuning) { t.attnHeads, t.attnHeadsLong = false, false })},
+		{name: "heads apart as float", tune: with(func(t *tuning) { t.attnHeads8 = false })},
+		{name: "heads apart when long, float", tune: with(func(t *tuning) { t.attnHeads, t.attnHeadsLong, t.attnHeads8 = false, true, false })},
+		{name: "heads apart, int8", tune: with(func(t *tuning) { t.attnHeads, t.attnHeads8 = true, true })},
 		{name: "ffn fused", tune: with(func(t *tuning) { t.ffnSplit = false })},
 		{name: "ffn split", tune: with(func(t *tuning) { t.ffnSplit = true })},
 		{name: "ffn 16 units, 1 a warp", tune: def, ffn: ffnShape{16, 1}},
@@ -1025,7 +1031,7 @@ func sweepTol(g *Backend) float64 {
 		return 5e-2
 	}
 	for i := range g.layers {
-		if attn, ffn, down := g.layerInt8(l, i); attn || ffn || down {
+		if attn, ffn, down, heads := g.layerInt8(l, i); attn || ffn || down || heads {
 			return 5e-2
 		}
 	}
@@ -1117,7 +1123,7 @@ func baselineDecode(t *testing.T, m *model.Model, dir string) {
 	defer g.Close()
 	for _, depth := range []int{100, 2148} {
 		us := replayTime(t, g, g.graphFor(depth, stepGreedy), depth)
-		t.Logf("baseline greedy graph replay @ depth %d: %.1f µs/token on the device (%.0f tok/s)", depth, us, 1e6/us)
+		t.Logf("baseline %s greedy graph replay @ depth %d: %.1f µs/token on the device (%.0f tok/s)", dir, depth, us, 1e6/us)
 	}
 }
 

@@ -23,8 +23,9 @@ type kernelSet struct {
 	// kvCopy: a sequence's rows between the pool and the single cache.
 	rowsArgmax, kvCopy *cu.Function
 	// actQ8: a wide model's int8 activations, once a layer (act_q8.cu);
-	// actF32 their float twin for F16 and BF16 rows (act_f32.cu).
-	actQ8, actF32 *cu.Function
+	// actF32 their float twin for F16 and BF16 rows (act_f32.cu); q8Row
+	// the attention heads' outputs as int8 (tuning.attnHeads8).
+	actQ8, actF32, q8Row *cu.Function
 
 	embed, qkvRope, logits [numGPUTypes]*cu.Function
 	// The _r2 variants: two rows per warp.
@@ -252,7 +253,7 @@ func loadKernels(c *cu.Context) (_ *kernelSet, err error) {
 		case "qk_norm", "postnorm":
 			names = []string{op}
 		case "act_q8":
-			names = []string{op, "act_q8_post"}
+			names = []string{op, "act_q8_post", "q8_row"}
 		case "act_f32":
 			names = []string{op}
 		}
@@ -360,8 +361,9 @@ func loadKernels(c *cu.Context) (_ *kernelSet, err error) {
 	delete(k.int8X8, nil)
 	k.sampleChain = funcs["sample_chain"]
 	k.qkNorm, k.postnorm, k.actQ8, k.actQ8Post = funcs["qk_norm"], funcs["postnorm"], funcs["act_q8"], funcs["act_q8_post"]
+	k.q8Row = funcs["q8_row"]
 	k.actF32 = funcs["act_f32"]
-	decode = append(decode, k.qkNorm, k.postnorm, k.actQ8, k.actQ8Post, k.actF32)
+	decode = append(decode, k.qkNorm, k.postnorm, k.actQ8, k.actQ8Post, k.actF32, k.q8Row)
 	for _, f := range decode {
 		if f != nil {
 			k.decode = append(k.decode, f)

@@ -488,6 +488,9 @@ type attnArgs struct {
 	// and matvec_add projects them: on wide models the few blocks a head
 	// group has would each project thousands of W_o's rows.
 	heads cu.DevicePtr
+	// heads8, when set with heads (h8Words(nHead·headDim) words), takes
+	// them as int8 blocks for matvec_add8, where W_o's layout has one.
+	heads8 cu.DevicePtr
 }
 
 // attnGroup is the query heads one attention block takes: the largest
@@ -607,7 +610,25 @@ func (l *launcher) projectHeads(a attnArgs, err error) error {
 	if err != nil || a.heads == 0 {
 		return err
 	}
+	if f := l.headsInt8(a); f != nil {
+		const warps = 8 // q8_row: a warp a block of 32, blocks of 256 threads
+		nb := a.wo.Cols / 32
+		if err := l.launch(l.k.q8Row, cu.Dim((nb+warps-1)/warps), 32*warps, 0, cu.Args{a.heads, i32(a.wo.Cols), a.heads8}); err != nil {
+			return err
+		}
+		return l.matvecAddWith(f, a.heads8, a.wo, a.rs, 0, a.res, a.poison)
+	}
 	return l.matvecAdd(a.heads, a.wo, a.rs, 0, a.res, a.poison)
+}
+
+// headsInt8 is W_o's matvec_add8 when a asks for int8 heads (heads8),
+// their row is whole 32-element blocks and W_o's family has one; nil
+// otherwise.
+func (l *launcher) headsInt8(a attnArgs) *cu.Function {
+	if a.heads8 == 0 || a.wo.Cols%32 != 0 {
+		return nil
+	}
+	return l.typed(l.k.matvecAdd8[a.wo.Type], func(k *typedKernels) *cu.Function { return k.matvecAdd8 }, a.wo)
 }
 
 // ffnShape is the FFN kernel's split: units hidden units a block, perWarp

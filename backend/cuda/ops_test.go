@@ -352,7 +352,7 @@ func TestFFNKernel(t *testing.T) {
 					if run == 0 && down8 {
 						gotH := g.read(h, sh.hidden)
 						check(t, name+" hidden units", gotH, hidden, f32Tol)
-						want = output(refQ8Sixteens(gotH))
+						want = output(refQ8Groups(gotH, 16))
 					}
 					if run == 0 {
 						check(t, name, residualDelta(got, before), want, f32Tol)
@@ -888,19 +888,23 @@ func TestAttentionStep(t *testing.T) {
 			// long, then on clusters (attention_cl, sm_90+: 1 to 8 blocks
 			// of a cluster without positions, chunks of several rounds,
 			// more than 4 warps a head); then the three again with the
-			// heads' outputs projected by matvec_add.
-			heads := g.floats(nil, qd)
-			for run := 0; run < 7; run++ {
+			// heads' outputs projected by matvec_add, and again with them
+			// rounded to int8 for matvec_add8 (where W_o's layout has one:
+			// the reference then takes the heads as q8_row rounds them).
+			heads, heads8 := g.floats(nil, qd), g.floats(nil, h8Words(qd))
+			for run := 0; run < 10; run++ {
 				switch run {
-				case 2, 5:
+				case 2, 5, 8:
 					a.single = tc.ctx
-				case 3, 6:
+				case 3, 6, 9:
 					a.cluster = []int{8, 4, 2}[ci%3]
 					if ci%4 == 3 {
 						g.l.attnWarpsPerHead = 8
 					}
 				case 4:
 					a.single, a.cluster, a.heads = 0, 0, heads
+				case 7:
+					a.single, a.cluster, a.heads8 = 0, 0, heads8
 				}
 				before := randResidual(r, tc.dim)
 				a.res = g.int64s(before)
@@ -908,8 +912,16 @@ func TestAttentionStep(t *testing.T) {
 					t.Fatal(err)
 				}
 				got := residualDelta(g.readInt64s(a.res, tc.dim), before)
-				check(t, fmt.Sprintf("%s attention+out run %d (%d blocks share a split's rows, spin %v, clusters of %d, warps a head %d, heads apart %v)",
-					name, run, oBlocks, !a.noSpin, a.cluster, g.l.attnWarpsPerHead, a.heads != 0), got, want, 1e-5)
+				wantRun := want
+				int8Heads := g.l.headsInt8(a) != nil
+				if int8Heads {
+					wantRun = refMatvec(wo, refQ8Groups(g.read(heads, qd), 32))
+					for i := range wantRun {
+						wantRun[i] *= float64(rs)
+					}
+				}
+				check(t, fmt.Sprintf("%s attention+out run %d (%d blocks share a split's rows, spin %v, clusters of %d, warps a head %d, heads apart %v, int8 %v)",
+					name, run, oBlocks, !a.noSpin, a.cluster, g.l.attnWarpsPerHead, a.heads != 0, int8Heads), got, wantRun, 1e-5)
 				g.l.attnWarpsPerHead = 0
 			}
 			if p := math.Float32bits(g.read(poison, 1)[0]); p != 0 {

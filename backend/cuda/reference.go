@@ -82,13 +82,14 @@ func refQ8RMSNorm(x, w []float32, eps float32) []float64 {
 	return out
 }
 
-// refQ8Sixteens is h as the split FFN's int8 hidden units hold it
-// (kernels/ffn.cu, h8_store): 16 values to a scale amax/127, rounded half
-// away from zero, in float32 as the kernel rounds them.
-func refQ8Sixteens(h []float32) []float64 {
+// refQ8Groups is h as int8 blocks hold it, n values to a scale amax/127,
+// rounded half away from zero, in float32 as the kernels round them: the
+// split FFN's hidden units (kernels/ffn.cu, h8_store: n = 16) and the
+// attention heads' outputs (act_q8.cu's q8_row: n = 32).
+func refQ8Groups(h []float32, n int) []float64 {
 	out := make([]float64, len(h))
-	for b := 0; b < len(h); b += 16 {
-		v := h[b:min(b+16, len(h))]
+	for b := 0; b < len(h); b += n {
+		v := h[b:min(b+n, len(h))]
 		var amax float32
 		for _, x := range v {
 			amax = max(amax, float32(math.Abs(float64(x))))

@@ -74,3 +74,16 @@ extern "C" __global__ void __launch_bounds__(1024)
 	q8_block(norm_w ? x * g : x, x8 + 12 * b);
 	if (lane == 0) x8[12 * nb + b] = __float_as_uint(sx);
 }
+
+// q8_row writes a float row x (k elements, whole 32-element blocks: the
+// attention heads' outputs) to x8 as int8 blocks, xblk8's 12 words each
+// (q8_block, as act_q8 rounds), for W_o's matvec_add8 (tuning.attnHeads8):
+// a third of the float row's bytes for each of W_o's thousands of row
+// pairs to read, and dp4a in place of the float path's conversions. A warp
+// a block, a lane an element; x is the previous kernel's.
+extern "C" __global__ void __launch_bounds__(256) q8_row(const float *x, int k, unsigned *x8) {
+	const int lane = threadIdx.x & 31, nb = k >> 5, b = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+	pdl_wait_and_release();
+	if (b >= nb) return; // whole warps
+	q8_block(x[32 * b + lane], x8 + 12 * b);
+}
