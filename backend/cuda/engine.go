@@ -176,19 +176,24 @@ func tuningFor(c *model.Config, ffn gpuType) tuning {
 		// which then projected all of W_o's rows alone: 162 µs a layer at
 		// 2148 positions on the Llama-8B shape (Q8_0, H200).
 		t.attnHeadsLong = true
-		// W_o apart at every context, on the heads' outputs as int8
-		// (q8_row, then matvec_add8) where its layout has an int8 kernel:
-		// the attention kernels' own projection (a few blocks a head
-		// group, float heads) took most of their time. Llama-8B shape (4
-		// layers, Q4_K_M, H200), µs a token @100 / @2148: apart when long
-		// on float heads 468.7 / 504.5, apart on float heads 451.5 /
-		// 504.3, apart when long on int8 ones 468.0 / 471.0, apart on
-		// int8 ones 416.2 / 471.2 (attention_cl 24.3 → 5.2 µs a layer,
-		// W_o's matvec_add 13.7 → 7.8 on int8, q8_row 1.3). F16 and BF16
-		// have no int8 kernel: float heads apart, 830 → 821 µs @100 (8B
-		// shape, 4 layers), Llama-1B 961 → 929.
+		// W_o apart on the heads' outputs as int8 (q8_row, then
+		// matvec_add8) where its layout has an int8 kernel, and apart at
+		// every context from the 8B shape's width: the attention
+		// kernels' own projection (a few blocks a head group, float
+		// heads) took most of their time. Llama-8B shape (4 layers,
+		// Q4_K_M, H200), µs a token @100 / @2148: apart when long on
+		// float heads 468.7 / 504.5, apart on float heads 451.5 / 504.3,
+		// apart when long on int8 ones 468.0 / 471.0, apart on int8 ones
+		// 416.2 / 471.2 (attention_cl 24.3 → 5.2 µs a layer, W_o's
+		// matvec_add 13.7 → 7.8 on int8, q8_row 1.3). Narrower models
+		// keep W_o in the attention kernel at short contexts until
+		// measured (Llama-1B's attention_cl with W_o took 8.9 µs a
+		// layer, where the three kernels apart may take as long). F16
+		// and BF16 have no int8 kernel: float heads apart at every
+		// context, 830 → 821 µs @100 (8B shape, 4 layers), Llama-1B 961
+		// → 929.
 		t.attnHeads8 = true
-		t.attnHeads = true
+		t.attnHeads = c.Dim >= 4096 || ffn == wtF16 || ffn == wtBF16
 		// Llama-8B shape (8 layers, H200), µs a token @100, Q8_0 / Q4_0 /
 		// Q4_K_M: QKV blocks of 4 warps 1,443 / 1,685 / 2,269, 8 warps
 		// 1,261 / 1,506 / 2,017 (16: 1,217 / 1,459 / 1,955, but 128
