@@ -15,9 +15,9 @@
 # of the working tree instead):
 #   mkdir -p .gpu/pb && rm -rf /tmp/gbuild && mkdir /tmp/gbuild && git archive HEAD | tar x -C /tmp/gbuild
 #   (cd /tmp/gbuild && find backend/cuda/kernels/ptx -name '*.gz' ! -name 'dequant.sm80.*' -delete &&
-#    CGO_ENABLED=0 go build -ldflags="-s -w" -o "$OLDPWD/.gpu/pb/gotok" ./cmd/gotok)
+#    CGO_ENABLED=0 go build -ldflags="-s -w" -o "$OLDPWD/.gpu/pb/gotok" ./cmd/gotok &&
+#    CGO_ENABLED=0 go test -c -ldflags="-s -w" -o "$OLDPWD/.gpu/pb/cuda.test" ./backend/cuda) # cuda.test: SYNTH only
 #   cp ../shared/anchors/llama.cpp-d32676d.tgz ../shared/tokenizer-tests/smollm2-135m-instruct/tokenizer.json .gpu/pb/
-#   CGO_ENABLED=0 go test -c -ldflags="-s -w" -o .gpu/pb/cuda.test ./backend/cuda   # for SYNTH only
 # Device, carry [".gpu/pb"]:
 #   PRESETS=llama-8b TYPES="Q4_K_M IQ4_XS Q3_K_M" TESTS="-p 512 -n 128 -r 2" bash scripts/peer-types.sh
 # Budget: llama.cpp's build ~3.5 min alone (~7 with other work beside it);
