@@ -79,3 +79,9 @@ func matVecQ5_1Q8_0VNNI(w, x *byte, nblocks int, out *float32, rows int)
 //
 //go:noescape
 func matVecIQ4_NLQ8_0VNNI(w, x *byte, nblocks int, out *float32, rows int)
+
+// matVecIQ4_NLQ8_0Rows4AVX2 is matVecIQ4_NLQ8_0AVX2 four rows at a time,
+// rows a multiple of 4 (dot_amd64.s).
+//
+//go:noescape
+func matVecIQ4_NLQ8_0Rows4AVX2(w, x *byte, nblocks int, out *float32, rows int)

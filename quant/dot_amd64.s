@@ -1131,3 +1131,72 @@ nlblocks4:
 nlend:
 	VZEROUPPER
 	RET
+
+// IQ4_NL's table as signed bytes (iq4_amd64.s's iq4tab), for the AVX2
+// kernel below.
+DATA iq4stab<>+0(SB)/8, $0xf6eaddcfbfad9881
+DATA iq4stab<>+8(SB)/8, $0x7159453526190d01
+GLOBL iq4stab<>(SB), RODATA|NOPTR, $16
+
+// IQ4_NL_ROW_TERM is Q8_0_ROW_TERM for an IQ4_NL weight block: its codes
+// looked up in the table (Y10) to the signed weights first. |w| ≤ 127,
+// so VPMADDUBSW's pair sums cannot saturate. Clobbers Y5, Y6.
+#define IQ4_NL_ROW_TERM(codes, scale, acc) \
+	CODES_ROW(codes); \
+	VPSHUFB Y5, Y10, Y5; \
+	VPABSB Y5, Y6; \
+	VPSIGNB Y5, Y2, Y5; \
+	VPMADDUBSW Y5, Y6, Y5; \
+	VPMADDWD Y15, Y5, Y5; \
+	VCVTDQ2PS Y5, Y5; \
+	VPBROADCASTW scale, X6; \
+	VCVTPH2PS X6, Y6; \
+	VMULPS Y4, Y6, Y6; \
+	VFMADD231PS Y6, Y5, acc
+
+// func matVecIQ4_NLQ8_0Rows4AVX2(w, x *byte, nblocks int, out *float32, rows int)
+//
+// matVecIQ4_NLQ8_0AVX2 four rows at a time, rows a multiple of 4, as
+// matVecQ4_0Q8_0AVX2 walks them: each activation block and its scale
+// loaded once for four rows, four accumulators (the single-row kernel's
+// one waits on each FMA), the weights prefetched. The integer sums are
+// the single-row kernel's; the float sums are reduced in another order.
+// The caller takes the rows past the last four (MatVecRowsQ8_0).
+TEXT ·matVecIQ4_NLQ8_0Rows4AVX2(SB), NOSPLIT, $0-40
+	MOVQ w+0(FP), SI
+	MOVQ x+8(FP), R10
+	MOVQ nblocks+16(FP), R11
+	MOVQ out+24(FP), R8
+	MOVQ rows+32(FP), R9
+	SETUP_CONSTS
+	VBROADCASTI128 iq4stab<>(SB), Y10
+	MOVQ R11, R12
+	IMULQ $18, R12 // row stride
+
+nl2rows4:
+	CMPQ R9, $4
+	JL nl2end
+	MATVEC4_START
+
+nl2blocks4:
+	PREFETCHT0 (R14)
+	PREFETCHT0 64(R14)
+	ADDQ $72, R14
+	VMOVDQU 2(DI), Y2
+	VPBROADCASTW (DI), X4
+	VCVTPH2PS X4, Y4
+	IQ4_NL_ROW_TERM(2(SI), (SI), Y0)
+	IQ4_NL_ROW_TERM(2(SI)(R12*1), (SI)(R12*1), Y1)
+	IQ4_NL_ROW_TERM(2(SI)(R12*2), (SI)(R12*2), Y7)
+	IQ4_NL_ROW_TERM(2(R13), (R13), Y8)
+	ADDQ $18, SI
+	ADDQ $18, R13
+	ADDQ $34, DI
+	DECQ CX
+	JNZ nl2blocks4
+	MATVEC4_STORE
+	JMP nl2rows4
+
+nl2end:
+	VZEROUPPER
+	RET

@@ -31,3 +31,6 @@ func matVecQ4_1Q8_0VNNI(w, x *byte, nblocks int, out *float32, rows int)   { pan
 func matVecQ5_0Q8_0VNNI(w, x *byte, nblocks int, out *float32, rows int)   { panic("unreachable") }
 func matVecQ5_1Q8_0VNNI(w, x *byte, nblocks int, out *float32, rows int)   { panic("unreachable") }
 func matVecIQ4_NLQ8_0VNNI(w, x *byte, nblocks int, out *float32, rows int) { panic("unreachable") }
+func matVecIQ4_NLQ8_0Rows4AVX2(w, x *byte, nblocks int, out *float32, rows int) {
+	panic("unreachable")
+}

@@ -90,7 +90,8 @@ func dotQ45Q8_0Generic(t Type, w, x []byte, nblocks int) float32 {
 // arithmetic of DotQ4_1Q8_0 and the others a row, without a call a row.
 // With AVX512-VNNI, rows go four at a time (each activation block
 // prepared once for four, the weights prefetched), with the row kernels'
-// integer sums and their float sums in another order.
+// integer sums and their float sums in another order; IQ4_NL's do with
+// AVX2 too.
 func MatVecRowsQ8_0(t Type, w, x []byte, nblocks int, out []float32) {
 	var bb int
 	var kernel, vnni func(w, x *byte, nblocks int, out *float32, rows int)
@@ -115,11 +116,15 @@ func MatVecRowsQ8_0(t Type, w, x []byte, nblocks int, out []float32) {
 	if len(out) == 0 {
 		return
 	}
-	if useVNNI && t == IQ4_NL {
+	if (useVNNI || useAVX2) && t == IQ4_NL {
 		// Four rows at a time; the rest a row at a time.
+		rows4 := matVecIQ4_NLQ8_0Rows4AVX2
+		if useVNNI {
+			rows4 = matVecIQ4_NLQ8_0VNNI
+		}
 		n4 := len(out) &^ 3
 		if n4 > 0 {
-			matVecIQ4_NLQ8_0VNNI(&w[0], &x[0], nblocks, &out[0], n4)
+			rows4(&w[0], &x[0], nblocks, &out[0], n4)
 		}
 		if n4 < len(out) {
 			kernel(&w[n4*nblocks*bb], &x[0], nblocks, &out[n4], len(out)-n4)

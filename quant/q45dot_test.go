@@ -110,3 +110,48 @@ func TestMatVecRowsQ8_0(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkMatVecRowsQ8_0 multiplies IQ4_NL rows of Llama-1B's width by one
+// Q8_0 row: the FFN gate (8192 rows of 2048, 9.4 MB) and 64 MB of such
+// rows, twice a 32 MB L3, as a whole model's weights stream; "row" is the
+// single-row kernel, "rows" the public function (four rows at a time).
+func BenchmarkMatVecRowsQ8_0(b *testing.B) {
+	if !useAVX2 {
+		b.Skip("no AVX2")
+	}
+	r := rand.New(rand.NewPCG(47, 47))
+	const cols = 2048
+	nb := cols / 32
+	for _, c := range []struct {
+		name string
+		rows int
+	}{{"gate", 8192}, {"dram", 64 << 20 / (nb * iq4_NLBytes)}} {
+		wf, xf := make([]float32, c.rows*cols), make([]float32, cols)
+		for i := range wf {
+			wf[i] = float32(r.NormFloat64())
+		}
+		for i := range xf {
+			xf[i] = float32(r.NormFloat64())
+		}
+		w, x := make([]byte, c.rows*nb*iq4_NLBytes), make([]byte, nb*q8_0Bytes)
+		if err := Quantize(IQ4_NL, wf, w); err != nil {
+			b.Fatal(err)
+		}
+		if err := Quantize(Q8_0, xf, x); err != nil {
+			b.Fatal(err)
+		}
+		out := make([]float32, c.rows)
+		b.Run("IQ4_NL/row/"+c.name, func(b *testing.B) {
+			b.SetBytes(int64(len(w)))
+			for b.Loop() {
+				matVecIQ4_NLQ8_0AVX2(&w[0], &x[0], nb, &out[0], c.rows)
+			}
+		})
+		b.Run("IQ4_NL/rows/"+c.name, func(b *testing.B) {
+			b.SetBytes(int64(len(w)))
+			for b.Loop() {
+				MatVecRowsQ8_0(IQ4_NL, w, x, nb, out)
+			}
+		})
+	}
+}
