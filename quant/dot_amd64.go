@@ -85,3 +85,9 @@ func matVecIQ4_NLQ8_0VNNI(w, x *byte, nblocks int, out *float32, rows int)
 //
 //go:noescape
 func matVecIQ4_NLQ8_0Rows4AVX2(w, x *byte, nblocks int, out *float32, rows int)
+
+// matVecIQ4_XSQ8_KRows4AVX2 is matVecIQ4_XSQ8_KAVX2 four rows at a time,
+// rows a multiple of 4 (dot_amd64.s).
+//
+//go:noescape
+func matVecIQ4_XSQ8_KRows4AVX2(w, x *byte, nblocks int, out *float32, rows int)

@@ -1200,3 +1200,166 @@ nl2blocks4:
 nl2end:
 	VZEROUPPER
 	RET
+
+// IQ4_XS four rows at a time (matVecIQ4_XSQ8_KRows4AVX2). A super-block's
+// eight sub-block scales ls − 32 of a row are unpacked at once into the
+// stack (32·r bytes on for row r), each as the int16 pair (s, s), so that
+// a sub-block's int16 pair sums take their scale in VPMADDWD: one
+// broadcast where the single-row kernel spends ten instructions and a
+// VPMULLD on every sub-block.
+DATA iq4xsShL<>+0(SB)/8, $0x0000000400000000
+DATA iq4xsShL<>+8(SB)/8, $0x0000000c00000008
+DATA iq4xsShL<>+16(SB)/8, $0x0000001400000010
+DATA iq4xsShL<>+24(SB)/8, $0x0000001c00000018
+GLOBL iq4xsShL<>(SB), RODATA|NOPTR, $32
+
+DATA iq4xsShH<>+0(SB)/8, $0x0000000200000000
+DATA iq4xsShH<>+8(SB)/8, $0x0000000600000004
+DATA iq4xsShH<>+16(SB)/8, $0x0000000a00000008
+DATA iq4xsShH<>+24(SB)/8, $0x0000000e0000000c
+GLOBL iq4xsShH<>(SB), RODATA|NOPTR, $32
+
+DATA iq4xsD15<>+0(SB)/8, $0x0000000f0000000f
+DATA iq4xsD15<>+8(SB)/8, $0x0000000f0000000f
+DATA iq4xsD15<>+16(SB)/8, $0x0000000f0000000f
+DATA iq4xsD15<>+24(SB)/8, $0x0000000f0000000f
+GLOBL iq4xsD15<>(SB), RODATA|NOPTR, $32
+
+DATA iq4xsD3<>+0(SB)/8, $0x0000000300000003
+DATA iq4xsD3<>+8(SB)/8, $0x0000000300000003
+DATA iq4xsD3<>+16(SB)/8, $0x0000000300000003
+DATA iq4xsD3<>+24(SB)/8, $0x0000000300000003
+GLOBL iq4xsD3<>(SB), RODATA|NOPTR, $32
+
+DATA iq4xsD32<>+0(SB)/8, $0x0000002000000020
+DATA iq4xsD32<>+8(SB)/8, $0x0000002000000020
+DATA iq4xsD32<>+16(SB)/8, $0x0000002000000020
+DATA iq4xsD32<>+24(SB)/8, $0x0000002000000020
+GLOBL iq4xsD32<>(SB), RODATA|NOPTR, $32
+
+// IQ4XS_SCALES writes the eight sub-block scales of the super-block at
+// row, ls − 32 with ls = scales_l nibble | scales_h bit pair << 4, as
+// int16 pairs (s, s), to the 32 bytes at off(SP). Clobbers AX, Y5, Y6.
+#define IQ4XS_SCALES(row, off) \
+	VPBROADCASTD 4(row), Y5; \
+	VPSRLVD iq4xsShL<>(SB), Y5, Y5; \
+	VPAND iq4xsD15<>(SB), Y5, Y5; \
+	MOVWLZX 2(row), AX; \
+	VMOVD AX, X6; \
+	VPBROADCASTD X6, Y6; \
+	VPSRLVD iq4xsShH<>(SB), Y6, Y6; \
+	VPAND iq4xsD3<>(SB), Y6, Y6; \
+	VPSLLD $4, Y6, Y6; \
+	VPOR Y6, Y5, Y5; \
+	VPSUBD iq4xsD32<>(SB), Y5, Y5; \
+	VPSLLD $16, Y5, Y6; \
+	VPBLENDW $0x55, Y5, Y6, Y5; \
+	VMOVDQU Y5, off(SP)
+
+// IQ4XS_ROW_SUB adds sub-block ib of the super-block at row, against the
+// activations in Y3, to the int32 sums iacc, its scale the pair at
+// soff(SP). Clobbers Y2, Y5, Y6.
+#define IQ4XS_ROW_SUB(row, ib, soff, iacc) \
+	VMOVDQU (8+16*ib)(row), X2; \
+	VPSRLW $4, X2, X5; \
+	VINSERTI128 $1, X5, Y2, Y2; \
+	VPAND Y11, Y2, Y2; \
+	VPSHUFB Y2, Y10, Y2; \
+	VPSIGNB Y2, Y3, Y5; \
+	VPSIGNB Y2, Y2, Y2; \
+	VPMADDUBSW Y5, Y2, Y2; \
+	VPBROADCASTD soff(SP), Y6; \
+	VPMADDWD Y6, Y2, Y2; \
+	VPADDD Y2, iacc, iacc
+
+// IQ4XS_SUB is sub-block ib of the four rows (at SI, BX, DX and R13),
+// the activations loaded once.
+#define IQ4XS_SUB(ib) \
+	VMOVDQU (4+32*ib)(DI), Y3; \
+	IQ4XS_ROW_SUB(SI, ib, 4*ib, Y4); \
+	IQ4XS_ROW_SUB(BX, ib, 32+4*ib, Y9); \
+	IQ4XS_ROW_SUB(DX, ib, 64+4*ib, Y12); \
+	IQ4XS_ROW_SUB(R13, ib, 96+4*ib, Y13)
+
+// IQ4XS_ROW_FINISH adds a row's super-block, its int32 sums in iacc,
+// times d(w)·d(x) to its float sums acc. Clobbers Y5, Y6.
+#define IQ4XS_ROW_FINISH(d, iacc, acc) \
+	VCVTDQ2PS iacc, iacc; \
+	VPBROADCASTW d, X5; \
+	VCVTPH2PS X5, Y5; \
+	VBROADCASTSS (DI), Y6; \
+	VMULPS Y6, Y5, Y5; \
+	VFMADD231PS Y5, iacc, acc
+
+// func matVecIQ4_XSQ8_KRows4AVX2(w, x *byte, nblocks int, out *float32, rows int)
+//
+// matVecIQ4_XSQ8_KAVX2 four rows at a time, rows a multiple of 4, walked
+// as matVecQ4_0Q8_0AVX2 walks them: each activation sub-block loaded once
+// for four rows, the scales unpacked once a super-block (IQ4XS_SCALES),
+// the weights prefetched. The integer sums are the single-row kernel's;
+// the float sums are reduced in another order. The caller takes the rows
+// past the last four.
+TEXT ·matVecIQ4_XSQ8_KRows4AVX2(SB), NOSPLIT, $128-40
+	MOVQ w+0(FP), SI
+	MOVQ x+8(FP), R10
+	MOVQ nblocks+16(FP), R11
+	MOVQ out+24(FP), R8
+	MOVQ rows+32(FP), R9
+	VBROADCASTI128 iq4stab<>(SB), Y10
+	MOVL $0x0f0f0f0f, AX
+	VMOVD AX, X11
+	VPBROADCASTD X11, Y11
+	MOVQ R11, R12
+	IMULQ $136, R12 // row stride
+
+xs4rows4:
+	CMPQ R9, $4
+	JL xs4end
+	MATVEC4_START
+	LEAQ (SI)(R12*1), BX // row 1
+	LEAQ (SI)(R12*2), DX // row 2
+
+xs4blocks:
+	PREFETCHT0 (R14)
+	PREFETCHT0 64(R14)
+	PREFETCHT0 128(R14)
+	PREFETCHT0 192(R14)
+	PREFETCHT0 256(R14)
+	PREFETCHT0 320(R14)
+	PREFETCHT0 384(R14)
+	PREFETCHT0 448(R14)
+	PREFETCHT0 512(R14)
+	ADDQ $544, R14
+	IQ4XS_SCALES(SI, 0)
+	IQ4XS_SCALES(BX, 32)
+	IQ4XS_SCALES(DX, 64)
+	IQ4XS_SCALES(R13, 96)
+	VPXOR Y4, Y4, Y4
+	VPXOR Y9, Y9, Y9
+	VPXOR Y12, Y12, Y12
+	VPXOR Y13, Y13, Y13
+	IQ4XS_SUB(0)
+	IQ4XS_SUB(1)
+	IQ4XS_SUB(2)
+	IQ4XS_SUB(3)
+	IQ4XS_SUB(4)
+	IQ4XS_SUB(5)
+	IQ4XS_SUB(6)
+	IQ4XS_SUB(7)
+	IQ4XS_ROW_FINISH((SI), Y4, Y0)
+	IQ4XS_ROW_FINISH((BX), Y9, Y1)
+	IQ4XS_ROW_FINISH((DX), Y12, Y7)
+	IQ4XS_ROW_FINISH((R13), Y13, Y8)
+	ADDQ $136, SI
+	ADDQ $136, BX
+	ADDQ $136, DX
+	ADDQ $136, R13
+	ADDQ $292, DI
+	DECQ CX
+	JNZ xs4blocks
+	MATVEC4_STORE
+	JMP xs4rows4
+
+xs4end:
+	VZEROUPPER
+	RET

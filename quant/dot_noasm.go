@@ -34,3 +34,6 @@ func matVecIQ4_NLQ8_0VNNI(w, x *byte, nblocks int, out *float32, rows int) { pan
 func matVecIQ4_NLQ8_0Rows4AVX2(w, x *byte, nblocks int, out *float32, rows int) {
 	panic("unreachable")
 }
+func matVecIQ4_XSQ8_KRows4AVX2(w, x *byte, nblocks int, out *float32, rows int) {
+	panic("unreachable")
+}

@@ -183,11 +183,12 @@ func TestDotIQ4(t *testing.T) {
 }
 
 // MatMulKQ8_K's one-token product of IQ4_XS rows (the decode step's,
-// the row loop in assembly on AVX2) equals DotIQ4_XSQ8_K row by row, bit
-// for bit.
+// the row loops in assembly on AVX2: four rows at a time, then one)
+// equals the exact sums within the row kernel's bound, and the single-row
+// kernel equals DotIQ4_XSQ8_K row by row, bit for bit.
 func TestMatVecIQ4_XS(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
-	for _, sh := range []struct{ rows, nb int }{{1, 1}, {7, 2}, {33, 8}} {
+	for _, sh := range []struct{ rows, nb int }{{1, 1}, {7, 2}, {33, 8}, {8, 1}, {64, 16}} {
 		xf := make([]float32, sh.nb*QK_K)
 		for i := range xf {
 			xf[i] = float32(rng.NormFloat64())
@@ -195,12 +196,25 @@ func TestMatVecIQ4_XS(t *testing.T) {
 		xk := make([]byte, sh.nb*q8_KBytes)
 		QuantizeQ8_K(xf, xk)
 		w := randIQ4(rng, IQ4_XS, sh.rows*sh.nb, 0.001)
-		out := make([]float32, sh.rows)
-		MatMulKQ8_K(IQ4_XS, w, sh.nb, sh.rows, xk, 1, out, sh.rows)
+		out := make([]float32, sh.rows+1)
+		out[sh.rows] = 42 // must stay untouched
+		MatMulKQ8_K(IQ4_XS, w, sh.nb, sh.rows, xk, 1, out[:sh.rows], sh.rows)
+		if out[sh.rows] != 42 {
+			t.Errorf("%d×%d blocks: wrote past its rows", sh.rows, sh.nb)
+		}
 		rb := sh.nb * iq4_XSBytes
-		for r := range out {
-			if want := DotIQ4_XSQ8_K(w[r*rb:(r+1)*rb], xk, sh.nb); math.Float32bits(out[r]) != math.Float32bits(want) {
-				t.Errorf("%d×%d blocks, row %d: %v, want the row kernel's %v", sh.rows, sh.nb, r, out[r], want)
+		for r := range sh.rows {
+			want, abs := dot64(t, IQ4_XS, w[r*rb:(r+1)*rb], Q8_K, xk, sh.nb*QK_K)
+			if math.Abs(float64(out[r])-want) > 1e-5*abs+1e-30 {
+				t.Errorf("%d×%d blocks, row %d: %v, want %v", sh.rows, sh.nb, r, out[r], want)
+			}
+		}
+		if useAVX2 {
+			matVecIQ4_XSQ8_KAVX2(&w[0], &xk[0], sh.nb, &out[0], sh.rows)
+			for r := range sh.rows {
+				if want := DotIQ4_XSQ8_K(w[r*rb:(r+1)*rb], xk, sh.nb); math.Float32bits(out[r]) != math.Float32bits(want) {
+					t.Errorf("%d×%d blocks, row %d: single-row kernel %v, want the row kernel's %v", sh.rows, sh.nb, r, out[r], want)
+				}
 			}
 		}
 	}
@@ -299,4 +313,42 @@ func BenchmarkRowDotIQ4(b *testing.B) {
 			DotIQ4_XSQ8_K(xs, xk, n/QK_K)
 		}
 	})
+}
+
+// BenchmarkMatVecIQ4_XS multiplies IQ4_XS rows of Llama-1B's width by one
+// Q8_K row (the decode step's product): the FFN gate (8192 rows of 2048,
+// 8.9 MB) and 64 MB of such rows, twice a 32 MB L3; "row" is the
+// single-row kernel, "rows" MatMulKQ8_K (four rows at a time).
+func BenchmarkMatVecIQ4_XS(b *testing.B) {
+	if !useAVX2 {
+		b.Skip("no AVX2")
+	}
+	rng := rand.New(rand.NewPCG(7, 7))
+	const cols = 2048
+	nb := cols / QK_K
+	xf := make([]float32, cols)
+	for i := range xf {
+		xf[i] = float32(rng.NormFloat64())
+	}
+	xk := make([]byte, nb*q8_KBytes)
+	QuantizeQ8_K(xf, xk)
+	for _, c := range []struct {
+		name string
+		rows int
+	}{{"gate", 8192}, {"dram", 64 << 20 / (nb * iq4_XSBytes)}} {
+		w := randIQ4(rng, IQ4_XS, c.rows*nb, 0.001)
+		out := make([]float32, c.rows)
+		b.Run("row/"+c.name, func(b *testing.B) {
+			b.SetBytes(int64(len(w)))
+			for b.Loop() {
+				matVecIQ4_XSQ8_KAVX2(&w[0], &xk[0], nb, &out[0], c.rows)
+			}
+		})
+		b.Run("rows/"+c.name, func(b *testing.B) {
+			b.SetBytes(int64(len(w)))
+			for b.Loop() {
+				MatMulKQ8_K(IQ4_XS, w, nb, c.rows, xk, 1, out, c.rows)
+			}
+		})
+	}
 }

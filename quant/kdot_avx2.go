@@ -96,14 +96,21 @@ func matMulKTiled(typ Type, w []byte, nblocks, rows int, x []byte, tokens int, o
 // AVX512-VNNI: batches of four tokens or more in matMulKTiled's tiles
 // (dotIQ4XSRow4AVX2 looks each sub-block's codes up once for four
 // tokens), one token (decode) by the assembly row loop over every row,
-// and two or three a token at a time the same way.
+// and two or three a token at a time the same way (four rows at a time,
+// matVecIQ4_XSQ8_KRows4AVX2, the rest a row at a time).
 func matMulIQ4_XSAVX2(w []byte, nblocks, rows int, x []byte, tokens int, out []float32, outStride int) {
 	if tokens >= 4 {
 		matMulKTiled(IQ4_XS, w, nblocks, rows, x, tokens, out, outStride)
 		return
 	}
 	xb := nblocks * q8_KBytes
+	n4 := rows &^ 3
 	for t := 0; t < tokens; t++ {
-		matVecIQ4_XSQ8_KAVX2(&w[0], &x[t*xb], nblocks, &out[t*outStride], rows)
+		if n4 > 0 {
+			matVecIQ4_XSQ8_KRows4AVX2(&w[0], &x[t*xb], nblocks, &out[t*outStride], n4)
+		}
+		if n4 < rows {
+			matVecIQ4_XSQ8_KAVX2(&w[n4*nblocks*iq4_XSBytes], &x[t*xb], nblocks, &out[t*outStride+n4], rows-n4)
+		}
 	}
 }
