@@ -6,62 +6,49 @@
 // AVX2 kernels of the K-quant × Q8_K dot products. Weight codes are
 // unsigned, so VPMADDUBSW multiplies them with the signed activation codes
 // directly (at most 2·63·127 per int16 pair, no saturation), and VPMADDWD
-// against the sub-block scale (Q4_K, Q5_K) or against ones followed by
-// VPMULLD (Q6_K, whose 16-element sub-blocks split a register) widens to
+// against the sub-block scale (Q4_K, Q5_K; Q6_K's, whose 16-element
+// sub-blocks split a register, spread over the two lanes) widens to
 // int32 and applies the scale, so one accumulator serves the whole
 // super-block.
 
-// VPERMD indices spreading scales 2t and 2t+1 over the low and high 128-bit
-// lanes, for t = 0..3: a Q6_K row of 32 codes spans two 16-element
-// sub-blocks, one per lane.
-DATA q6KScaleIdx<>+0x00(SB)/4, $0
-DATA q6KScaleIdx<>+0x04(SB)/4, $0
-DATA q6KScaleIdx<>+0x08(SB)/4, $0
-DATA q6KScaleIdx<>+0x0c(SB)/4, $0
-DATA q6KScaleIdx<>+0x10(SB)/4, $1
-DATA q6KScaleIdx<>+0x14(SB)/4, $1
-DATA q6KScaleIdx<>+0x18(SB)/4, $1
-DATA q6KScaleIdx<>+0x1c(SB)/4, $1
-DATA q6KScaleIdx<>+0x20(SB)/4, $2
-DATA q6KScaleIdx<>+0x24(SB)/4, $2
-DATA q6KScaleIdx<>+0x28(SB)/4, $2
-DATA q6KScaleIdx<>+0x2c(SB)/4, $2
-DATA q6KScaleIdx<>+0x30(SB)/4, $3
-DATA q6KScaleIdx<>+0x34(SB)/4, $3
-DATA q6KScaleIdx<>+0x38(SB)/4, $3
-DATA q6KScaleIdx<>+0x3c(SB)/4, $3
-DATA q6KScaleIdx<>+0x40(SB)/4, $4
-DATA q6KScaleIdx<>+0x44(SB)/4, $4
-DATA q6KScaleIdx<>+0x48(SB)/4, $4
-DATA q6KScaleIdx<>+0x4c(SB)/4, $4
-DATA q6KScaleIdx<>+0x50(SB)/4, $5
-DATA q6KScaleIdx<>+0x54(SB)/4, $5
-DATA q6KScaleIdx<>+0x58(SB)/4, $5
-DATA q6KScaleIdx<>+0x5c(SB)/4, $5
-DATA q6KScaleIdx<>+0x60(SB)/4, $6
-DATA q6KScaleIdx<>+0x64(SB)/4, $6
-DATA q6KScaleIdx<>+0x68(SB)/4, $6
-DATA q6KScaleIdx<>+0x6c(SB)/4, $6
-DATA q6KScaleIdx<>+0x70(SB)/4, $7
-DATA q6KScaleIdx<>+0x74(SB)/4, $7
-DATA q6KScaleIdx<>+0x78(SB)/4, $7
-DATA q6KScaleIdx<>+0x7c(SB)/4, $7
-GLOBL q6KScaleIdx<>(SB), RODATA|NOPTR, $128
+// VPSHUFB patterns spreading the int16 scales 2t and 2t+1 (of the eight
+// of a half, in both 128-bit lanes) over the low and high lanes, for
+// t = 0..3: a Q6_K row of 32 codes spans two 16-element sub-blocks, one
+// per lane.
+DATA q6KScaleShuf<>+0x00(SB)/8, $0x0100010001000100
+DATA q6KScaleShuf<>+0x08(SB)/8, $0x0100010001000100
+DATA q6KScaleShuf<>+0x10(SB)/8, $0x0302030203020302
+DATA q6KScaleShuf<>+0x18(SB)/8, $0x0302030203020302
+DATA q6KScaleShuf<>+0x20(SB)/8, $0x0504050405040504
+DATA q6KScaleShuf<>+0x28(SB)/8, $0x0504050405040504
+DATA q6KScaleShuf<>+0x30(SB)/8, $0x0706070607060706
+DATA q6KScaleShuf<>+0x38(SB)/8, $0x0706070607060706
+DATA q6KScaleShuf<>+0x40(SB)/8, $0x0908090809080908
+DATA q6KScaleShuf<>+0x48(SB)/8, $0x0908090809080908
+DATA q6KScaleShuf<>+0x50(SB)/8, $0x0b0a0b0a0b0a0b0a
+DATA q6KScaleShuf<>+0x58(SB)/8, $0x0b0a0b0a0b0a0b0a
+DATA q6KScaleShuf<>+0x60(SB)/8, $0x0d0c0d0c0d0c0d0c
+DATA q6KScaleShuf<>+0x68(SB)/8, $0x0d0c0d0c0d0c0d0c
+DATA q6KScaleShuf<>+0x70(SB)/8, $0x0f0e0f0e0f0e0f0e
+DATA q6KScaleShuf<>+0x78(SB)/8, $0x0f0e0f0e0f0e0f0e
+GLOBL q6KScaleShuf<>(SB), RODATA|NOPTR, $128
 
 // Q6K_SUM adds the scaled sums of the 32 codes in Y1 (sub-blocks 2t, 2t+1
-// of the half at DI) to Y0, with the half's scales as dwords in Y5 and the
-// VPERMD indices for t in idx. Clobbers Y1, Y3.
-#define Q6K_SUM(t, idx) \
+// of the half at DI) to Y0, with the half's scales as int16 in both lanes
+// of Y5 and the VPSHUFB pattern for t in pat: VPMADDWD applies the scale
+// as it widens the pair sums (s·a + s·b, the same integers as widening
+// against ones and a VPMULLD). Clobbers Y1, Y3.
+#define Q6K_SUM(t, pat) \
 	VPMADDUBSW (32*t)(DI), Y1, Y1; \
-	VPMADDWD onesW<>(SB), Y1, Y1; \
-	VPERMD Y5, idx, Y3; \
-	VPMULLD Y3, Y1, Y1; \
+	VPSHUFB pat, Y5, Y3; \
+	VPMADDWD Y3, Y1, Y1; \
 	VPADDD Y1, Y0, Y0
 
 // Q6K_HALF adds half h (128 codes) of the super-block at SI, against the
 // activations at DI, to Y0. Clobbers Y1-Y3, Y5-Y8.
 #define Q6K_HALF(h) \
-	VPMOVSXBD (192+8*h)(SI), Y5; \
+	VPMOVSXBW (192+8*h)(SI), X5; \
+	VINSERTI128 $1, X5, Y5, Y5; \
 	VMOVDQU (128+32*h)(SI), Y6; \
 	VMOVDQU (64*h)(SI), Y7; \
 	VMOVDQU (64*h+32)(SI), Y8; \
@@ -298,7 +285,7 @@ GLOBL shufK4<>(SB), RODATA|NOPTR, $256
 	ADDQ $36, DI
 
 // Q6K_ROW_CONSTS sets the Q6_K row kernel's constants: masks in Y13-Y15,
-// VPERMD indices in Y9-Y11 and Y4. Clobbers AX.
+// VPSHUFB patterns in Y9-Y11 and Y4. Clobbers AX.
 #define Q6K_ROW_CONSTS \
 	MOVL $0x0f0f0f0f, AX; \
 	VMOVD AX, X15; \
@@ -309,10 +296,10 @@ GLOBL shufK4<>(SB), RODATA|NOPTR, $256
 	MOVL $0x30303030, AX; \
 	VMOVD AX, X13; \
 	VPBROADCASTD X13, Y13; \
-	VMOVDQU q6KScaleIdx<>+0(SB), Y9; \
-	VMOVDQU q6KScaleIdx<>+32(SB), Y10; \
-	VMOVDQU q6KScaleIdx<>+64(SB), Y11; \
-	VMOVDQU q6KScaleIdx<>+96(SB), Y4
+	VMOVDQU q6KScaleShuf<>+0(SB), Y9; \
+	VMOVDQU q6KScaleShuf<>+32(SB), Y10; \
+	VMOVDQU q6KScaleShuf<>+64(SB), Y11; \
+	VMOVDQU q6KScaleShuf<>+96(SB), Y4
 
 // HSUM8 leaves the sum of y's 8 lanes (x its low half) in x. Clobbers X1.
 #define HSUM8(y, x) \
@@ -732,18 +719,18 @@ q5r4done:
 
 // Q6K4_SUM adds the scaled sums of the 32 codes in Y1 (sub-blocks 2t,
 // 2t+1 of half h) against four tokens (DI, DI+R13, DI+2·R13, DI+R14) to
-// Y0, Y9, Y10, Y11: the scales are spread once (Y3, from the half's scale
-// dwords in Y5 and the VPERMD indices for t, loaded into Y12) for the four.
+// Y0, Y9, Y10, Y11: the scales are spread once (Y3, from the half's int16
+// scales in both lanes of Y5 and the VPSHUFB pattern for t, loaded into
+// Y12) for the four, and applied by VPMADDWD as it widens (Q6K_SUM).
 // Clobbers Y2, Y3, Y12.
 #define Q6K4_TOKEN(h, t, x, iacc) \
 	VPMADDUBSW (4+128*h+32*t)x, Y1, Y2; \
-	VPMADDWD onesW<>(SB), Y2, Y2; \
-	VPMULLD Y3, Y2, Y2; \
+	VPMADDWD Y3, Y2, Y2; \
 	VPADDD Y2, iacc, iacc
 
 #define Q6K4_SUM(h, t) \
-	VMOVDQU q6KScaleIdx<>+(32*t)(SB), Y12; \
-	VPERMD Y5, Y12, Y3; \
+	VMOVDQU q6KScaleShuf<>+(32*t)(SB), Y12; \
+	VPSHUFB Y12, Y5, Y3; \
 	Q6K4_TOKEN(h, t, (DI), Y0); \
 	Q6K4_TOKEN(h, t, (DI)(R13*1), Y9); \
 	Q6K4_TOKEN(h, t, (DI)(R13*2), Y10); \
@@ -751,7 +738,8 @@ q5r4done:
 
 // Q6K4_HALF is Q6K_HALF for four tokens. Clobbers Y1-Y3, Y5-Y8, Y12.
 #define Q6K4_HALF(h) \
-	VPMOVSXBD (192+8*h)(SI), Y5; \
+	VPMOVSXBW (192+8*h)(SI), X5; \
+	VINSERTI128 $1, X5, Y5, Y5; \
 	VMOVDQU (128+32*h)(SI), Y6; \
 	VMOVDQU (64*h)(SI), Y7; \
 	VMOVDQU (64*h+32)(SI), Y8; \
