@@ -86,6 +86,19 @@ func matVecIQ4_NLQ8_0VNNI(w, x *byte, nblocks int, out *float32, rows int)
 //go:noescape
 func matVecIQ4_NLQ8_0Rows4AVX2(w, x *byte, nblocks int, out *float32, rows int)
 
+// matVecQ4_1Q8_0Rows4AVX2, matVecQ5_0Q8_0Rows4AVX2 and
+// matVecQ5_1Q8_0Rows4AVX2 are the single-row AVX2 kernels four rows at a
+// time, rows a multiple of 4 (dot_amd64.s).
+//
+//go:noescape
+func matVecQ4_1Q8_0Rows4AVX2(w, x *byte, nblocks int, out *float32, rows int)
+
+//go:noescape
+func matVecQ5_0Q8_0Rows4AVX2(w, x *byte, nblocks int, out *float32, rows int)
+
+//go:noescape
+func matVecQ5_1Q8_0Rows4AVX2(w, x *byte, nblocks int, out *float32, rows int)
+
 // matVecIQ4_XSQ8_KRows4AVX2 is matVecIQ4_XSQ8_KAVX2 four rows at a time,
 // rows a multiple of 4 (dot_amd64.s).
 //

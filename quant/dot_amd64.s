@@ -1363,3 +1363,150 @@ xs4blocks:
 xs4end:
 	VZEROUPPER
 	RET
+
+// The four-row AVX2 kernels of Q4_1, Q5_0 and Q5_1 (…Rows4AVX2): rows at
+// SI, BX, DX and R13 (R12 the row stride), each activation block loaded
+// once for the four (Y2, its scale d(x) in Y4) with the term the rows
+// share in Y3: maddubs(16, y) for Q5_0's offset, the float pair sums of
+// Σy for the min of Q4_1 and Q5_1 (Y14 bytes 0x01 in place of
+// SETUP_CONSTS's 0x08). Per lane the row kernels' arithmetic (the same
+// integer sums, d(w)·d(x) and m·d(x) as they round them, the FMAs in their
+// order); the float lanes are reduced in another order (MATVEC4_STORE).
+
+// Q45_CODES leaves the 32 nibble codes at off(row) in Y5, in element
+// order; Q45_FIFTH adds 16 to those whose bit is set in the u32 at
+// off(row). Clobbers Y6.
+#define Q45_CODES(row, off) \
+	VBROADCASTI128 off(row), Y5; \
+	VPSRLVD Y12, Y5, Y5; \
+	VPAND Y13, Y5, Y5
+
+#define Q45_FIFTH(row, off) \
+	VPBROADCASTD off(row), Y6; \
+	VPSHUFB Y10, Y6, Y6; \
+	VPAND Y11, Y6, Y6; \
+	VPCMPEQB Y11, Y6, Y6; \
+	VPAND Y9, Y6, Y6; \
+	VPOR Y6, Y5, Y5
+
+// Q45_SCALED adds the block's d(w)·d(x) times the int32 sums in Y5 to acc.
+// Clobbers Y5, Y6.
+#define Q45_SCALED(row, acc) \
+	VCVTDQ2PS Y5, Y5; \
+	VPBROADCASTW (row), X6; \
+	VCVTPH2PS X6, Y6; \
+	VMULPS Y4, Y6, Y6; \
+	VFMADD231PS Y6, Y5, acc
+
+// Q45_MIN adds m·d(x) times the shared Σy pair sums (Y3) to acc, m the
+// f16 at 2(row). Clobbers Y6.
+#define Q45_MIN(row, acc) \
+	VPBROADCASTW 2(row), X6; \
+	VCVTPH2PS X6, Y6; \
+	VMULPS Y4, Y6, Y6; \
+	VFMADD231PS Y6, Y3, acc
+
+#define Q5_0_ROW4(row, acc) \
+	Q45_CODES(row, 6); \
+	Q45_FIFTH(row, 2); \
+	VPMADDUBSW Y2, Y5, Y5; \
+	VPSUBW Y3, Y5, Y5; \
+	VPMADDWD Y15, Y5, Y5; \
+	Q45_SCALED(row, acc)
+
+#define Q4_1_ROW4(row, acc) \
+	Q45_CODES(row, 4); \
+	VPMADDUBSW Y2, Y5, Y5; \
+	VPMADDWD Y15, Y5, Y5; \
+	Q45_SCALED(row, acc); \
+	Q45_MIN(row, acc)
+
+#define Q5_1_ROW4(row, acc) \
+	Q45_CODES(row, 8); \
+	Q45_FIFTH(row, 4); \
+	VPMADDUBSW Y2, Y5, Y5; \
+	VPMADDWD Y15, Y5, Y5; \
+	Q45_SCALED(row, acc); \
+	Q45_MIN(row, acc)
+
+// Q45_SHARED_OFF and Q45_SHARED_MIN load the activation block at DI and
+// the term the rows share.
+#define Q45_SHARED_OFF \
+	VMOVDQU 2(DI), Y2; \
+	VPMADDUBSW Y2, Y9, Y3; \
+	VPBROADCASTW (DI), X4; \
+	VCVTPH2PS X4, Y4
+
+#define Q45_SHARED_MIN \
+	VMOVDQU 2(DI), Y2; \
+	VPMADDUBSW Y2, Y14, Y3; \
+	VPMADDWD Y15, Y3, Y3; \
+	VCVTDQ2PS Y3, Y3; \
+	VPBROADCASTW (DI), X4; \
+	VCVTPH2PS X4, Y4
+
+// MATVEC4_Q45 is the TEXT body of the four-row kernels, after it has
+// loaded w to SI, x to R10, nblocks to R11, out to R8 and rows to R9
+// (rows a multiple of 4): wstride the block's bytes; a step prefetches two
+// lines, at least the 4·wstride bytes it consumes.
+#define MATVEC4_Q45(wstride, SHARED, ROW, rows4, blocks4, end) \
+	SETUP_Q5_CONSTS; \
+	MOVL $0x01010101, AX; \
+	VMOVD AX, X14; \
+	VPBROADCASTD X14, Y14; \
+	MOVQ R11, R12; \
+	IMULQ $wstride, R12; \
+rows4: \
+	CMPQ R9, $4; \
+	JL end; \
+	MATVEC4_START; \
+	LEAQ (SI)(R12*1), BX; \
+	LEAQ (SI)(R12*2), DX; \
+blocks4: \
+	PREFETCHT0 (R14); \
+	PREFETCHT0 64(R14); \
+	ADDQ $(4*wstride), R14; \
+	SHARED; \
+	ROW(SI, Y0); \
+	ROW(BX, Y1); \
+	ROW(DX, Y7); \
+	ROW(R13, Y8); \
+	ADDQ $wstride, SI; \
+	ADDQ $wstride, BX; \
+	ADDQ $wstride, DX; \
+	ADDQ $wstride, R13; \
+	ADDQ $34, DI; \
+	DECQ CX; \
+	JNZ blocks4; \
+	MATVEC4_STORE; \
+	JMP rows4; \
+end: \
+	VZEROUPPER; \
+	RET
+
+// func matVecQ4_1Q8_0Rows4AVX2(w, x *byte, nblocks int, out *float32, rows int)
+TEXT ·matVecQ4_1Q8_0Rows4AVX2(SB), NOSPLIT, $0-40
+	MOVQ w+0(FP), SI
+	MOVQ x+8(FP), R10
+	MOVQ nblocks+16(FP), R11
+	MOVQ out+24(FP), R8
+	MOVQ rows+32(FP), R9
+	MATVEC4_Q45(20, Q45_SHARED_MIN, Q4_1_ROW4, q41rows4, q41blocks4, q41end)
+
+// func matVecQ5_0Q8_0Rows4AVX2(w, x *byte, nblocks int, out *float32, rows int)
+TEXT ·matVecQ5_0Q8_0Rows4AVX2(SB), NOSPLIT, $0-40
+	MOVQ w+0(FP), SI
+	MOVQ x+8(FP), R10
+	MOVQ nblocks+16(FP), R11
+	MOVQ out+24(FP), R8
+	MOVQ rows+32(FP), R9
+	MATVEC4_Q45(22, Q45_SHARED_OFF, Q5_0_ROW4, q50rows4, q50blocks4, q50end)
+
+// func matVecQ5_1Q8_0Rows4AVX2(w, x *byte, nblocks int, out *float32, rows int)
+TEXT ·matVecQ5_1Q8_0Rows4AVX2(SB), NOSPLIT, $0-40
+	MOVQ w+0(FP), SI
+	MOVQ x+8(FP), R10
+	MOVQ nblocks+16(FP), R11
+	MOVQ out+24(FP), R8
+	MOVQ rows+32(FP), R9
+	MATVEC4_Q45(24, Q45_SHARED_MIN, Q5_1_ROW4, q51rows4, q51blocks4, q51end)

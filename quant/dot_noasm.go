@@ -37,3 +37,6 @@ func matVecIQ4_NLQ8_0Rows4AVX2(w, x *byte, nblocks int, out *float32, rows int) 
 func matVecIQ4_XSQ8_KRows4AVX2(w, x *byte, nblocks int, out *float32, rows int) {
 	panic("unreachable")
 }
+func matVecQ4_1Q8_0Rows4AVX2(w, x *byte, nblocks int, out *float32, rows int) { panic("unreachable") }
+func matVecQ5_0Q8_0Rows4AVX2(w, x *byte, nblocks int, out *float32, rows int) { panic("unreachable") }
+func matVecQ5_1Q8_0Rows4AVX2(w, x *byte, nblocks int, out *float32, rows int) { panic("unreachable") }

@@ -90,21 +90,23 @@ func dotQ45Q8_0Generic(t Type, w, x []byte, nblocks int) float32 {
 // arithmetic of DotQ4_1Q8_0 and the others a row, without a call a row.
 // With AVX512-VNNI, rows go four at a time (each activation block
 // prepared once for four, the weights prefetched), with the row kernels'
-// integer sums and their float sums in another order; IQ4_NL's do with
-// AVX2 too.
+// integer sums and their float sums in another order; with AVX2 alone
+// too (the activation block and its shared term once for four rows).
 func MatVecRowsQ8_0(t Type, w, x []byte, nblocks int, out []float32) {
 	var bb int
-	var kernel, vnni func(w, x *byte, nblocks int, out *float32, rows int)
+	// kernel: a row at a time; rows4: four at a time, rows a multiple of
+	// 4; vnni: every row, four at a time.
+	var kernel, rows4, vnni func(w, x *byte, nblocks int, out *float32, rows int)
 	var dot func(w, x []byte, nblocks int) float32
 	switch t {
 	case Q4_1:
-		bb, kernel, vnni, dot = q4_1Bytes, matVecQ4_1Q8_0AVX2, matVecQ4_1Q8_0VNNI, DotQ4_1Q8_0
+		bb, kernel, rows4, vnni, dot = q4_1Bytes, matVecQ4_1Q8_0AVX2, matVecQ4_1Q8_0Rows4AVX2, matVecQ4_1Q8_0VNNI, DotQ4_1Q8_0
 	case Q5_0:
-		bb, kernel, vnni, dot = q5_0Bytes, matVecQ5_0Q8_0AVX2, matVecQ5_0Q8_0VNNI, DotQ5_0Q8_0
+		bb, kernel, rows4, vnni, dot = q5_0Bytes, matVecQ5_0Q8_0AVX2, matVecQ5_0Q8_0Rows4AVX2, matVecQ5_0Q8_0VNNI, DotQ5_0Q8_0
 	case Q5_1:
-		bb, kernel, vnni, dot = q5_1Bytes, matVecQ5_1Q8_0AVX2, matVecQ5_1Q8_0VNNI, DotQ5_1Q8_0
+		bb, kernel, rows4, vnni, dot = q5_1Bytes, matVecQ5_1Q8_0AVX2, matVecQ5_1Q8_0Rows4AVX2, matVecQ5_1Q8_0VNNI, DotQ5_1Q8_0
 	case IQ4_NL:
-		bb, kernel, dot = iq4_NLBytes, matVecIQ4_NLQ8_0AVX2, DotIQ4_NLQ8_0
+		bb, kernel, rows4, dot = iq4_NLBytes, matVecIQ4_NLQ8_0AVX2, matVecIQ4_NLQ8_0Rows4AVX2, DotIQ4_NLQ8_0
 	default:
 		panic(fmt.Sprintf("quant: MatVecRowsQ8_0 of %s", t))
 	}
@@ -116,12 +118,15 @@ func MatVecRowsQ8_0(t Type, w, x []byte, nblocks int, out []float32) {
 	if len(out) == 0 {
 		return
 	}
-	if (useVNNI || useAVX2) && t == IQ4_NL {
+	if useVNNI && vnni != nil {
+		vnni(&w[0], &x[0], nblocks, &out[0], len(out))
+		return
+	}
+	if useVNNI && t == IQ4_NL {
+		rows4 = matVecIQ4_NLQ8_0VNNI
+	}
+	if useAVX2 {
 		// Four rows at a time; the rest a row at a time.
-		rows4 := matVecIQ4_NLQ8_0Rows4AVX2
-		if useVNNI {
-			rows4 = matVecIQ4_NLQ8_0VNNI
-		}
 		n4 := len(out) &^ 3
 		if n4 > 0 {
 			rows4(&w[0], &x[0], nblocks, &out[0], n4)
@@ -129,13 +134,6 @@ func MatVecRowsQ8_0(t Type, w, x []byte, nblocks int, out []float32) {
 		if n4 < len(out) {
 			kernel(&w[n4*nblocks*bb], &x[0], nblocks, &out[n4], len(out)-n4)
 		}
-		return
-	}
-	if useVNNI && vnni != nil {
-		kernel = vnni
-	}
-	if useAVX2 {
-		kernel(&w[0], &x[0], nblocks, &out[0], len(out))
 		return
 	}
 	rb := nblocks * bb

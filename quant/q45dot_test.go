@@ -54,8 +54,9 @@ func TestDotQ45Q8_0(t *testing.T) {
 // TestMatVecRowsQ8_0 checks the matrix-vector products of Q4_1, Q5_0,
 // Q5_1 and IQ4_NL rows: the AVX2 kernels against the row kernels, bit for
 // bit (the same arithmetic, a row at a time), and the public function
-// (the VNNI kernels, four rows at a time, where present) against the
-// exact sums.
+// (four rows at a time: the VNNI kernels where present, else the AVX2
+// ones; the same integer sums, the float sums in another order) against
+// the exact sums.
 func TestMatVecRowsQ8_0(t *testing.T) {
 	r := rand.New(rand.NewPCG(46, 46))
 	for _, tc := range []struct {
@@ -111,10 +112,11 @@ func TestMatVecRowsQ8_0(t *testing.T) {
 	}
 }
 
-// BenchmarkMatVecRowsQ8_0 multiplies IQ4_NL rows of Llama-1B's width by one
-// Q8_0 row: the FFN gate (8192 rows of 2048, 9.4 MB) and 64 MB of such
-// rows, twice a 32 MB L3, as a whole model's weights stream; "row" is the
-// single-row kernel, "rows" the public function (four rows at a time).
+// BenchmarkMatVecRowsQ8_0 multiplies Q4_1, Q5_0, Q5_1 and IQ4_NL rows of
+// Llama-1B's width by one Q8_0 row: the FFN gate (8192 rows of 2048) and
+// 64 MB of such rows, twice a 32 MB L3, as a whole model's weights
+// stream; "row" is the single-row kernel, "rows" the public function
+// (four rows at a time).
 func BenchmarkMatVecRowsQ8_0(b *testing.B) {
 	if !useAVX2 {
 		b.Skip("no AVX2")
@@ -122,36 +124,42 @@ func BenchmarkMatVecRowsQ8_0(b *testing.B) {
 	r := rand.New(rand.NewPCG(47, 47))
 	const cols = 2048
 	nb := cols / 32
-	for _, c := range []struct {
-		name string
-		rows int
-	}{{"gate", 8192}, {"dram", 64 << 20 / (nb * iq4_NLBytes)}} {
-		wf, xf := make([]float32, c.rows*cols), make([]float32, cols)
-		for i := range wf {
-			wf[i] = float32(r.NormFloat64())
-		}
-		for i := range xf {
-			xf[i] = float32(r.NormFloat64())
-		}
-		w, x := make([]byte, c.rows*nb*iq4_NLBytes), make([]byte, nb*q8_0Bytes)
-		if err := Quantize(IQ4_NL, wf, w); err != nil {
-			b.Fatal(err)
-		}
-		if err := Quantize(Q8_0, xf, x); err != nil {
-			b.Fatal(err)
-		}
-		out := make([]float32, c.rows)
-		b.Run("IQ4_NL/row/"+c.name, func(b *testing.B) {
-			b.SetBytes(int64(len(w)))
-			for b.Loop() {
-				matVecIQ4_NLQ8_0AVX2(&w[0], &x[0], nb, &out[0], c.rows)
+	for _, tc := range []struct {
+		typ Type
+		row func(w, x *byte, nblocks int, out *float32, rows int)
+	}{{Q4_1, matVecQ4_1Q8_0AVX2}, {Q5_0, matVecQ5_0Q8_0AVX2}, {Q5_1, matVecQ5_1Q8_0AVX2}, {IQ4_NL, matVecIQ4_NLQ8_0AVX2}} {
+		bb := tc.typ.BlockBytes()
+		for _, c := range []struct {
+			name string
+			rows int
+		}{{"gate", 8192}, {"dram", 64 << 20 / (nb * bb)}} {
+			wf, xf := make([]float32, c.rows*cols), make([]float32, cols)
+			for i := range wf {
+				wf[i] = float32(r.NormFloat64())
 			}
-		})
-		b.Run("IQ4_NL/rows/"+c.name, func(b *testing.B) {
-			b.SetBytes(int64(len(w)))
-			for b.Loop() {
-				MatVecRowsQ8_0(IQ4_NL, w, x, nb, out)
+			for i := range xf {
+				xf[i] = float32(r.NormFloat64())
 			}
-		})
+			w, x := make([]byte, c.rows*nb*bb), make([]byte, nb*q8_0Bytes)
+			if err := Quantize(tc.typ, wf, w); err != nil {
+				b.Fatal(err)
+			}
+			if err := Quantize(Q8_0, xf, x); err != nil {
+				b.Fatal(err)
+			}
+			out := make([]float32, c.rows)
+			b.Run(fmt.Sprintf("%v/row/%s", tc.typ, c.name), func(b *testing.B) {
+				b.SetBytes(int64(len(w)))
+				for b.Loop() {
+					tc.row(&w[0], &x[0], nb, &out[0], c.rows)
+				}
+			})
+			b.Run(fmt.Sprintf("%v/rows/%s", tc.typ, c.name), func(b *testing.B) {
+				b.SetBytes(int64(len(w)))
+				for b.Loop() {
+					MatVecRowsQ8_0(tc.typ, w, x, nb, out)
+				}
+			})
+		}
 	}
 }
