@@ -1132,75 +1132,6 @@ nlend:
 	VZEROUPPER
 	RET
 
-// IQ4_NL's table as signed bytes (iq4_amd64.s's iq4tab), for the AVX2
-// kernel below.
-DATA iq4stab<>+0(SB)/8, $0xf6eaddcfbfad9881
-DATA iq4stab<>+8(SB)/8, $0x7159453526190d01
-GLOBL iq4stab<>(SB), RODATA|NOPTR, $16
-
-// IQ4_NL_ROW_TERM is Q8_0_ROW_TERM for an IQ4_NL weight block: its codes
-// looked up in the table (Y10) to the signed weights first. |w| ≤ 127,
-// so VPMADDUBSW's pair sums cannot saturate. Clobbers Y5, Y6.
-#define IQ4_NL_ROW_TERM(codes, scale, acc) \
-	CODES_ROW(codes); \
-	VPSHUFB Y5, Y10, Y5; \
-	VPABSB Y5, Y6; \
-	VPSIGNB Y5, Y2, Y5; \
-	VPMADDUBSW Y5, Y6, Y5; \
-	VPMADDWD Y15, Y5, Y5; \
-	VCVTDQ2PS Y5, Y5; \
-	VPBROADCASTW scale, X6; \
-	VCVTPH2PS X6, Y6; \
-	VMULPS Y4, Y6, Y6; \
-	VFMADD231PS Y6, Y5, acc
-
-// func matVecIQ4_NLQ8_0Rows4AVX2(w, x *byte, nblocks int, out *float32, rows int)
-//
-// matVecIQ4_NLQ8_0AVX2 four rows at a time, rows a multiple of 4, as
-// matVecQ4_0Q8_0AVX2 walks them: each activation block and its scale
-// loaded once for four rows, four accumulators (the single-row kernel's
-// one waits on each FMA), the weights prefetched. The integer sums are
-// the single-row kernel's; the float sums are reduced in another order.
-// The caller takes the rows past the last four (MatVecRowsQ8_0).
-TEXT ·matVecIQ4_NLQ8_0Rows4AVX2(SB), NOSPLIT, $0-40
-	MOVQ w+0(FP), SI
-	MOVQ x+8(FP), R10
-	MOVQ nblocks+16(FP), R11
-	MOVQ out+24(FP), R8
-	MOVQ rows+32(FP), R9
-	SETUP_CONSTS
-	VBROADCASTI128 iq4stab<>(SB), Y10
-	MOVQ R11, R12
-	IMULQ $18, R12 // row stride
-
-nl2rows4:
-	CMPQ R9, $4
-	JL nl2end
-	MATVEC4_START
-
-nl2blocks4:
-	PREFETCHT0 (R14)
-	PREFETCHT0 64(R14)
-	ADDQ $72, R14
-	VMOVDQU 2(DI), Y2
-	VPBROADCASTW (DI), X4
-	VCVTPH2PS X4, Y4
-	IQ4_NL_ROW_TERM(2(SI), (SI), Y0)
-	IQ4_NL_ROW_TERM(2(SI)(R12*1), (SI)(R12*1), Y1)
-	IQ4_NL_ROW_TERM(2(SI)(R12*2), (SI)(R12*2), Y7)
-	IQ4_NL_ROW_TERM(2(R13), (R13), Y8)
-	ADDQ $18, SI
-	ADDQ $18, R13
-	ADDQ $34, DI
-	DECQ CX
-	JNZ nl2blocks4
-	MATVEC4_STORE
-	JMP nl2rows4
-
-nl2end:
-	VZEROUPPER
-	RET
-
 // IQ4_XS four rows at a time (matVecIQ4_XSQ8_KRows4AVX2). A super-block's
 // eight sub-block scales ls − 32 of a row are unpacked at once into the
 // stack (32·r bytes on for row r), each as the int16 pair (s, s), so that
@@ -1364,11 +1295,11 @@ xs4end:
 	VZEROUPPER
 	RET
 
-// The four-row AVX2 kernels of Q4_1, Q5_0 and Q5_1 (…Rows4AVX2): rows at
-// SI, BX, DX and R13 (R12 the row stride), each activation block loaded
-// once for the four (Y2, its scale d(x) in Y4) with the term the rows
-// share in Y3: maddubs(16, y) for Q5_0's offset, the float pair sums of
-// Σy for the min of Q4_1 and Q5_1 (Y14 bytes 0x01 in place of
+// The four-row AVX2 kernels of Q4_1, Q5_0, Q5_1 and IQ4_NL (…Rows4AVX2):
+// rows at SI, BX, DX and R13 (R12 the row stride), each activation block
+// loaded once for the four (Y2, its scale d(x) in Y4) with the term the
+// rows share in Y3: maddubs(16, y) for Q5_0's offset, the float pair sums
+// of Σy for the min of Q4_1 and Q5_1 (Y14 bytes 0x01 in place of
 // SETUP_CONSTS's 0x08). Per lane the row kernels' arithmetic (the same
 // integer sums, d(w)·d(x) and m·d(x) as they round them, the FMAs in their
 // order); the float lanes are reduced in another order (MATVEC4_STORE).
@@ -1429,31 +1360,58 @@ xs4end:
 	Q45_SCALED(row, acc); \
 	Q45_MIN(row, acc)
 
-// Q45_SHARED_OFF and Q45_SHARED_MIN load the activation block at DI and
-// the term the rows share.
-#define Q45_SHARED_OFF \
+// IQ4_NL_ROW4 is Q8_0_ROW_TERM for an IQ4_NL weight block: its codes
+// looked up in the table (Y10) to the signed weights first. |w| ≤ 127,
+// so VPMADDUBSW's pair sums cannot saturate.
+#define IQ4_NL_ROW4(row, acc) \
+	Q45_CODES(row, 2); \
+	VPSHUFB Y5, Y10, Y5; \
+	VPABSB Y5, Y6; \
+	VPSIGNB Y5, Y2, Y5; \
+	VPMADDUBSW Y5, Y6, Y5; \
+	VPMADDWD Y15, Y5, Y5; \
+	Q45_SCALED(row, acc)
+
+// ROWS4_X loads the activation block at DI and its scale; Q45_SHARED_OFF
+// and Q45_SHARED_MIN also the term the rows share.
+#define ROWS4_X \
 	VMOVDQU 2(DI), Y2; \
-	VPMADDUBSW Y2, Y9, Y3; \
 	VPBROADCASTW (DI), X4; \
 	VCVTPH2PS X4, Y4
+
+#define Q45_SHARED_OFF \
+	ROWS4_X; \
+	VPMADDUBSW Y2, Y9, Y3
 
 #define Q45_SHARED_MIN \
-	VMOVDQU 2(DI), Y2; \
+	ROWS4_X; \
 	VPMADDUBSW Y2, Y14, Y3; \
 	VPMADDWD Y15, Y3, Y3; \
-	VCVTDQ2PS Y3, Y3; \
-	VPBROADCASTW (DI), X4; \
-	VCVTPH2PS X4, Y4
+	VCVTDQ2PS Y3, Y3
 
-// MATVEC4_Q45 is the TEXT body of the four-row kernels, after it has
-// loaded w to SI, x to R10, nblocks to R11, out to R8 and rows to R9
-// (rows a multiple of 4): wstride the block's bytes; a step prefetches two
-// lines, at least the 4·wstride bytes it consumes.
-#define MATVEC4_Q45(wstride, SHARED, ROW, rows4, blocks4, end) \
+// Q45_CONSTS are SETUP_Q5_CONSTS with bytes 0x01 in Y14; IQ4_NL_CONSTS
+// SETUP_CONSTS with the IQ4_NL table (signed bytes, iq4_amd64.s's
+// iq4tab) in both lanes of Y10.
+#define Q45_CONSTS \
 	SETUP_Q5_CONSTS; \
 	MOVL $0x01010101, AX; \
 	VMOVD AX, X14; \
-	VPBROADCASTD X14, Y14; \
+	VPBROADCASTD X14, Y14
+
+DATA iq4stab<>+0(SB)/8, $0xf6eaddcfbfad9881
+DATA iq4stab<>+8(SB)/8, $0x7159453526190d01
+GLOBL iq4stab<>(SB), RODATA|NOPTR, $16
+
+#define IQ4_NL_CONSTS \
+	SETUP_CONSTS; \
+	VBROADCASTI128 iq4stab<>(SB), Y10
+
+// MATVEC4_AVX2 is the TEXT body of the four-row kernels, after it has
+// loaded w to SI, x to R10, nblocks to R11, out to R8 and rows to R9
+// (rows a multiple of 4): wstride the block's bytes; a step prefetches two
+// lines, at least the 4·wstride bytes it consumes.
+#define MATVEC4_AVX2(wstride, CONSTS, SHARED, ROW, rows4, blocks4, end) \
+	CONSTS; \
 	MOVQ R11, R12; \
 	IMULQ $wstride, R12; \
 rows4: \
@@ -1491,7 +1449,7 @@ TEXT ·matVecQ4_1Q8_0Rows4AVX2(SB), NOSPLIT, $0-40
 	MOVQ nblocks+16(FP), R11
 	MOVQ out+24(FP), R8
 	MOVQ rows+32(FP), R9
-	MATVEC4_Q45(20, Q45_SHARED_MIN, Q4_1_ROW4, q41rows4, q41blocks4, q41end)
+	MATVEC4_AVX2(20, Q45_CONSTS, Q45_SHARED_MIN, Q4_1_ROW4, q41rows4, q41blocks4, q41end)
 
 // func matVecQ5_0Q8_0Rows4AVX2(w, x *byte, nblocks int, out *float32, rows int)
 TEXT ·matVecQ5_0Q8_0Rows4AVX2(SB), NOSPLIT, $0-40
@@ -1500,7 +1458,7 @@ TEXT ·matVecQ5_0Q8_0Rows4AVX2(SB), NOSPLIT, $0-40
 	MOVQ nblocks+16(FP), R11
 	MOVQ out+24(FP), R8
 	MOVQ rows+32(FP), R9
-	MATVEC4_Q45(22, Q45_SHARED_OFF, Q5_0_ROW4, q50rows4, q50blocks4, q50end)
+	MATVEC4_AVX2(22, Q45_CONSTS, Q45_SHARED_OFF, Q5_0_ROW4, q50rows4, q50blocks4, q50end)
 
 // func matVecQ5_1Q8_0Rows4AVX2(w, x *byte, nblocks int, out *float32, rows int)
 TEXT ·matVecQ5_1Q8_0Rows4AVX2(SB), NOSPLIT, $0-40
@@ -1509,4 +1467,13 @@ TEXT ·matVecQ5_1Q8_0Rows4AVX2(SB), NOSPLIT, $0-40
 	MOVQ nblocks+16(FP), R11
 	MOVQ out+24(FP), R8
 	MOVQ rows+32(FP), R9
-	MATVEC4_Q45(24, Q45_SHARED_MIN, Q5_1_ROW4, q51rows4, q51blocks4, q51end)
+	MATVEC4_AVX2(24, Q45_CONSTS, Q45_SHARED_MIN, Q5_1_ROW4, q51rows4, q51blocks4, q51end)
+
+// func matVecIQ4_NLQ8_0Rows4AVX2(w, x *byte, nblocks int, out *float32, rows int)
+TEXT ·matVecIQ4_NLQ8_0Rows4AVX2(SB), NOSPLIT, $0-40
+	MOVQ w+0(FP), SI
+	MOVQ x+8(FP), R10
+	MOVQ nblocks+16(FP), R11
+	MOVQ out+24(FP), R8
+	MOVQ rows+32(FP), R9
+	MATVEC4_AVX2(18, IQ4_NL_CONSTS, ROWS4_X, IQ4_NL_ROW4, nl2rows4, nl2blocks4, nl2end)

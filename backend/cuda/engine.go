@@ -473,8 +473,7 @@ func (b *Backend) layerInt8(l *launcher, i int) (attn, ffn, down, heads bool) {
 		qa.x8 = b.x8 // the kernel may differ with it (qkvV)
 	}
 	fq, _ := l.qkvKernel(qa)
-	apart := b.tune.attnHeads || b.tune.attnHeadsLong && l.attnCluster == 0 // as recordStep
-	heads = apart && b.tune.attnHeads8 && l.headsInt8(attnArgs{wo: &ly.wo, heads: b.heads, heads8: b.heads8}) != nil
+	heads = b.headsApart(l) && b.tune.attnHeads8 && l.headsInt8(attnArgs{wo: &ly.wo, heads: b.heads, heads8: b.heads8}) != nil
 	fa := ffnArgs{gate: &ly.gate, up: &ly.up, down: &ly.down}
 	if b.tune.ffnSplit {
 		fa.h, fa.h8 = b.ffnH, b.ffnH8
@@ -486,6 +485,12 @@ func (b *Backend) layerInt8(l *launcher, i int) (attn, ffn, down, heads bool) {
 	}
 	// The fused FFN kernel stages its input (ffnArgs.x8).
 	return attn, l.k.rounds8(ff, b.tune.act8 && fa.h != 0), l.ffnInt8Down(fa, ff) != nil, heads
+}
+
+// headsApart says whether a step l launches projects the heads' outputs
+// in a kernel of its own (tuning.attnHeads, attnHeadsLong).
+func (b *Backend) headsApart(l *launcher) bool {
+	return b.tune.attnHeads || b.tune.attnHeadsLong && l.attnCluster == 0
 }
 
 // newLauncher is a launcher on b's stream with b's tuned shapes.
@@ -1011,7 +1016,7 @@ func (b *Backend) recordStep(l *launcher, k stepKind, afterLayer func(i int) err
 			softcap: blk.AttnSoftcap, rs: attnRS, single: b.tune.attnSingle,
 			minChunk: b.tune.attnMinChunk, oBlocks: b.tune.attnOBlocks, noSpin: b.tune.attnNoSpin, cluster: l.attnCluster,
 			partAcc: b.partAcc, partML: b.partML, tickets: b.attnTickets, wo: &ly.wo, res: attnOut, poison: b.poison}
-		if b.tune.attnHeads || b.tune.attnHeadsLong && l.attnCluster == 0 {
+		if b.headsApart(l) {
 			a.heads = b.heads
 			if b.tune.attnHeads8 {
 				a.heads8 = b.heads8
