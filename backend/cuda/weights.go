@@ -44,10 +44,10 @@ func (t gpuType) quantized() bool { return t == wtQ4_0 || t == wtQ8_0 || t == wt
 // 256-element super-blocks). The headers keep GGML's own scale bits, and
 // the codes are re-packed so that one block's are contiguous: 4-bit codes
 // as Q4_0 orders them (byte i: element i in the low nibble, i+16 in the
-// high one), 2-bit codes four to a byte (byte i: elements 4i…4i+3 from bit
-// 0 up), extra high bits one u32 per block (bit i: element i) or, for
-// Q6_K's two, two u32s (2 bits per element, in 2-bit order). The sizes stay
-// within 2% of GGML's.
+// high one), 2-bit codes in 8 bytes (pack2), extra high bits one u32 per
+// block (packBits; Q5_0's and Q5_1's in their headers) or, for Q6_K's two,
+// 8 bytes as pack2 orders codes: so that four elements' bits, one a byte,
+// are a shift and a mask away. The sizes stay within 2% of GGML's.
 //
 // Element i of a block is s·(q_i − off) + m, q_i its code (with its high
 // bits), s and m from the header: s the scale of its half (i/16: the
@@ -169,9 +169,14 @@ func layoutMix(typ quant.Type, l mixLayout, data []byte, rows, cols int) hostMat
 		switch typ {
 		case quant.Q4_0, quant.Q8_0, quant.Q4_1, quant.Q5_0, quant.Q5_1, quant.IQ4_NL, quant.IQ4_XS:
 			// The header is the GGML block's first hBytes, its codes the
-			// rest, already in the kernels' order.
+			// rest, already in the kernels' order; Q5_0's and Q5_1's
+			// fifth bits are re-ordered as packBits orders them.
 			copy(h, src[:l.hBytes])
 			copy(q, src[l.hBytes:])
+			if typ == quant.Q5_0 || typ == quant.Q5_1 {
+				qh := h[l.hBytes-4:]
+				binary.LittleEndian.PutUint32(qh, interleaveBits(binary.LittleEndian.Uint32(qh)))
+			}
 		case quant.Q2_K:
 			copy(h[0:4], src[80:84])
 			copy(h[4:20], src[0:16])
@@ -213,25 +218,48 @@ func pack4(dst []byte, code func(e int) byte) {
 	}
 }
 
-// pack2 writes 2-bit codes, four to a byte from bit 0 up (byte i: elements
-// 4i…4i+3).
+// pack2 writes 2-bit codes, 8 bytes a 32-element block in the order that
+// lets the kernels take four elements' codes in a shift and a mask
+// (weights.cuh's mix_codes): element 16g+4s+b is bits 2s of byte 4g+b.
 func pack2(dst []byte, code func(e int) byte) {
-	for i := range dst {
-		dst[i] = code(4*i) | code(4*i+1)<<2 | code(4*i+2)<<4 | code(4*i+3)<<6
+	for b := range dst {
+		blk, g, k := b/8, b%8/4, b%4
+		var v byte
+		for s := 0; s < 4; s++ {
+			v |= code(32*blk+16*g+4*s+k) << (2 * s)
+		}
+		dst[b] = v
 	}
 }
 
+// two is code i of a block pack2 wrote (b: its 8 bytes).
+func two(b []byte, i int) int32 { return int32(b[4*(i/16)+i%4] >> (2 * (i / 4 % 4)) & 3) }
+
 // packBits writes one bit per element, a little-endian u32 per 32-element
-// block (bit i: element i).
+// block, in the order interleaveBits gives.
 func packBits(dst []byte, bit func(e int) byte) {
 	for b := 0; b < len(dst)/4; b++ {
 		var w uint32
 		for i := 0; i < 32; i++ {
 			w |= uint32(bit(32*b+i)) << i
 		}
-		binary.LittleEndian.PutUint32(dst[4*b:], w)
+		binary.LittleEndian.PutUint32(dst[4*b:], interleaveBits(w))
 	}
 }
+
+// interleaveBits moves bit i (element i of a block) to bit 8·(i%4) + i/4,
+// so that (w >> s) & 0x01010101 is the bits of elements 4s…4s+3, one a
+// byte (weights.cuh's mix_codes).
+func interleaveBits(w uint32) uint32 {
+	var v uint32
+	for i := 0; i < 32; i++ {
+		v |= (w >> i & 1) << (8*(i%4) + i/4)
+	}
+	return v
+}
+
+// bitOf is element i's bit of a word interleaveBits wrote.
+func bitOf(w uint32, i int) int32 { return int32(w >> (8*(i%4) + i/4) & 1) }
 
 // mixBlock decodes block blk of a wtMix matrix as the kernels do
 // (kernels/weights.cuh): element i is s[i/16]·(q[i] − off) + m[i/16].
@@ -243,7 +271,6 @@ func (m *hostMatrix) mixBlock(blk int) (q [32]int32, s, mn [2]float32, off int32
 	f16 := func(b []byte) float32 { return quant.F16ToF32(binary.LittleEndian.Uint16(b)) }
 	u32 := func(b []byte) uint32 { return binary.LittleEndian.Uint32(b) }
 	nib := func(i int) int32 { return int32(qb[i%16] >> (4 * (i / 16)) & 15) }
-	two := func(b []byte, i int) int32 { return int32(b[i/4] >> (2 * (i % 4)) & 3) }
 	both := func(v float32) [2]float32 { return [2]float32{v, v} }
 	switch m.Quant {
 	case quant.Q4_0, quant.Q4_1, quant.Q5_0, quant.Q5_1, quant.IQ4_NL, quant.Q4_K, quant.Q5_K, quant.Q6_K, quant.IQ4_XS:
@@ -274,7 +301,7 @@ func (m *hostMatrix) mixBlock(blk int) (q [32]int32, s, mn [2]float32, off int32
 			qh, off, mn = u32(h[4:]), 0, both(f16(h[2:]))
 		}
 		for i := range q {
-			q[i] |= int32(qh>>i&1) << 4
+			q[i] |= bitOf(qh, i) << 4
 		}
 	case quant.IQ4_NL, quant.IQ4_XS:
 		d := f16(h)
@@ -301,7 +328,7 @@ func (m *hostMatrix) mixBlock(blk int) (q [32]int32, s, mn [2]float32, off int32
 			s[k] = d * float32(sc-32)
 		}
 		for i := range q {
-			q[i] |= int32(hm>>i&1) << 2
+			q[i] |= bitOf(hm, i) << 2
 		}
 		off = 4
 	case quant.Q4_K, quant.Q5_K:
@@ -310,7 +337,7 @@ func (m *hostMatrix) mixBlock(blk int) (q [32]int32, s, mn [2]float32, off int32
 		if m.Quant == quant.Q5_K {
 			qh := u32(h[16+4*j:])
 			for i := range q {
-				q[i] |= int32(qh>>i&1) << 4
+				q[i] |= bitOf(qh, i) << 4
 			}
 		}
 	case quant.Q6_K:
