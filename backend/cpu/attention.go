@@ -56,12 +56,30 @@ func newAttnScratch(group, headDim int) attnScratch {
 }
 
 // attnChunk is a work item's tokens: batch tokens [t0, t1) of one
-// sequence, at consecutive positions from pos.
+// sequence, at consecutive positions from pos. A decode token (t1 = t0+1)
+// whose context spans more than attnPartTiles tiles is split into parts
+// of that many tiles, each a work item of its own whose softmax state
+// (unnormalized output, maximum, sum) goes to part storage from slot on,
+// merged after: otherwise one sequence's decode step has a work item a KV
+// head (SmolLM's three on two workers: one idles a third of the time), and
+// the items' time goes with the context.
 type attnChunk struct {
 	seq    *backend.Seq
 	t0, t1 int
 	pos    int
+	parts  int
+	slot   int
 }
+
+// attnPartTiles is the tiles (attnTile positions each) of a decode
+// token's context that one work item takes. A fixed size, so that how a
+// token's attention is summed depends on its context alone, not on the
+// batch it runs in or on the number of workers.
+const attnPartTiles = 2
+
+// attnItem is one work item of a layer's attention for a KV head: part
+// part of chunk chunk.
+type attnItem struct{ chunk, part int }
 
 // setChunks splits the batch (b.pos, b.seqs) into runs of at most
 // attnTokens consecutive positions of one sequence.
@@ -101,19 +119,113 @@ func blockRuns(runs []blockRun, table []int32, p0, n int) []blockRun {
 // attention computes, for each token of the batch and each head, softmax
 // attention over its sequence's positions up to its own (causal).
 func (b *Backend) attention(l int) {
-	chunks := len(b.chunks)
-	items := b.c.NumKVHeads * chunks
-	b.pool.parallelFor(items, 1, func(worker, lo, hi int) {
+	group := b.c.NumHeads / b.c.NumKVHeads
+	hd := b.c.HeadDim
+	items, slots := b.attnItems[:0], 0
+	for i := range b.chunks {
+		ch := &b.chunks[i]
+		ch.parts, ch.slot = 1, slots
+		if ch.t1 == ch.t0+1 {
+			_, tiles := b.attnSpan(l, ch)
+			ch.parts = max(1, (tiles+attnPartTiles-1)/attnPartTiles)
+		}
+		if ch.parts > 1 {
+			slots += ch.parts
+		}
+		for p := range ch.parts {
+			items = append(items, attnItem{chunk: i, part: p})
+		}
+	}
+	b.attnItems = items
+	// A part's state: group rows of the output, then their maxima and sums,
+	// for every KV head.
+	stride := group*hd + 2*group
+	if need := slots * b.c.NumKVHeads * stride; len(b.attnParts) < need {
+		b.attnParts = make([]float32, need)
+	}
+	n := len(items)
+	b.pool.parallelFor(b.c.NumKVHeads*n, 1, func(worker, lo, hi int) {
 		sc := &b.attn[worker] // a worker's ranges run one at a time
 		for it := lo; it < hi; it++ {
-			b.attendChunk(sc, l, it/chunks, &b.chunks[it%chunks])
+			g, item := it/n, items[it%n]
+			ch := &b.chunks[item.chunk]
+			var state []float32
+			if ch.parts > 1 {
+				k := (g*slots + ch.slot + item.part) * stride
+				state = b.attnParts[k : k+stride]
+			}
+			b.attendChunk(sc, l, g, ch, item.part, state)
 		}
 	})
+	if slots == 0 {
+		return
+	}
+	for i := range b.chunks {
+		if ch := &b.chunks[i]; ch.parts > 1 {
+			for g := range b.c.NumKVHeads {
+				k := (g*slots + ch.slot) * stride
+				b.mergeParts(ch, g, b.attnParts[k:k+ch.parts*stride], stride)
+			}
+		}
+	}
+}
+
+// attnSpan is where chunk ch's tiles start in layer l (p0: the first
+// position its first token sees, down to a block) and how many tiles of
+// attnTile positions cover them up to its last token's.
+func (b *Backend) attnSpan(l int, ch *attnChunk) (p0, tiles int) {
+	start := 0 // the first position the first token sees
+	if w := b.c.LayerAttn[l].Window; w > 0 {
+		start = max(0, ch.pos-w+1)
+	}
+	end := ch.pos + ch.t1 - ch.t0 // positions the last token sees
+	p0 = start / kvBlock * kvBlock
+	return p0, (end - p0 + attnTile - 1) / attnTile
+}
+
+// mergeParts writes the attention output of decode token ch.t0 for the
+// query heads of KV head g from its parts' states (ps: ch.parts of them,
+// stride apart): each part's sums and output rescaled to the largest
+// maximum, then the output over the sum.
+func (b *Backend) mergeParts(ch *attnChunk, g int, ps []float32, stride int) {
+	c := &b.c
+	hd, group := c.HeadDim, c.NumHeads/c.NumKVHeads
+	for r := range group {
+		mx := float32(math.Inf(-1))
+		for p := range ch.parts {
+			st := ps[p*stride:]
+			if st[group*hd+group+r] != 0 {
+				mx = max(mx, st[group*hd+r])
+			}
+		}
+		h := g*group + r
+		dst := b.att.row(ch.t0)[h*hd : (h+1)*hd]
+		clear(dst)
+		var sum float32
+		for p := range ch.parts {
+			st := ps[p*stride:]
+			partSum := st[group*hd+group+r]
+			if partSum == 0 {
+				continue // nothing this part's positions let through
+			}
+			alpha := float32(math.Exp(float64(st[group*hd+r] - mx)))
+			sum += partSum * alpha
+			for i, v := range st[r*hd : (r+1)*hd] {
+				dst[i] += v * alpha
+			}
+		}
+		inv := 1 / sum
+		for i := range dst {
+			dst[i] *= inv
+		}
+	}
 }
 
 // attendChunk computes the attention output of a chunk's query tokens for
-// the query heads of KV head g, a block of the sequence's cache at a time.
-func (b *Backend) attendChunk(sc *attnScratch, l, g int, ch *attnChunk) {
+// the query heads of KV head g, a block of the sequence's cache at a time:
+// into the activations, or, for part part of a split decode token, its
+// softmax state into state (attention's layout).
+func (b *Backend) attendChunk(sc *attnScratch, l, g int, ch *attnChunk, part int, state []float32) {
 	c := &b.c
 	hd, qd := c.HeadDim, c.QDim()
 	group := c.NumHeads / c.NumKVHeads
@@ -147,7 +259,12 @@ func (b *Backend) attendChunk(sc *attnScratch, l, g int, ch *attnChunk) {
 	// a tile, and blocks that lie next to each other in the cache (as a
 	// sequence's blocks mostly do) are multiplied in one product.
 	first := true
-	for p0 := start / kvBlock * kvBlock; p0 < end; p0 += attnTile {
+	p0From, p0To := start/kvBlock*kvBlock, end
+	if state != nil { // tiles [k, k+attnPartTiles) from p0From
+		k := part * attnPartTiles
+		p0From, p0To = p0From+k*attnTile, min(end, p0From+(k+attnPartTiles)*attnTile)
+	}
+	for p0 := p0From; p0 < p0To; p0 += attnTile {
 		n := min(attnTile, end-p0)
 		runs := blockRuns(sc.runs[:0], table, p0, n)
 		sc.runs = runs
@@ -189,6 +306,15 @@ func (b *Backend) attendChunk(sc *attnScratch, l, g int, ch *attnChunk) {
 		}
 	}
 
+	if state != nil { // one token: m is the group's rows
+		if first {
+			clear(sc.o[:m*hd]) // no tile: nothing seen
+		}
+		copy(state, sc.o[:m*hd])
+		copy(state[m*hd:], sc.max[:m])
+		copy(state[m*hd+m:], sc.sum[:m])
+		return
+	}
 	for r := 0; r < m; r++ {
 		t, h := t0+r/group, g*group+r%group
 		dst := b.att.row(t)[h*hd : (h+1)*hd]

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"gotok/model"
 	"gotok/model/synth"
 	"gotok/quant"
 )
@@ -47,8 +48,12 @@ func TestAttentionMatchesReference(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			for _, run := range []struct{ T, pos int }{{1, 0}, {1, 699}, {37, 0}, {64, 230}, {64, 600}, {5, 511}, {64, 636}} {
-				name := fmt.Sprintf("heads %d/%d × %d, %d threads, %v cache, %d tokens at %d", c.NumHeads, c.NumKVHeads, c.HeadDim, threads, kt.typ, run.T, run.pos)
+			// Single tokens past attnPartTiles tiles run in parts (merged
+			// after); windows move where their tiles start.
+			for _, run := range []struct{ T, pos, window int }{{1, 0, 0}, {1, 699, 0}, {1, 511, 0}, {1, 512, 0}, {37, 0, 0}, {64, 230, 0},
+				{64, 600, 0}, {5, 511, 0}, {64, 636, 0}, {1, 699, 600}, {1, 699, 300}, {1, 650, 520}, {37, 600, 300}} {
+				name := fmt.Sprintf("heads %d/%d × %d, %d threads, %v cache, %d tokens at %d, window %d", c.NumHeads, c.NumKVHeads, c.HeadDim, threads, kt.typ, run.T, run.pos, run.window)
+				b.c.LayerAttn = []model.LayerAttention{{Window: run.window}}
 				n := run.pos + run.T
 				qd, kvd := c.QDim(), c.KVDim()
 				keys, values := make([][]float32, n), make([][]float32, n)
@@ -76,7 +81,11 @@ func TestAttentionMatchesReference(t *testing.T) {
 				b.attention(0)
 				for tok := 0; tok < run.T; tok++ {
 					for h := 0; h < c.NumHeads; h++ {
-						want := refAttention(b.q[tok*qd+h*c.HeadDim:tok*qd+(h+1)*c.HeadDim], keys[:run.pos+tok+1], values, h/(c.NumHeads/c.NumKVHeads)*c.HeadDim)
+						from := 0
+						if run.window > 0 {
+							from = max(0, run.pos+tok+1-run.window)
+						}
+						want := refAttention(b.q[tok*qd+h*c.HeadDim:tok*qd+(h+1)*c.HeadDim], keys[from:run.pos+tok+1], values[from:], h/(c.NumHeads/c.NumKVHeads)*c.HeadDim)
 						got := b.att.row(tok)[h*c.HeadDim : (h+1)*c.HeadDim]
 						if e := relErr(got, want); !(e < 1e-5) {
 							t.Fatalf("%s: token %d head %d: relative error %.3g", name, tok, h, e)

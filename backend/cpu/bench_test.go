@@ -99,6 +99,9 @@ func BenchmarkDecodeDepth(b *testing.B) {
 // 128-token prompt: the batched engine's steady state.
 func BenchmarkStep8(b *testing.B) { benchStep(b, 8) }
 
+// BenchmarkStep32 is BenchmarkStep8 for 32 sequences.
+func BenchmarkStep32(b *testing.B) { benchStep(b, 32) }
+
 // BenchmarkStep1 is BenchmarkStep8 for one sequence: a server's step when
 // one stream is active, against BenchmarkDecode's single-sequence path.
 func BenchmarkStep1(b *testing.B) { benchStep(b, 1) }

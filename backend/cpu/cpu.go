@@ -79,6 +79,10 @@ type Backend struct {
 	rows   []int // the tokens' cache rows
 	chunks []attnChunk
 	outs   []int
+	// attnItems are a layer's attention work items for a KV head, and
+	// attnParts the split decode tokens' part states (attention).
+	attnItems []attnItem
+	attnParts []float32
 
 	// Scratch for a batch of up to MaxBatch tokens.
 	x      []float32 // residual stream, T × Dim
