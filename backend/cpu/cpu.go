@@ -146,7 +146,7 @@ func New(m *model.Model, o Options) (*Backend, error) {
 	if b.kv, err = backend.NewKVPool(kvTokens, kvBlock); err != nil {
 		return nil, fmt.Errorf("cpu: %w", err)
 	}
-	if b.cache, err = newKVCache(o.KVType, c.NumLayers, c.KVDim(), b.kv.Tokens()); err != nil {
+	if b.cache, err = newKVCache(o.KVType, c.NumLayers, c.KVDim(), c.HeadDim, b.kv.Tokens()); err != nil {
 		return nil, err
 	}
 	T := MaxBatch
