@@ -436,10 +436,11 @@ func (b *Backend) gluToken(t int) {
 }
 
 // storeKV writes layer l's keys and values of the batch (b.kv2) into the
-// tokens' cache rows (b.rows). The keys are stored transposed, a cache
-// row a dimension: a worker takes a range of dimensions for every token,
-// so that each dimension's positions are written in a run and no two
-// workers write one cache line; the values, a row a token, are split by
+// tokens' cache rows (b.rows). The keys are stored transposed within each
+// block of kvBlock positions (kvCache): a worker takes a range of
+// dimensions for every token, so that each dimension's positions of a
+// block are written in a run and two workers share a cache line only
+// where their ranges meet; the values, a row a token, are split by
 // tokens. Written a token at a time, each key touched KVDim cache lines
 // (5% of a SmolLM-shape prefill, on the caller alone).
 func (b *Backend) storeKV(l, T int) {
