@@ -18,9 +18,10 @@ import (
 //
 // with a running maximum and sum per row (the online softmax of flash
 // attention), so the scratch does not grow with the context. Keys are
-// cached transposed, head by head (cache row fastest), which makes both
-// products stream rows of their right operand: quant.MatMulF32's kernel
-// then needs no horizontal sums.
+// cached transposed within each block of kvBlock positions (kvCache),
+// which makes both products stream rows of their right operand:
+// quant.MatMulF32's kernel then needs no horizontal sums. A decode
+// token's context past attnPartTiles tiles runs in parts (attnChunk).
 const (
 	attnTokens = 16
 	attnTile   = 256 // positions; a multiple of kvBlock
@@ -73,8 +74,10 @@ type attnChunk struct {
 
 // attnPartTiles is the tiles (attnTile positions each) of a decode
 // token's context that one work item takes. A fixed size, so that how a
-// token's attention is summed depends on its context alone, not on the
-// batch it runs in or on the number of workers.
+// lone token's attention is summed does not depend on the other
+// sequences of its batch or on the number of workers (a token in a chunk
+// of several, as a prompt's, is summed unsplit: a prompt's last token can
+// differ in the last bits from the same token decoded alone).
 const attnPartTiles = 2
 
 // attnItem is one work item of a layer's attention for a KV head: part

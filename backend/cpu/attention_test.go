@@ -4,8 +4,10 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
+	"gotok/backend"
 	"gotok/model"
 	"gotok/model/synth"
 	"gotok/quant"
@@ -131,4 +133,84 @@ func refAttention(q []float32, keys, values [][]float32, off int) []float64 {
 		}
 	}
 	return out
+}
+
+// TestAttentionSplitTokensBatched: decode tokens of two sequences in one
+// batch, each split in parts (their states in different slots), beside a
+// prompt chunk of a third, against the float64 attention; and the same
+// bits on one worker and on three.
+func TestAttentionSplitTokensBatched(t *testing.T) {
+	shape := synth.Shape{Layers: 1, Dim: 192, Heads: 6, KVHeads: 2, FFN: 64, Vocab: 320, Context: 1024, RopeBase: 10000, Tied: true}
+	m := genModel(t, shape, quant.F32, 3)
+	c := m.Config
+	qd, kvd, hd, group := c.QDim(), c.KVDim(), c.HeadDim, c.NumHeads/c.NumKVHeads
+	// Sequence s's last token is at pos[s]; the third runs 5 tokens.
+	pos, toks := []int{699, 600, 540}, []int{1, 1, 5}
+	rng := rand.New(rand.NewPCG(92, 93))
+	keys, values := make([][][]float32, 3), make([][][]float32, 3)
+	for s := range pos {
+		for p := 0; p < pos[s]+1; p++ {
+			k, v := randVec(rng, kvd), randVec(rng, kvd)
+			for i := range k {
+				k[i] *= 1 + float32(p)/200
+			}
+			keys[s], values[s] = append(keys[s], k), append(values[s], v)
+		}
+	}
+	q := randVec(rng, 7*qd)
+	var outs [][]float32
+	for _, threads := range []int{1, 3} {
+		b, err := New(m, Options{ContextLen: 1024, KVTokens: 2400, Threads: threads})
+		if err != nil {
+			t.Fatal(err)
+		}
+		seqs := []*backend.Seq{b.kv.NewPrivateSeq(), b.kv.NewPrivateSeq(), b.kv.NewPrivateSeq()}
+		for n := kvBlock; n < 700+kvBlock; n += kvBlock { // blocks interleaved
+			for s, seq := range seqs {
+				if err := seq.Reserve(min(n, pos[s]+1)); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		for s, seq := range seqs {
+			for p := range keys[s] {
+				b.cache.store(0, seq.Row(p), keys[s][p], values[s][p])
+			}
+		}
+		copy(b.q, q)
+		b.att.t = 7
+		b.pos, b.seqs = b.pos[:0], b.seqs[:0]
+		for s, seq := range seqs {
+			for j := toks[s] - 1; j >= 0; j-- {
+				b.pos = append(b.pos, pos[s]-j)
+				b.seqs = append(b.seqs, seq)
+			}
+		}
+		b.setChunks()
+		b.attention(0)
+		if got := len(b.attnItems); got != 2+2+1 {
+			t.Fatalf("%d work items a KV head, want 5 (two split tokens of two parts, a chunk)", got)
+		}
+		tok := 0
+		for s := range seqs {
+			for j := toks[s] - 1; j >= 0; j-- {
+				for h := 0; h < c.NumHeads; h++ {
+					want := refAttention(b.q[tok*qd+h*hd:tok*qd+(h+1)*hd], keys[s][:pos[s]-j+1], values[s], h/group*hd)
+					if e := relErr(b.att.row(tok)[h*hd:(h+1)*hd], want); !(e < 1e-5) {
+						t.Fatalf("%d threads: sequence %d token at %d head %d: relative error %.3g", threads, s, pos[s]-j, h, e)
+					}
+				}
+				tok++
+			}
+		}
+		out := make([]float32, 0, 7*qd)
+		for tok := range 7 {
+			out = append(out, b.att.row(tok)[:qd]...)
+		}
+		outs = append(outs, out)
+		b.Close()
+	}
+	if !slices.Equal(outs[0], outs[1]) {
+		t.Error("the attention's bits differ between one worker and three")
+	}
 }

@@ -191,7 +191,7 @@ func (b *Backend) ContextLen() int { return b.ctxLen }
 // the batch's scratch as allocated so far (some grows on first use).
 func (b *Backend) Memory() backend.Memory {
 	m := backend.Memory{Weights: b.m.WeightBytes(), KV: b.cache.bytes()}
-	for _, f := range [][]float32{b.x, b.q, b.kv2, b.att2, b.gateUp, b.logits} {
+	for _, f := range [][]float32{b.x, b.q, b.kv2, b.att2, b.gateUp, b.logits, b.attnParts} {
 		m.Other += 4 * int64(cap(f))
 	}
 	for _, a := range []*activations{&b.xn, &b.att, &b.hidden, &b.outAct} {
