@@ -189,17 +189,16 @@ func (b *Backend) attnSpan(l int, ch *attnChunk) (p0, tiles int) {
 // mergeParts writes the attention output of decode token ch.t0 for the
 // query heads of KV head g from its parts' states (ps: ch.parts of them,
 // stride apart): each part's sums and output rescaled to the largest
-// maximum, then the output over the sum.
+// maximum, then the output over the sum. Every part sees a position: part
+// k starts at tile 2k of the token's span, whose first tile holds the
+// first position it sees.
 func (b *Backend) mergeParts(ch *attnChunk, g int, ps []float32, stride int) {
 	c := &b.c
 	hd, group := c.HeadDim, c.NumHeads/c.NumKVHeads
 	for r := range group {
 		mx := float32(math.Inf(-1))
 		for p := range ch.parts {
-			st := ps[p*stride:]
-			if st[group*hd+group+r] != 0 {
-				mx = max(mx, st[group*hd+r])
-			}
+			mx = max(mx, ps[p*stride+group*hd+r])
 		}
 		h := g*group + r
 		dst := b.att.row(ch.t0)[h*hd : (h+1)*hd]
@@ -207,12 +206,8 @@ func (b *Backend) mergeParts(ch *attnChunk, g int, ps []float32, stride int) {
 		var sum float32
 		for p := range ch.parts {
 			st := ps[p*stride:]
-			partSum := st[group*hd+group+r]
-			if partSum == 0 {
-				continue // nothing this part's positions let through
-			}
 			alpha := float32(math.Exp(float64(st[group*hd+r] - mx)))
-			sum += partSum * alpha
+			sum += st[group*hd+group+r] * alpha
 			for i, v := range st[r*hd : (r+1)*hd] {
 				dst[i] += v * alpha
 			}
@@ -253,16 +248,13 @@ func (b *Backend) attendChunk(sc *attnScratch, l, g int, ch *attnChunk, part int
 
 	table := ch.seq.Table()
 	end := pos + t1 // positions the last token sees
-	start := 0      // the first position the first token sees
-	if window > 0 {
-		start = max(0, pos+t0-window+1)
-	}
+	p0From, _ := b.attnSpan(l, ch)
 	// A tile of up to attnTile positions spans whole blocks: their scores
 	// go side by side into sc.s, so that the softmax bookkeeping runs once
 	// a tile, and blocks that lie next to each other in the cache (as a
 	// sequence's blocks mostly do) are multiplied in one product.
 	first := true
-	p0From, p0To := start/kvBlock*kvBlock, end
+	p0To := end
 	if state != nil { // tiles [k, k+attnPartTiles) from p0From
 		k := part * attnPartTiles
 		p0From, p0To = p0From+k*attnTile, min(end, p0From+(k+attnPartTiles)*attnTile)
@@ -310,9 +302,6 @@ func (b *Backend) attendChunk(sc *attnScratch, l, g int, ch *attnChunk, part int
 	}
 
 	if state != nil { // one token: m is the group's rows
-		if first {
-			clear(sc.o[:m*hd]) // no tile: nothing seen
-		}
 		copy(state, sc.o[:m*hd])
 		copy(state[m*hd:], sc.max[:m])
 		copy(state[m*hd+m:], sc.sum[:m])
