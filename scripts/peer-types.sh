@@ -20,6 +20,8 @@
 #   cp ../shared/anchors/llama.cpp-d32676d.tgz ../shared/tokenizer-tests/smollm2-135m-instruct/tokenizer.json .gpu/pb/
 # Device, carry [".gpu/pb"]:
 #   PRESETS=llama-8b TYPES="Q4_K_M IQ4_XS Q3_K_M" TESTS="-p 512 -n 128 -r 2" bash scripts/peer-types.sh
+# BESIDE, a command, runs in the background from the start (GPU tests while
+# llama.cpp builds) and is waited for before the first timing.
 # Budget: llama.cpp's build ~3.5 min alone (~7 with other work beside it);
 # at 8B ~1.5 min a type after it (three or four types a call), at 1B ~20 s
 # (every type in one call).
@@ -43,6 +45,10 @@ if [ ! -x $LL/build/bin/llama-bench ]; then
 		cmake --build $LL/build -j 16 --target llama-bench llama-quantize >>"$OUT/llama-build.log" 2>&1) &
 	BUILD=$!
 fi
+if [ -n "${BESIDE:-}" ]; then
+	bash -c "$BESIDE" >"$OUT/beside.txt" 2>&1 &
+	BESIDE_PID=$!
+fi
 for p in $PRESETS; do
 	[ -f /tmp/$p-f16.gguf ] || "$G/gotok" gen -o /tmp/$p-f16.gguf --preset $p --type f16 --tokenizer "$G/tokenizer.json" >/dev/null 2>&1 ||
 		echo "$p: gotok gen failed"
@@ -56,6 +62,10 @@ if [ -n "${BUILD:-}" ]; then
 	wait $BUILD || { echo "llama.cpp build failed:"; tail -5 "$OUT/llama-build.log"; exit 1; }
 fi
 echo "llama.cpp ready @$(el)s"
+if [ -n "${BESIDE_PID:-}" ]; then
+	wait $BESIDE_PID
+	echo "beside: exit $? @$(el)s"
+fi
 L=$LL/build/bin
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 for p in $PRESETS; do
