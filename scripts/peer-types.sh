@@ -20,7 +20,8 @@
 #   cp ../shared/anchors/llama.cpp-d32676d.tgz ../shared/tokenizer-tests/smollm2-135m-instruct/tokenizer.json .gpu/pb/
 # Device, carry [".gpu/pb"]:
 #   PRESETS=llama-8b TYPES="Q4_K_M IQ4_XS Q3_K_M" TESTS="-p 512 -n 128 -r 2" bash scripts/peer-types.sh
-# BESIDE, a command, runs in the background from the start (GPU tests while
+# PEER_PTX names another PTX directory for gotok (a fresh build by
+# gpu-check.sh, /tmp/ptx-run/ptx, run in BESIDE). BESIDE, a command, runs in the background from the start (GPU tests while
 # llama.cpp builds) and is waited for before the first timing.
 # Budget: llama.cpp's build ~3.5 min alone (~7 with other work beside it);
 # at 8B ~1.5 min a type after it (three or four types a call), at 1B ~20 s
@@ -33,7 +34,7 @@ mkdir -p "$OUT"
 PRESETS=${PRESETS:-llama-1b}
 TYPES=${TYPES:-Q4_K_M}
 TESTS=${TESTS:-"-p 512 -n 128 -r 2"}
-export PATH=/usr/local/cuda/bin:$PATH GOTOK_CUDA_PTX_DIR=$R/backend/cuda/kernels/ptx
+export PATH=/usr/local/cuda/bin:$PATH GOTOK_CUDA_PTX_DIR=${PEER_PTX:-$R/backend/cuda/kernels/ptx}
 LL=/tmp/llama.cpp
 T0=$(date +%s)
 el() { echo $(($(date +%s) - T0)); }
