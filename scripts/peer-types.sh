@@ -13,24 +13,35 @@
 # minimal embedded PTX set, since the full binary and the tarball pass the
 # 64 MiB carry limit, and GOTOK_CUDA_PTX_DIR pointing at the committed PTX
 # of the working tree instead):
-#   mkdir -p .gpu/pb && rm -rf /tmp/gbuild && mkdir /tmp/gbuild && git archive HEAD | tar x -C /tmp/gbuild
-#   (cd /tmp/gbuild && find backend/cuda/kernels/ptx -name '*.gz' ! -name 'dequant.sm80.*' -delete &&
-#    CGO_ENABLED=0 go build -ldflags="-s -w" -o "$OLDPWD/.gpu/pb/gotok" ./cmd/gotok &&
-#    CGO_ENABLED=0 go test -c -ldflags="-s -w" -o "$OLDPWD/.gpu/pb/cuda.test" ./backend/cuda) # cuda.test: SYNTH only
-#   cp ../shared/anchors/llama.cpp-d32676d.tgz ../shared/tokenizer-tests/smollm2-135m-instruct/tokenizer.json .gpu/pb/
+#   PB=1 bash scripts/gpu-build.sh
 # Device, carry [".gpu/pb"]:
 #   PRESETS=llama-8b TYPES="Q4_K_M IQ4_XS Q3_K_M" TESTS="-p 512 -n 128 -r 2" bash scripts/peer-types.sh
-# PEER_PTX names another PTX directory for gotok (a fresh build by
-# gpu-check.sh, /tmp/ptx-run/ptx, run in BESIDE). BESIDE, a command, runs in the background from the start (GPU tests while
-# llama.cpp builds) and is waited for before the first timing.
-# Budget: llama.cpp's build ~3.5 min alone (~7 with other work beside it);
-# at 8B ~1.5 min a type after it (three or four types a call), at 1B ~20 s
-# (every type in one call).
+# .gpu/pb's SOURCE stamp must match the tree's Go sources.
+#
+# BESIDE, a command, runs in the background from the start (GPU tests while
+# llama.cpp builds), with its own $OUT ($OUT/beside) and BESIDE_TESTS as
+# its TESTS (TESTS here is the benches' flags), and is waited for before
+# the first timing. PEER_PTX names the PTX gotok runs (default: the
+# tree's committed PTX). Kernels changed in the tree, tested and timed in
+# one call:
+#   BESIDE='GPU_DIR=.gpu/pb bash scripts/gpu-check.sh' BESIDE_TESTS='TestGemmKernels/^BF16$' \
+#   PEER_PTX=/tmp/ptx-run/ptx PRESETS=llama-8b TYPES=BF16 bash scripts/peer-types.sh
+# At most 8 files come back from a call: the benches' scratch stays in
+# /tmp/peer-work; $OUT gets peer.txt, beside.txt and what BESIDE writes.
+#
+# Budget: llama.cpp's build ~3.5 min alone (~6 with gpu-check.sh's PTX
+# build beside it); at 8B ~1.5 min a type after it (three or four types a
+# call), at 1B ~20 s (every type in one call).
 set -u
 R=$(cd "$(dirname "$0")/.." && pwd)
 G=${G:-$R/.gpu/pb}
 OUT=${OUT:-/tmp/peer}
-mkdir -p "$OUT"
+W=/tmp/peer-work
+mkdir -p "$OUT" $W
+if [ -f "$G/SOURCE" ] && [ "$(cat "$G/SOURCE")" != "$(bash "$R/scripts/gpu-build.sh" --hash)" ]; then
+	echo "$G was built from other Go sources than this tree's: run PB=1 scripts/gpu-build.sh"
+	exit 1
+fi
 PRESETS=${PRESETS:-llama-1b}
 TYPES=${TYPES:-Q4_K_M}
 TESTS=${TESTS:-"-p 512 -n 128 -r 2"}
@@ -42,12 +53,13 @@ if [ ! -x $LL/build/bin/llama-bench ]; then
 	(mkdir -p /tmp/llsrc && tar xzf "$G"/llama.cpp-*.tgz -C /tmp/llsrc && rm -rf $LL && mv /tmp/llsrc/* $LL &&
 		cmake -S $LL -B $LL/build -G Ninja -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DLLAMA_CURL=OFF \
 			-DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF \
-			-DCMAKE_BUILD_TYPE=Release >"$OUT/llama-build.log" 2>&1 &&
-		cmake --build $LL/build -j 16 --target llama-bench llama-quantize >>"$OUT/llama-build.log" 2>&1) &
+			-DCMAKE_BUILD_TYPE=Release >"$W/llama-build.log" 2>&1 &&
+		cmake --build $LL/build -j 16 --target llama-bench llama-quantize >>"$W/llama-build.log" 2>&1) &
 	BUILD=$!
 fi
 if [ -n "${BESIDE:-}" ]; then
-	bash -c "$BESIDE" >"$OUT/beside.txt" 2>&1 &
+	mkdir -p "$OUT/beside"
+	TESTS="${BESIDE_TESTS:-}" OUT="$OUT/beside" bash -c "$BESIDE" >"$OUT/beside.txt" 2>&1 &
 	BESIDE_PID=$!
 fi
 for p in $PRESETS; do
@@ -60,7 +72,7 @@ for s in ${SYNTH:-}; do
 		grep -E "replay|profile|  [a-z_0-9]+ +[0-9]+×|FAIL|panic") >>"$OUT/synth.txt"
 done
 if [ -n "${BUILD:-}" ]; then
-	wait $BUILD || { echo "llama.cpp build failed:"; tail -5 "$OUT/llama-build.log"; exit 1; }
+	wait $BUILD || { echo "llama.cpp build failed:"; tail -20 "$W/llama-build.log"; exit 1; }
 fi
 echo "llama.cpp ready @$(el)s"
 if [ -n "${BESIDE_PID:-}" ]; then
@@ -77,9 +89,10 @@ for p in $PRESETS; do
 		F16 | f16) m=$f16 ;;
 		*) [ -f $m ] || "$L/llama-quantize" $f16 $m $typ 16 >/dev/null 2>&1 || { echo "$p $typ: llama-quantize failed"; continue; } ;;
 		esac
-		"$G/gotok" bench -m $m --device cuda $TESTS --json >"$OUT/gotok.json" 2>"$OUT/gotok.err" || echo "$p $typ: gotok: $(tail -2 "$OUT/gotok.err")"
-		"$L/llama-bench" -m $m -ngl 99 -fa 1 $TESTS -o json >"$OUT/llama.json" 2>"$OUT/llama.err" || echo "$p $typ: llama-bench: $(tail -1 "$OUT/llama.err")"
-		python3 - "$p:$typ" "$OUT/gotok.json" "$OUT/llama.json" <<'PY' | tee -a "$OUT/peer.txt"
+		rm -f $W/gotok.* $W/llama.*
+		"$G/gotok" bench -m $m --device cuda $TESTS --json >"$W/gotok.json" 2>"$W/gotok.err" || echo "$p $typ: gotok: $(tail -2 "$W/gotok.err")"
+		"$L/llama-bench" -m $m -ngl 99 -fa 1 $TESTS -o json >"$W/llama.json" 2>"$W/llama.err" || echo "$p $typ: llama-bench: $(tail -1 "$W/llama.err")"
+		python3 - "$p:$typ" "$W/gotok.json" "$W/llama.json" <<'PY' | tee -a "$OUT/peer.txt"
 import json, sys
 def rows(f):
     try:
