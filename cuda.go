@@ -15,7 +15,7 @@ import (
 func cudaAvailable() bool { return cu.Available() == nil }
 
 func newCUDA(mm *model.Model, o Options, log *slog.Logger) (backend.Backend, error) {
-	if kv, err := o.kvType(); err != nil || kv != quant.F32 {
+	if kv, err := o.kvType("cuda"); err != nil || kv != quant.F32 {
 		return nil, fmt.Errorf("the CUDA engine's KV cache is f32 only (KV cache type %q)", o.KVType)
 	}
 	b, err := cuda.New(mm, cuda.Options{ContextLen: o.ContextLen})
@@ -31,7 +31,7 @@ func newCUDA(mm *model.Model, o Options, log *slog.Logger) (backend.Backend, err
 	// Generations run together when asked for several (a server); alone,
 	// the decode graphs are the fast path.
 	if o.Sequences > 1 {
-		kv := o.kvTokens(&mm.Config, b.ContextLen())
+		kv := o.kvTokens(&mm.Config, b.ContextLen(), 4)
 		bb, err := b.EnableBatching(kv, o.Sequences)
 		if err != nil {
 			log.Info("GPU generations take turns", "reason", err)

@@ -54,15 +54,22 @@ type Options struct {
 	// files well within the memory available): less memory taken at once,
 	// decode up to a third slower (a TLB miss every 4 KiB page streamed).
 	Mmap bool
-	// KVType is the KV cache's element type: "f32" (the default) or "f16",
-	// half the memory (llama.cpp's default; the CPU engine only, for now).
+	// KVType is the KV cache's element type: "f16" or "f32"; "" is the
+	// device's default, f16 on the CPU (half the memory and bandwidth of
+	// f32, llama.cpp's default) and f32 on CUDA (its only type, for now).
 	KVType string
 }
 
-// kvType parses Options.KVType.
-func (o Options) kvType() (quant.Type, error) {
+// kvType is the KV cache's element type on device ("cpu" or "cuda"):
+// Options.KVType, or that device's default.
+func (o Options) kvType(device string) (quant.Type, error) {
 	switch o.KVType {
-	case "", "f32":
+	case "":
+		if device == "cpu" {
+			return quant.F16, nil
+		}
+		return quant.F32, nil
+	case "f32":
 		return quant.F32, nil
 	case "f16":
 		return quant.F16, nil
@@ -91,9 +98,9 @@ type Model struct {
 	engine *engine
 }
 
-// kvTokens is the KV cache pool for contexts of ctxLen: Options.KVTokens,
-// or its default.
-func (o *Options) kvTokens(c *model.Config, ctxLen int) int {
+// kvTokens is the KV cache pool for contexts of ctxLen with elements of
+// elem bytes: Options.KVTokens, or its default.
+func (o *Options) kvTokens(c *model.Config, ctxLen, elem int) int {
 	if o.KVTokens > 0 {
 		return o.KVTokens
 	}
@@ -101,17 +108,8 @@ func (o *Options) kvTokens(c *model.Config, ctxLen int) int {
 	if seqs <= 0 {
 		seqs = defaultSequences
 	}
-	perToken := int64(c.NumLayers) * int64(c.KVDim()) * 2 * int64(o.kvElemBytes())
+	perToken := int64(c.NumLayers) * int64(c.KVDim()) * 2 * int64(elem)
 	return int(min(int64(ctxLen)*int64(seqs), max(backend.MaxKVBytes/perToken, int64(ctxLen))))
-}
-
-// kvElemBytes is the bytes of a KV cache element (4 where the type is bad:
-// the backend refuses it).
-func (o *Options) kvElemBytes() int {
-	if kv, err := o.kvType(); err == nil && kv == quant.F16 {
-		return 2
-	}
-	return 4
 }
 
 // defaultSequences is Options.Sequences' default, as llama-server's four
@@ -181,7 +179,7 @@ func Load(path string, o Options) (*Model, error) {
 }
 
 func newBackend(mm *model.Model, o Options, log *slog.Logger) (backend.Backend, error) {
-	kv, err := o.kvType()
+	kv, err := o.kvType("cpu")
 	if err != nil {
 		return nil, err
 	}
@@ -192,7 +190,7 @@ func newBackend(mm *model.Model, o Options, log *slog.Logger) (backend.Backend, 
 			log.Info("running on the GPU", "device", be.Name())
 			return be, nil
 		}
-		if kv != quant.F32 {
+		if o.KVType == "f16" {
 			// Asked for what only the CPU engine has: say so louder.
 			log.Warn("running on the CPU", "reason", err)
 		} else {
@@ -208,11 +206,15 @@ func newBackend(mm *model.Model, o Options, log *slog.Logger) (backend.Backend, 
 	default:
 		return nil, fmt.Errorf("unknown device %q (want cpu, cuda or auto)", o.Device)
 	}
-	ctxLen, err := backend.ContextLenKV(o.ContextLen, &mm.Config, o.kvElemBytes())
+	elem := 4
+	if kv == quant.F16 {
+		elem = 2
+	}
+	ctxLen, err := backend.ContextLenKV(o.ContextLen, &mm.Config, elem)
 	if err != nil {
 		return nil, err
 	}
-	return cpu.New(mm, cpu.Options{ContextLen: ctxLen, KVTokens: o.kvTokens(&mm.Config, ctxLen), Threads: o.Threads, KVType: kv})
+	return cpu.New(mm, cpu.Options{ContextLen: ctxLen, KVTokens: o.kvTokens(&mm.Config, ctxLen, elem), Threads: o.Threads, KVType: kv})
 }
 
 // Close releases the backend and the mapped file, after any generation in
