@@ -15,7 +15,11 @@ import (
 func cudaAvailable() bool { return cu.Available() == nil }
 
 func newCUDA(mm *model.Model, o Options, log *slog.Logger) (backend.Backend, error) {
-	if kv, err := o.kvType("cuda"); err != nil || kv != quant.F32 {
+	kv, err := o.kvType("cuda")
+	if err != nil {
+		return nil, err
+	}
+	if kv != quant.F32 {
 		return nil, fmt.Errorf("the CUDA engine's KV cache is f32 only (KV cache type %q)", o.KVType)
 	}
 	b, err := cuda.New(mm, cuda.Options{ContextLen: o.ContextLen})

@@ -93,6 +93,8 @@ type Model struct {
 	vocabOnce sync.Once
 	vocab     *constrain.Vocab
 	closed    bool
+	// kvType names the KV cache's element type (KVType).
+	kvType string
 	// engine runs generations together when the backend batches; nil
 	// otherwise, and generations take turns under mu.
 	engine *engine
@@ -171,7 +173,12 @@ func Load(path string, o Options) (*Model, error) {
 		mm.Close()
 		return nil, err
 	}
-	m := &Model{model: mm, tok: tok, backend: be}
+	m := &Model{model: mm, tok: tok, backend: be, kvType: "f32"}
+	if _, ok := be.(*cpu.Backend); ok {
+		if kv, _ := o.kvType("cpu"); kv == quant.F16 {
+			m.kvType = "f16"
+		}
+	}
 	if b, ok := be.(backend.Batcher); ok {
 		m.engine = newEngine(m, b, o.Sequences)
 	}
@@ -216,6 +223,10 @@ func newBackend(mm *model.Model, o Options, log *slog.Logger) (backend.Backend, 
 	}
 	return cpu.New(mm, cpu.Options{ContextLen: ctxLen, KVTokens: o.kvTokens(&mm.Config, ctxLen, elem), Threads: o.Threads, KVType: kv})
 }
+
+// KVType is the KV cache's element type, "f16" or "f32": Options.KVType,
+// or the device's default.
+func (m *Model) KVType() string { return m.kvType }
 
 // Close releases the backend and the mapped file, after any generation in
 // progress has finished. The Model must not be used afterwards.

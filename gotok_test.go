@@ -2,6 +2,7 @@ package gotok
 
 import (
 	"context"
+	"gotok/quant"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -82,5 +83,29 @@ func TestLoadRefusesKVType(t *testing.T) {
 	_, err := Load(filepath.Join(shared, "models", "stories260K.gguf"), Options{Device: "cpu", KVType: "q8_0"})
 	if err == nil || !strings.Contains(err.Error(), "q8_0") {
 		t.Fatalf("KVType q8_0: error %v, want one naming it", err)
+	}
+}
+
+// TestKVTypeDefault: "" is f16 on the CPU and f32 on CUDA (its only type),
+// and Model.KVType says which the model got.
+func TestKVTypeDefault(t *testing.T) {
+	for _, tc := range []struct {
+		kv, device string
+		want       quant.Type
+	}{{"", "cpu", quant.F16}, {"", "cuda", quant.F32}, {"f32", "cpu", quant.F32}, {"f16", "cpu", quant.F16}, {"f16", "cuda", quant.F16}} {
+		if got, err := (Options{KVType: tc.kv}).kvType(tc.device); err != nil || got != tc.want {
+			t.Errorf("KVType %q on %s: %v, %v; want %v", tc.kv, tc.device, got, err, tc.want)
+		}
+	}
+	path := filepath.Join(sharedDir(t), "models", "stories260K.gguf")
+	for kv, want := range map[string]string{"": "f16", "f32": "f32", "f16": "f16"} {
+		m, err := Load(path, Options{Device: "cpu", KVType: kv})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := m.KVType(); got != want {
+			t.Errorf("KVType %q on the CPU: the model has %q, want %q", kv, got, want)
+		}
+		m.Close()
 	}
 }

@@ -154,7 +154,7 @@ func TestPromptLogprobs(t *testing.T) {
 	// to float32 rounding (on the f16 cache a K or V element now and then
 	// rounds to a neighbouring float16 on one path only:
 	// TestEngineBatchesF16Cache).
-	m := loadStoriesWith(t, Options{ContextLen: 128, KVType: "f32"})
+	m := loadStoriesWith(t, Options{ContextLen: 128})
 	ctx := context.Background()
 	p := m.Encode("Once upon a time, there was a little girl", GenerateOptions{})
 	got, err := m.PromptLogprobs(ctx, p, 3)

@@ -30,9 +30,12 @@ func storiesPath(t *testing.T) string {
 	return filepath.Join(sharedtest.Dir(t, "models/stories260K.gguf"), "models", "stories260K.gguf")
 }
 
+// loadModel loads path on the CPU with an f32 KV cache: the tests compare
+// texts batched and alone exactly, and on the f16 cache a key or value
+// now and then rounds to neighbouring float16 values on one path only.
 func loadModel(t *testing.T, path string, ctxLen int) *gotok.Model {
 	t.Helper()
-	m, err := gotok.Load(path, gotok.Options{Device: "cpu", ContextLen: ctxLen, Threads: 1})
+	m, err := gotok.Load(path, gotok.Options{Device: "cpu", ContextLen: ctxLen, Threads: 1, KVType: "f32"})
 	if err != nil {
 		t.Fatal(err)
 	}

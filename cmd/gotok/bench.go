@@ -174,6 +174,8 @@ type benchResult struct {
 	Backend       string    `json:"backends"`
 	NThreads      int       `json:"n_threads"`
 	NCtx          int       `json:"n_ctx"`
+	TypeK         string    `json:"type_k"`
+	TypeV         string    `json:"type_v"`
 	NPrompt       int       `json:"n_prompt"`
 	NGen          int       `json:"n_gen"`
 	NDepth        int       `json:"n_depth"`
@@ -231,7 +233,7 @@ func runBench(ctx context.Context, m *gotok.Model, t benchTest, reps int) (bench
 	}
 	r := benchResult{
 		ModelSize: m.WeightBytes(), ModelNParams: m.Params(), Backend: be.Name(),
-		NCtx: m.ContextLen(), NPrompt: t.prompt, NGen: t.gen, NDepth: t.depth,
+		NCtx: m.ContextLen(), TypeK: m.KVType(), TypeV: m.KVType(), NPrompt: t.prompt, NGen: t.gen, NDepth: t.depth,
 		TestTime: time.Now().UTC().Format(time.RFC3339),
 	}
 	n := float64(t.prompt + t.gen)
