@@ -204,6 +204,10 @@ func newBackend(mm *model.Model, o Options, log *slog.Logger) (backend.Backend, 
 			log.Info("running on the CPU", "reason", err)
 		}
 	case "cuda":
+		if kv, _ := o.kvType("cuda"); kv != quant.F32 {
+			// CUDA may well be here: not ErrNoCUDA.
+			return nil, fmt.Errorf("device cuda: the CUDA engine's KV cache is f32 only (KV cache type %q)", o.KVType)
+		}
 		be, err := newCUDA(mm, o, log)
 		if err != nil {
 			return nil, fmt.Errorf("%w: %v", ErrNoCUDA, err)

@@ -2,6 +2,7 @@ package gotok
 
 import (
 	"context"
+	"errors"
 	"gotok/quant"
 	"os"
 	"path/filepath"
@@ -83,6 +84,11 @@ func TestLoadRefusesKVType(t *testing.T) {
 	_, err := Load(filepath.Join(shared, "models", "stories260K.gguf"), Options{Device: "cpu", KVType: "q8_0"})
 	if err == nil || !strings.Contains(err.Error(), "q8_0") {
 		t.Fatalf("KVType q8_0: error %v, want one naming it", err)
+	}
+	// f16 on CUDA is refused for what it is, whether or not a GPU is here.
+	_, err = Load(filepath.Join(shared, "models", "stories260K.gguf"), Options{Device: "cuda", KVType: "f16"})
+	if err == nil || errors.Is(err, ErrNoCUDA) || !strings.Contains(err.Error(), "f32 only") {
+		t.Fatalf("KVType f16 on CUDA: error %v, want one saying the cache is f32 only", err)
 	}
 }
 
