@@ -77,6 +77,15 @@ func packBF16PanelAVX512(w *uint16, ldw int, p *float32, k int)
 //go:noescape
 func matMulF32AVX2(a *float32, lda int, b *float32, ldb int, k int, c *float32, ldc int, tiles int, accumulate int)
 
+// matMulF32RowAVX2 and matMulF32F16RowAVX2 are matMulF32AVX2 and
+// matMulF32F16AVX2 for row 0 alone, with the same bits.
+//
+//go:noescape
+func matMulF32RowAVX2(a *float32, lda int, b *float32, ldb int, k int, c *float32, ldc int, tiles int, accumulate int)
+
+//go:noescape
+func matMulF32F16RowAVX2(a *float32, lda int, b *uint16, ldb int, k int, c *float32, ldc int, tiles int, accumulate int)
+
 // matMulF32AVX512 is matMulF32AVX2 for tiles of 32 columns.
 //
 //go:noescape

@@ -84,6 +84,47 @@ store: \
 	VZEROUPPER; \
 	RET;
 
+// MATMUL_F32_YMM_ROW is MATMUL_F32_YMM for one row of A and C: the same
+// operations on each element of C (an FMA chain over k from zero, then C
+// added), so that a row's results are the same bits whether it is
+// multiplied alone or in a tile of four.
+#define MATMUL_F32_YMM_ROW(LOADB, BSHIFT, BTILE) \
+	MOVQ a+0(FP), SI; \
+	MOVQ b+16(FP), DI; \
+	MOVQ ldb+24(FP), R9; \
+	SHLQ $BSHIFT, R9; \
+	MOVQ k+32(FP), R10; \
+	MOVQ c+40(FP), DX; \
+	MOVQ tiles+56(FP), R12; \
+rtile: \
+	VXORPS Y0, Y0, Y0; \
+	VXORPS Y1, Y1, Y1; \
+	MOVQ SI, AX; \
+	MOVQ DI, CX; \
+	MOVQ R10, R13; \
+rkloop: \
+	LOADB; \
+	VBROADCASTSS (AX), Y10; \
+	VFMADD231PS Y8, Y10, Y0; \
+	VFMADD231PS Y9, Y10, Y1; \
+	ADDQ $4, AX; \
+	ADDQ R9, CX; \
+	DECQ R13; \
+	JNZ rkloop; \
+	CMPQ accumulate+64(FP), $0; \
+	JEQ rstore; \
+	VADDPS (DX), Y0, Y0; \
+	VADDPS 32(DX), Y1, Y1; \
+rstore: \
+	VMOVUPS Y0, (DX); \
+	VMOVUPS Y1, 32(DX); \
+	ADDQ $BTILE, DI; \
+	ADDQ $64, DX; \
+	DECQ R12; \
+	JNZ rtile; \
+	VZEROUPPER; \
+	RET;
+
 #define MATMUL_F32_ZMM(LOADB, BSHIFT, BTILE) \
 	MOVQ a+0(FP), SI; \
 	MOVQ lda+8(FP), R8; \
@@ -287,6 +328,18 @@ z8store: \
 // and eight independent accumulators cover the FMA latency.
 TEXT ·matMulF32AVX2(SB), NOSPLIT, $0-72
 	MATMUL_F32_YMM(LOADB_F32_Y, 2, 64)
+
+// func matMulF32RowAVX2(a *float32, lda int, b *float32, ldb int, k int, c *float32, ldc int, tiles int, accumulate int)
+//
+// matMulF32AVX2 for one row (lda and ldc unused): the rows past a
+// multiple of four, such as a decode token's two or three query heads of
+// a KV head.
+TEXT ·matMulF32RowAVX2(SB), NOSPLIT, $0-72
+	MATMUL_F32_YMM_ROW(LOADB_F32_Y, 2, 64)
+
+// func matMulF32F16RowAVX2(a *float32, lda int, b *uint16, ldb int, k int, c *float32, ldc int, tiles int, accumulate int)
+TEXT ·matMulF32F16RowAVX2(SB), NOSPLIT, $0-72
+	MATMUL_F32_YMM_ROW(LOADB_F16_Y, 1, 32)
 
 // func matMulF32AVX512(a *float32, lda int, b *float32, ldb int, k int, c *float32, ldc int, tiles int, accumulate int)
 //

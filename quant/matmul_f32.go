@@ -42,6 +42,7 @@ func matMulF32[B float32 | uint16](m, n, k int, a []float32, lda int, b []B, ldb
 	if useAVX2 {
 		m4, n16 = m&^3, n&^15
 	}
+	done := 0 // the rows whose first n16 columns the kernels took
 	if n16 > 0 {
 		acc := 0
 		if accumulate {
@@ -83,14 +84,25 @@ func matMulF32[B float32 | uint16](m, n, k int, a []float32, lda int, b []B, ldb
 			}
 			i += rows
 		}
-	} else {
-		m4 = 0
+		// The rows past a multiple of four one at a time, with the same
+		// bits as in a tile (a decode token's two or three query heads of
+		// a KV head were the generic loop's, the f16 cache's widening a
+		// call each).
+		for r := m4; r < m; r++ {
+			switch b := any(b).(type) {
+			case []float32:
+				matMulF32RowAVX2(&a[r*lda], lda, &b[0], ldb, k, &c[r*ldc], ldc, n16/16, acc)
+			case []uint16:
+				matMulF32F16RowAVX2(&a[r*lda], lda, &b[0], ldb, k, &c[r*ldc], ldc, n16/16, acc)
+			}
+		}
+		done = m
 	}
-	if n16 < n { // the columns right of the tiles, for the tiled rows
-		matMulF32Generic(m4, n-n16, k, a, lda, b[n16:], ldb, c[n16:], ldc, accumulate)
+	if n16 < n { // the columns right of the tiles, for the kernels' rows
+		matMulF32Generic(done, n-n16, k, a, lda, b[n16:], ldb, c[n16:], ldc, accumulate)
 	}
-	if m4 < m {
-		matMulF32Generic(m-m4, n, k, a[m4*lda:], lda, b, ldb, c[m4*ldc:], ldc, accumulate)
+	if done < m {
+		matMulF32Generic(m-done, n, k, a[done*lda:], lda, b, ldb, c[done*ldc:], ldc, accumulate)
 	}
 }
 
@@ -115,22 +127,48 @@ func checkMatMulF32(m, n, k, alen, lda, blen, ldb, clen, ldc int) {
 }
 
 func matMulF32Generic[B float32 | uint16](m, n, k int, a []float32, lda int, b []B, ldb int, c []float32, ldc int, accumulate bool) {
-	bf, _ := any(b).([]float32)
-	bh, half := any(b).([]uint16)
+	if bh, half := any(b).([]uint16); half {
+		matMulF32F16Generic(m, n, k, a, lda, bh, ldb, c, ldc, accumulate)
+		return
+	}
+	bf := any(b).([]float32)
 	for i := 0; i < m; i++ {
 		ci := c[i*ldc : i*ldc+n]
 		if !accumulate {
 			clear(ci)
 		}
 		for l := 0; l < k; l++ {
-			ai := a[i*lda+l]
-			if half { // widened as it is read
-				for j, h := range bh[l*ldb : l*ldb+n] {
-					ci[j] += ai * F16ToF32(h)
-				}
-				continue
+			axpyGeneric(a[i*lda+l], bf[l*ldb:l*ldb+n], ci)
+		}
+	}
+}
+
+// matMulF32F16Generic is matMulF32Generic with B in float16: each row of
+// B widened once (64 columns at a time, by VCVTPH2PS where there is AVX2)
+// for every row of A, the same sums in the same order. (A decode token's
+// products over a head dimension below 16 come here: stories260K's 8.)
+func matMulF32F16Generic(m, n, k int, a []float32, lda int, b []uint16, ldb int, c []float32, ldc int, accumulate bool) {
+	if !accumulate {
+		for i := 0; i < m; i++ {
+			clear(c[i*ldc : i*ldc+n])
+		}
+	}
+	var wide [64]float32
+	for l := 0; l < k; l++ {
+		row := b[l*ldb : l*ldb+n]
+		for j0 := 0; j0 < n; j0 += len(wide) {
+			w := wide[:min(len(wide), n-j0)]
+			j := 0
+			if useAVX2 && len(w) >= 8 {
+				j = len(w) &^ 7
+				widenF16AVX2(&row[j0], &w[0], j)
 			}
-			axpyGeneric(ai, bf[l*ldb:l*ldb+n], ci)
+			for ; j < len(w); j++ {
+				w[j] = F16ToF32(row[j0+j])
+			}
+			for i := 0; i < m; i++ {
+				axpyGeneric(a[i*lda+l], w, c[i*ldc+j0:i*ldc+j0+len(w)])
+			}
 		}
 	}
 }

@@ -54,15 +54,18 @@ func matMulF32Impls() []matMulF32Impl {
 			kernel("avx512x8", 32, matMulF32x8AVX512, nil), kernel("avx512x8 f16", 32, nil, matMulF32F16x8AVX512))
 	}
 	if useAVX2 {
-		impls = append(impls, kernel("avx2", 16, matMulF32AVX2, nil))
+		impls = append(impls, kernel("avx2", 16, matMulF32AVX2, nil),
+			kernel("avx2 row", 16, matMulF32RowAVX2, nil), kernel("avx2 row f16", 16, nil, matMulF32F16RowAVX2))
 	}
 	return impls
 }
 
 // The kernels' tiles: rows of A and columns of B a call takes.
 var (
-	matMulF32KernelRows = map[string]int{"avx2": 4, "avx2 f16": 4, "avx512": 4, "avx512 f16": 4, "avx512x8": 8, "avx512x8 f16": 8}
-	matMulF32KernelCols = map[string]int{"avx2": 16, "avx2 f16": 16, "avx512": 32, "avx512 f16": 32, "avx512x8": 32, "avx512x8 f16": 32}
+	matMulF32KernelRows = map[string]int{"avx2": 4, "avx2 f16": 4, "avx512": 4, "avx512 f16": 4, "avx512x8": 8, "avx512x8 f16": 8,
+		"avx2 row": 1, "avx2 row f16": 1}
+	matMulF32KernelCols = map[string]int{"avx2": 16, "avx2 f16": 16, "avx512": 32, "avx512 f16": 32, "avx512x8": 32, "avx512x8 f16": 32,
+		"avx2 row": 16, "avx2 row f16": 16}
 )
 
 func randF32(rng *rand.Rand, n int) []float32 {
@@ -126,6 +129,48 @@ func TestMatMulF32(t *testing.T) {
 						for i := m * ldc; i < len(c); i++ {
 							if c[i] != c0[i] {
 								t.Fatalf("%s %d×%d×%d wrote past the last row", impl.name, m, n, k)
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestMatMulF32RowsAlone: a row of A gives the same bits of C whether it
+// is multiplied alone or among others (tiles of four or eight, the rows
+// past them one at a time), with B in float32 or float16, so that a
+// token's attention does not depend on what else is in its product.
+func TestMatMulF32RowsAlone(t *testing.T) {
+	rng := rand.New(rand.NewPCG(72, 73))
+	for _, m := range []int{2, 3, 4, 5, 8, 11} {
+		for _, n := range []int{16, 24, 64} {
+			for _, accumulate := range []bool{false, true} {
+				k, lda, ldb, ldc := 40, 43, n+3, n+1
+				a, b := randF32(rng, m*lda), randF32(rng, k*ldb)
+				bh := make([]uint16, len(b))
+				for i, v := range b {
+					bh[i] = F32ToF16(v)
+				}
+				c0 := randF32(rng, m*ldc)
+				for _, half := range []bool{false, true} {
+					mul := func(rows int, a, c []float32) {
+						if half {
+							MatMulF32F16(rows, n, k, a, lda, bh, ldb, c, ldc, accumulate)
+						} else {
+							MatMulF32(rows, n, k, a, lda, b, ldb, c, ldc, accumulate)
+						}
+					}
+					all := append([]float32(nil), c0...)
+					mul(m, a, all)
+					for r := range m {
+						one := append([]float32(nil), c0[r*ldc:r*ldc+n]...)
+						mul(1, a[r*lda:], one)
+						for j := range n {
+							if math.Float32bits(one[j]) != math.Float32bits(all[r*ldc+j]) {
+								t.Fatalf("m %d n %d half %v accumulate %v: row %d column %d is %v alone, %v among %d rows",
+									m, n, half, accumulate, r, j, one[j], all[r*ldc+j], m)
 							}
 						}
 					}
