@@ -5,27 +5,19 @@ import "math"
 // F16ToF32 converts an IEEE 754 binary16 value to float32. The conversion is
 // exact; NaN payloads are kept.
 func F16ToF32(h uint16) float32 {
-	// Normal numbers, by far the common case, take a path small enough to
-	// inline into the dequantization loops: shift exponent and mantissa
-	// into place and rebias the exponent from 15 to 127.
-	// h&0x7c00 - 0x400 wraps for exponent 0, so one compare excludes both
-	// exponent 0 and exponent 31.
-	if h&0x7c00-0x400 < 0x7800 {
-		return math.Float32frombits(uint32(h&0x8000)<<16 + uint32(h&0x7fff)<<13 + 112<<23)
+	// Exponent and mantissa shifted into place and the exponent rebiased
+	// from 15 to 127: exact for normal numbers, by far the common case.
+	// Exponent 31 (infinities, NaNs) rebiases once more to 255; exponent
+	// 0 (zeros, subnormals) is man × 2^-24, which the float subtraction
+	// below gives exactly. No calls, so that it inlines into the loops.
+	o := uint32(h&0x7fff)<<13 + 112<<23
+	switch h & 0x7c00 {
+	case 0x7c00:
+		o += 112 << 23
+	case 0:
+		o = math.Float32bits(math.Float32frombits(o+1<<23) - math.Float32frombits(113<<23))
 	}
-	return f16ToF32Special(h)
-}
-
-// f16ToF32Special converts the binary16 zeros, subnormals, infinities and
-// NaNs.
-func f16ToF32Special(h uint16) float32 {
-	sign := uint32(h&0x8000) << 16
-	man := uint32(h & 0x3ff)
-	if h&0x7c00 == 0x7c00 {
-		return math.Float32frombits(sign | 0x7f800000 | man<<13)
-	}
-	// Zero or subnormal: man × 2^-24, exact in float32.
-	return math.Float32frombits(sign | math.Float32bits(float32(man)*(1.0/(1<<24))))
+	return math.Float32frombits(o | uint32(h&0x8000)<<16)
 }
 
 // F32ToF16 converts f to IEEE 754 binary16, rounding to nearest with ties to

@@ -229,14 +229,27 @@ func BenchmarkMatMulF32(b *testing.B) {
 		name         string
 		m, n, k, ldb int
 	}{{"QK", 48, 256, 64, 512}, {"PV", 48, 64, 256, 192},
+		// A decode token's three query heads of a KV head (SmolLM): scores
+		// over a 16-position block, values over 256 positions.
+		{"QK3", 3, 16, 64, 16}, {"PV3", 3, 64, 256, 64},
 		// The float prefill's tile (backend/cpu floatRowsTiled): 16 weight
 		// rows by 64 tokens, SmolLM's and Llama-1B's widths.
 		{"rows576", 16, 64, 576, 128}, {"rows2048", 16, 64, 2048, 128}} {
 		a, bm, c := randF32(rng, s.m*s.k), randF32(rng, s.k*s.ldb), make([]float32, s.m*s.n)
+		bh := make([]uint16, len(bm))
+		for i, v := range bm {
+			bh[i] = F32ToF16(v)
+		}
 		b.Run(s.name, func(b *testing.B) {
 			b.SetBytes(int64(2 * s.m * s.n * s.k)) // flops, as bytes
 			for b.Loop() {
 				MatMulF32(s.m, s.n, s.k, a, s.k, bm, s.ldb, c, s.n, false)
+			}
+		})
+		b.Run(s.name+"/f16", func(b *testing.B) {
+			b.SetBytes(int64(2 * s.m * s.n * s.k))
+			for b.Loop() {
+				MatMulF32F16(s.m, s.n, s.k, a, s.k, bh, s.ldb, c, s.n, false)
 			}
 		})
 	}
