@@ -86,6 +86,23 @@ func matMulF32RowAVX2(a *float32, lda int, b *float32, ldb int, k int, c *float3
 //go:noescape
 func matMulF32F16RowAVX2(a *float32, lda int, b *uint16, ldb int, k int, c *float32, ldc int, tiles int, accumulate int)
 
+// matMulF32Col8AVX2 and matMulF32RowCol8AVX2 (B in float32),
+// matMulF32F16Col8AVX2 and matMulF32F16RowCol8AVX2 (B in float16) are the
+// kernels above for 8 columns (tiles unused), rows 0-3 and row 0: the
+// columns past a multiple of 16, with the same bits.
+//
+//go:noescape
+func matMulF32Col8AVX2(a *float32, lda int, b *float32, ldb int, k int, c *float32, ldc int, tiles int, accumulate int)
+
+//go:noescape
+func matMulF32RowCol8AVX2(a *float32, lda int, b *float32, ldb int, k int, c *float32, ldc int, tiles int, accumulate int)
+
+//go:noescape
+func matMulF32F16Col8AVX2(a *float32, lda int, b *uint16, ldb int, k int, c *float32, ldc int, tiles int, accumulate int)
+
+//go:noescape
+func matMulF32F16RowCol8AVX2(a *float32, lda int, b *uint16, ldb int, k int, c *float32, ldc int, tiles int, accumulate int)
+
 // matMulF32AVX512 is matMulF32AVX2 for tiles of 32 columns.
 //
 //go:noescape

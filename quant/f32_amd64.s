@@ -125,6 +125,84 @@ rstore: \
 	VZEROUPPER; \
 	RET;
 
+// MATMUL_F32_YMM_8COL is MATMUL_F32_YMM for 8 columns (one register a
+// row; tiles unused), and MATMUL_F32_YMM_ROW_8COL the same for one row:
+// the columns past a multiple of 16, such as a value product's over a
+// head dimension of 8. Each element of C is the same FMA chain as in the
+// wider tiles.
+#define MATMUL_F32_YMM_8COL(LOADB, BSHIFT) \
+	MOVQ a+0(FP), SI; \
+	MOVQ lda+8(FP), R8; \
+	SHLQ $2, R8; \
+	MOVQ b+16(FP), CX; \
+	MOVQ ldb+24(FP), R9; \
+	SHLQ $BSHIFT, R9; \
+	MOVQ k+32(FP), R13; \
+	MOVQ c+40(FP), DX; \
+	MOVQ ldc+48(FP), R11; \
+	SHLQ $2, R11; \
+	LEAQ (SI)(R8*2), R14; \
+	ADDQ R8, R14; \
+	MOVQ SI, AX; \
+	VXORPS Y0, Y0, Y0; \
+	VXORPS Y2, Y2, Y2; \
+	VXORPS Y4, Y4, Y4; \
+	VXORPS Y6, Y6, Y6; \
+c8kloop: \
+	LOADB; \
+	VBROADCASTSS (AX), Y10; \
+	VFMADD231PS Y8, Y10, Y0; \
+	VBROADCASTSS (AX)(R8*1), Y11; \
+	VFMADD231PS Y8, Y11, Y2; \
+	VBROADCASTSS (AX)(R8*2), Y12; \
+	VFMADD231PS Y8, Y12, Y4; \
+	VBROADCASTSS (R14), Y13; \
+	VFMADD231PS Y8, Y13, Y6; \
+	ADDQ $4, AX; \
+	ADDQ $4, R14; \
+	ADDQ R9, CX; \
+	DECQ R13; \
+	JNZ c8kloop; \
+	LEAQ (DX)(R11*2), CX; \
+	ADDQ R11, CX; \
+	CMPQ accumulate+64(FP), $0; \
+	JEQ c8store; \
+	VADDPS (DX), Y0, Y0; \
+	VADDPS (DX)(R11*1), Y2, Y2; \
+	VADDPS (DX)(R11*2), Y4, Y4; \
+	VADDPS (CX), Y6, Y6; \
+c8store: \
+	VMOVUPS Y0, (DX); \
+	VMOVUPS Y2, (DX)(R11*1); \
+	VMOVUPS Y4, (DX)(R11*2); \
+	VMOVUPS Y6, (CX); \
+	VZEROUPPER; \
+	RET;
+
+#define MATMUL_F32_YMM_ROW_8COL(LOADB, BSHIFT) \
+	MOVQ a+0(FP), AX; \
+	MOVQ b+16(FP), CX; \
+	MOVQ ldb+24(FP), R9; \
+	SHLQ $BSHIFT, R9; \
+	MOVQ k+32(FP), R13; \
+	MOVQ c+40(FP), DX; \
+	VXORPS Y0, Y0, Y0; \
+r8kloop: \
+	LOADB; \
+	VBROADCASTSS (AX), Y10; \
+	VFMADD231PS Y8, Y10, Y0; \
+	ADDQ $4, AX; \
+	ADDQ R9, CX; \
+	DECQ R13; \
+	JNZ r8kloop; \
+	CMPQ accumulate+64(FP), $0; \
+	JEQ r8store; \
+	VADDPS (DX), Y0, Y0; \
+r8store: \
+	VMOVUPS Y0, (DX); \
+	VZEROUPPER; \
+	RET;
+
 #define MATMUL_F32_ZMM(LOADB, BSHIFT, BTILE) \
 	MOVQ a+0(FP), SI; \
 	MOVQ lda+8(FP), R8; \
@@ -340,6 +418,27 @@ TEXT ·matMulF32RowAVX2(SB), NOSPLIT, $0-72
 // func matMulF32F16RowAVX2(a *float32, lda int, b *uint16, ldb int, k int, c *float32, ldc int, tiles int, accumulate int)
 TEXT ·matMulF32F16RowAVX2(SB), NOSPLIT, $0-72
 	MATMUL_F32_YMM_ROW(LOADB_F16_Y, 1, 32)
+
+#define LOADB_F32_8 VMOVUPS (CX), Y8
+#define LOADB_F16_8 VCVTPH2PS (CX), Y8
+
+// func matMulF32Col8AVX2(a *float32, lda int, b *float32, ldb int, k int, c *float32, ldc int, tiles int, accumulate int)
+//
+// Rows 0-3 of C for 8 columns, tiles unused (as in the three below).
+TEXT ·matMulF32Col8AVX2(SB), NOSPLIT, $0-72
+	MATMUL_F32_YMM_8COL(LOADB_F32_8, 2)
+
+// func matMulF32F16Col8AVX2(a *float32, lda int, b *uint16, ldb int, k int, c *float32, ldc int, tiles int, accumulate int)
+TEXT ·matMulF32F16Col8AVX2(SB), NOSPLIT, $0-72
+	MATMUL_F32_YMM_8COL(LOADB_F16_8, 1)
+
+// func matMulF32RowCol8AVX2(a *float32, lda int, b *float32, ldb int, k int, c *float32, ldc int, tiles int, accumulate int)
+TEXT ·matMulF32RowCol8AVX2(SB), NOSPLIT, $0-72
+	MATMUL_F32_YMM_ROW_8COL(LOADB_F32_8, 2)
+
+// func matMulF32F16RowCol8AVX2(a *float32, lda int, b *uint16, ldb int, k int, c *float32, ldc int, tiles int, accumulate int)
+TEXT ·matMulF32F16RowCol8AVX2(SB), NOSPLIT, $0-72
+	MATMUL_F32_YMM_ROW_8COL(LOADB_F16_8, 1)
 
 // func matMulF32AVX512(a *float32, lda int, b *float32, ldb int, k int, c *float32, ldc int, tiles int, accumulate int)
 //

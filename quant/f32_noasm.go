@@ -62,3 +62,15 @@ func matMulF32RowAVX2(a *float32, lda int, b *float32, ldb int, k int, c *float3
 func matMulF32F16RowAVX2(a *float32, lda int, b *uint16, ldb int, k int, c *float32, ldc int, tiles int, accumulate int) {
 	panic("unreachable")
 }
+func matMulF32Col8AVX2(a *float32, lda int, b *float32, ldb int, k int, c *float32, ldc int, tiles int, accumulate int) {
+	panic("unreachable")
+}
+func matMulF32RowCol8AVX2(a *float32, lda int, b *float32, ldb int, k int, c *float32, ldc int, tiles int, accumulate int) {
+	panic("unreachable")
+}
+func matMulF32F16Col8AVX2(a *float32, lda int, b *uint16, ldb int, k int, c *float32, ldc int, tiles int, accumulate int) {
+	panic("unreachable")
+}
+func matMulF32F16RowCol8AVX2(a *float32, lda int, b *uint16, ldb int, k int, c *float32, ldc int, tiles int, accumulate int) {
+	panic("unreachable")
+}

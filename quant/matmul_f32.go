@@ -38,16 +38,15 @@ func matMulF32[B float32 | uint16](m, n, k int, a []float32, lda int, b []B, ldb
 		}
 		return
 	}
-	m4, n16 := 0, 0
+	m4, n16, n8 := 0, 0, 0
 	if useAVX2 {
-		m4, n16 = m&^3, n&^15
+		m4, n16, n8 = m&^3, n&^15, n&^7
 	}
-	done := 0 // the rows whose first n16 columns the kernels took
+	acc := 0
+	if accumulate {
+		acc = 1
+	}
 	if n16 > 0 {
-		acc := 0
-		if accumulate {
-			acc = 1
-		}
 		n32 := 0
 		if useAVX512 {
 			// Tiles of 32 columns on ZMM registers, the last 16 on YMM.
@@ -96,10 +95,38 @@ func matMulF32[B float32 | uint16](m, n, k int, a []float32, lda int, b []B, ldb
 				matMulF32F16RowAVX2(&a[r*lda], lda, &b[0], ldb, k, &c[r*ldc], ldc, n16/16, acc)
 			}
 		}
+	}
+	if n8 > n16 {
+		// Eight columns more (a value product over a head dimension of 8
+		// is nothing else), the same way.
+		for r := 0; r < m; {
+			switch b := any(b).(type) {
+			case []float32:
+				if r < m4 {
+					matMulF32Col8AVX2(&a[r*lda], lda, &b[n16], ldb, k, &c[r*ldc+n16], ldc, 1, acc)
+				} else {
+					matMulF32RowCol8AVX2(&a[r*lda], lda, &b[n16], ldb, k, &c[r*ldc+n16], ldc, 1, acc)
+				}
+			case []uint16:
+				if r < m4 {
+					matMulF32F16Col8AVX2(&a[r*lda], lda, &b[n16], ldb, k, &c[r*ldc+n16], ldc, 1, acc)
+				} else {
+					matMulF32F16RowCol8AVX2(&a[r*lda], lda, &b[n16], ldb, k, &c[r*ldc+n16], ldc, 1, acc)
+				}
+			}
+			if r < m4 {
+				r += 4
+			} else {
+				r++
+			}
+		}
+	}
+	done := 0 // the rows whose first n8 columns the kernels took
+	if n8 > 0 {
 		done = m
 	}
-	if n16 < n { // the columns right of the tiles, for the kernels' rows
-		matMulF32Generic(done, n-n16, k, a, lda, b[n16:], ldb, c[n16:], ldc, accumulate)
+	if n8 < n { // the columns right of the tiles, for the kernels' rows
+		matMulF32Generic(done, n-n8, k, a, lda, b[n8:], ldb, c[n8:], ldc, accumulate)
 	}
 	if done < m {
 		matMulF32Generic(m-done, n, k, a[done*lda:], lda, b, ldb, c[done*ldc:], ldc, accumulate)

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"strings"
 	"testing"
+	"unsafe"
 )
 
 // matMulF32Impl is one way to multiply: f with B in float32, or f16 with
@@ -56,6 +57,34 @@ func matMulF32Impls() []matMulF32Impl {
 	if useAVX2 {
 		impls = append(impls, kernel("avx2", 16, matMulF32AVX2, nil),
 			kernel("avx2 row", 16, matMulF32RowAVX2, nil), kernel("avx2 row f16", 16, nil, matMulF32F16RowAVX2))
+		// The 8-column kernels take one tile a call: called for each.
+		col8 := func(f func(*float32, int, *float32, int, int, *float32, int, int, int), f16 func(*float32, int, *uint16, int, int, *float32, int, int, int)) (func(*float32, int, *float32, int, int, *float32, int, int, int), func(*float32, int, *uint16, int, int, *float32, int, int, int)) {
+			var g func(*float32, int, *float32, int, int, *float32, int, int, int)
+			var g16 func(*float32, int, *uint16, int, int, *float32, int, int, int)
+			if f != nil {
+				g = func(a *float32, lda int, b *float32, ldb, k int, c *float32, ldc, tiles, acc int) {
+					bs, cs := unsafe.Slice(b, 8*tiles), unsafe.Slice(c, 8*tiles)
+					for t := range tiles {
+						f(a, lda, &bs[8*t], ldb, k, &cs[8*t], ldc, 1, acc)
+					}
+				}
+			}
+			if f16 != nil {
+				g16 = func(a *float32, lda int, b *uint16, ldb, k int, c *float32, ldc, tiles, acc int) {
+					bs, cs := unsafe.Slice(b, 8*tiles), unsafe.Slice(c, 8*tiles)
+					for t := range tiles {
+						f16(a, lda, &bs[8*t], ldb, k, &cs[8*t], ldc, 1, acc)
+					}
+				}
+			}
+			return g, g16
+		}
+		f, _ := col8(matMulF32Col8AVX2, nil)
+		_, f16 := col8(nil, matMulF32F16Col8AVX2)
+		rf, _ := col8(matMulF32RowCol8AVX2, nil)
+		_, rf16 := col8(nil, matMulF32F16RowCol8AVX2)
+		impls = append(impls, kernel("avx2 col8", 8, f, nil), kernel("avx2 col8 f16", 8, nil, f16),
+			kernel("avx2 row col8", 8, rf, nil), kernel("avx2 row col8 f16", 8, nil, rf16))
 	}
 	return impls
 }
@@ -63,9 +92,9 @@ func matMulF32Impls() []matMulF32Impl {
 // The kernels' tiles: rows of A and columns of B a call takes.
 var (
 	matMulF32KernelRows = map[string]int{"avx2": 4, "avx2 f16": 4, "avx512": 4, "avx512 f16": 4, "avx512x8": 8, "avx512x8 f16": 8,
-		"avx2 row": 1, "avx2 row f16": 1}
+		"avx2 row": 1, "avx2 row f16": 1, "avx2 col8": 4, "avx2 col8 f16": 4, "avx2 row col8": 1, "avx2 row col8 f16": 1}
 	matMulF32KernelCols = map[string]int{"avx2": 16, "avx2 f16": 16, "avx512": 32, "avx512 f16": 32, "avx512x8": 32, "avx512x8 f16": 32,
-		"avx2 row": 16, "avx2 row f16": 16}
+		"avx2 row": 16, "avx2 row f16": 16, "avx2 col8": 8, "avx2 col8 f16": 8, "avx2 row col8": 8, "avx2 row col8 f16": 8}
 )
 
 func randF32(rng *rand.Rand, n int) []float32 {
@@ -83,7 +112,7 @@ func TestMatMulF32(t *testing.T) {
 	rng := rand.New(rand.NewPCG(70, 71))
 	for _, impl := range matMulF32Impls() {
 		for _, m := range []int{1, 3, 4, 8, 9, 12, 16, 20} {
-			for _, n := range []int{1, 5, 16, 17, 32, 48, 64, 80, 96} {
+			for _, n := range []int{1, 5, 8, 16, 17, 24, 32, 48, 64, 80, 96} {
 				for _, k := range []int{1, 2, 7, 64, 130} {
 					if cols := matMulF32KernelCols[impl.name]; cols > 0 && (m%matMulF32KernelRows[impl.name] != 0 || n%cols != 0) {
 						continue
@@ -145,7 +174,7 @@ func TestMatMulF32(t *testing.T) {
 func TestMatMulF32RowsAlone(t *testing.T) {
 	rng := rand.New(rand.NewPCG(72, 73))
 	for _, m := range []int{2, 3, 4, 5, 8, 11} {
-		for _, n := range []int{16, 24, 64} {
+		for _, n := range []int{8, 16, 24, 30, 64} {
 			for _, accumulate := range []bool{false, true} {
 				k, lda, ldb, ldc := 40, 43, n+3, n+1
 				a, b := randF32(rng, m*lda), randF32(rng, k*ldb)
