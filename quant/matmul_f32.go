@@ -11,9 +11,10 @@ import "fmt"
 // scores = Q·Kᵀ with the keys stored transposed, and output = P·V. The
 // AVX2 kernel computes 4×16 tiles of C in registers, loading each row
 // segment of B once per four rows of A and broadcasting elements of A, so
-// it needs no horizontal sums; rows past a multiple of 4 and columns past
-// a multiple of 16 take the Go code, so callers that want speed pad m and
-// n (or at least m).
+// it needs no horizontal sums; rows past a multiple of 4 take a one-row
+// kernel and 8 columns past a multiple of 16 an 8-column one (the same
+// bits), and only the last n mod 8 columns, or everything without AVX2,
+// the Go code.
 func MatMulF32(m, n, k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int, accumulate bool) {
 	matMulF32(m, n, k, a, lda, b, ldb, c, ldc, accumulate)
 }
@@ -125,7 +126,7 @@ func matMulF32[B float32 | uint16](m, n, k int, a []float32, lda int, b []B, ldb
 	if n8 > 0 {
 		done = m
 	}
-	if n8 < n { // the columns right of the tiles, for the kernels' rows
+	if done > 0 && n8 < n { // the columns right of the tiles, for the kernels' rows
 		matMulF32Generic(done, n-n8, k, a, lda, b[n8:], ldb, c[n8:], ldc, accumulate)
 	}
 	if done < m {
