@@ -20,7 +20,7 @@ func newCUDA(mm *model.Model, o Options, log *slog.Logger) (backend.Backend, err
 		return nil, err
 	}
 	if kv != quant.F32 {
-		return nil, fmt.Errorf("the CUDA engine's KV cache is f32 only (KV cache type %q)", o.KVType)
+		return nil, fmt.Errorf("%w (KV cache type %q)", errCUDAKVType, o.KVType)
 	}
 	b, err := cuda.New(mm, cuda.Options{ContextLen: o.ContextLen})
 	if err != nil {
@@ -35,7 +35,7 @@ func newCUDA(mm *model.Model, o Options, log *slog.Logger) (backend.Backend, err
 	// Generations run together when asked for several (a server); alone,
 	// the decode graphs are the fast path.
 	if o.Sequences > 1 {
-		kv := o.kvTokens(&mm.Config, b.ContextLen(), 4)
+		kv := o.kvTokens(&mm.Config, b.ContextLen(), quant.F32.BlockBytes())
 		bb, err := b.EnableBatching(kv, o.Sequences)
 		if err != nil {
 			log.Info("GPU generations take turns", "reason", err)

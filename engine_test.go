@@ -75,7 +75,17 @@ func runEngineCase(ctx context.Context, m *Model, i int) engineRun {
 // runEngineCaseGated is runEngineCase whose reader, given its first token,
 // calls gate before it takes any more.
 func runEngineCaseGated(ctx context.Context, m *Model, i int, gate func()) engineRun {
-	o := engineCase(i)
+	return runPromptGated(ctx, m, i, engineCase(i), gate)
+}
+
+// runPrompt runs enginePrompts[i] on m with options o.
+func runPrompt(m *Model, i int, o GenerateOptions) engineRun {
+	return runPromptGated(context.Background(), m, i, o, nil)
+}
+
+// runPromptGated is runPrompt whose reader, given its first token, calls
+// gate (if set) before it takes any more.
+func runPromptGated(ctx context.Context, m *Model, i int, o GenerateOptions, gate func()) engineRun {
 	var r engineRun
 	r.st, r.err = m.GenerateTokens(ctx, m.PromptTokens(enginePrompts[i], o), o, func(t Token) error {
 		if len(r.tokens) == 0 && gate != nil {
@@ -194,16 +204,6 @@ func TestEngineBatchesF16Cache(t *testing.T) {
 	if st := m.EngineStats(); st.KVBlocksUsed != 0 || st.Steps == 0 {
 		t.Errorf("engine after the run: %+v", st)
 	}
-}
-
-// runPrompt runs enginePrompts[i] on m with options o.
-func runPrompt(m *Model, i int, o GenerateOptions) engineRun {
-	var r engineRun
-	r.st, r.err = m.GenerateTokens(context.Background(), m.PromptTokens(enginePrompts[i], o), o, func(t Token) error {
-		r.tokens = append(r.tokens, t)
-		return nil
-	})
-	return r
 }
 
 // runTogether runs every enginePrompt on m at once, so that the engine

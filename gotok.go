@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strings"
 	"sync"
 	"syscall"
 
@@ -121,6 +122,10 @@ const defaultSequences = 4
 // ErrNoCUDA is returned when Device is "cuda" and CUDA cannot be used.
 var ErrNoCUDA = errors.New("CUDA is not available")
 
+// errCUDAKVType is newCUDA's refusal of a KV cache type the CUDA engine
+// lacks: CUDA may well be here.
+var errCUDAKVType = errors.New("the CUDA engine's KV cache is f32 only")
+
 // Load opens a GGUF model and prepares a backend for it.
 func Load(path string, o Options) (*Model, error) {
 	log := o.Logger
@@ -168,64 +173,59 @@ func Load(path string, o Options) (*Model, error) {
 		mm.Close()
 		return nil, fmt.Errorf("%s: tokenizer has %d tokens but the model's embedding has %d rows", path, tok.VocabSize(), mm.Config.VocabSize)
 	}
-	be, err := newBackend(mm, o, log)
+	be, kv, err := newBackend(mm, o, log)
 	if err != nil {
 		mm.Close()
 		return nil, err
 	}
-	m := &Model{model: mm, tok: tok, backend: be, kvType: "f32"}
-	if _, ok := be.(*cpu.Backend); ok {
-		if kv, _ := o.kvType("cpu"); kv == quant.F16 {
-			m.kvType = "f16"
-		}
-	}
+	m := &Model{model: mm, tok: tok, backend: be, kvType: strings.ToLower(kv.String())}
 	if b, ok := be.(backend.Batcher); ok {
 		m.engine = newEngine(m, b, o.Sequences)
 	}
 	return m, nil
 }
 
-func newBackend(mm *model.Model, o Options, log *slog.Logger) (backend.Backend, error) {
+// newBackend loads mm on o.Device and says which KV cache type it took.
+func newBackend(mm *model.Model, o Options, log *slog.Logger) (backend.Backend, quant.Type, error) {
 	kv, err := o.kvType("cpu")
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	switch o.Device {
 	case "", "auto":
 		be, err := newCUDA(mm, o, log)
 		if err == nil {
 			log.Info("running on the GPU", "device", be.Name())
-			return be, nil
+			return be, quant.F32, nil
 		}
-		if o.KVType == "f16" {
+		if errors.Is(err, errCUDAKVType) {
 			// Asked for what only the CPU engine has: say so louder.
 			log.Warn("running on the CPU", "reason", err)
 		} else {
 			log.Info("running on the CPU", "reason", err)
 		}
 	case "cuda":
-		if kv, _ := o.kvType("cuda"); kv != quant.F32 {
-			// CUDA may well be here: not ErrNoCUDA.
-			return nil, fmt.Errorf("device cuda: the CUDA engine's KV cache is f32 only (KV cache type %q)", o.KVType)
-		}
 		be, err := newCUDA(mm, o, log)
-		if err != nil {
-			return nil, fmt.Errorf("%w: %v", ErrNoCUDA, err)
+		if errors.Is(err, errCUDAKVType) { // CUDA may well be here
+			return nil, 0, fmt.Errorf("device cuda: %w", err)
 		}
-		return be, nil
+		if err != nil {
+			return nil, 0, fmt.Errorf("%w: %v", ErrNoCUDA, err)
+		}
+		return be, quant.F32, nil
 	case "cpu":
 	default:
-		return nil, fmt.Errorf("unknown device %q (want cpu, cuda or auto)", o.Device)
+		return nil, 0, fmt.Errorf("unknown device %q (want cpu, cuda or auto)", o.Device)
 	}
-	elem := 4
-	if kv == quant.F16 {
-		elem = 2
-	}
-	ctxLen, err := backend.ContextLenKV(o.ContextLen, &mm.Config, elem)
+	ctxLen, err := backend.ContextLenKV(o.ContextLen, &mm.Config, kv.BlockBytes())
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	return cpu.New(mm, cpu.Options{ContextLen: ctxLen, KVTokens: o.kvTokens(&mm.Config, ctxLen, elem), Threads: o.Threads, KVType: kv})
+	be, err := cpu.New(mm, cpu.Options{ContextLen: ctxLen, KVTokens: o.kvTokens(&mm.Config, ctxLen, kv.BlockBytes()), Threads: o.Threads, KVType: kv})
+	if err != nil {
+		return nil, 0, err
+	}
+	return be, kv, nil
 }
 
 // KVType is the KV cache's element type, "f16" or "f32": Options.KVType,

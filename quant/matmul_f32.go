@@ -100,25 +100,24 @@ func matMulF32[B float32 | uint16](m, n, k int, a []float32, lda int, b []B, ldb
 	if n8 > n16 {
 		// Eight columns more (a value product over a head dimension of 8
 		// is nothing else), the same way.
-		for r := 0; r < m; {
+		for r := 0; r < m; r++ {
+			tile := r < m4 // rows r..r+3 in one call
 			switch b := any(b).(type) {
 			case []float32:
-				if r < m4 {
+				if tile {
 					matMulF32Col8AVX2(&a[r*lda], lda, &b[n16], ldb, k, &c[r*ldc+n16], ldc, 1, acc)
 				} else {
 					matMulF32RowCol8AVX2(&a[r*lda], lda, &b[n16], ldb, k, &c[r*ldc+n16], ldc, 1, acc)
 				}
 			case []uint16:
-				if r < m4 {
+				if tile {
 					matMulF32F16Col8AVX2(&a[r*lda], lda, &b[n16], ldb, k, &c[r*ldc+n16], ldc, 1, acc)
 				} else {
 					matMulF32F16RowCol8AVX2(&a[r*lda], lda, &b[n16], ldb, k, &c[r*ldc+n16], ldc, 1, acc)
 				}
 			}
-			if r < m4 {
-				r += 4
-			} else {
-				r++
+			if tile {
+				r += 3
 			}
 		}
 	}
