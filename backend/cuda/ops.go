@@ -49,6 +49,11 @@ type launcher struct {
 	dequantBytes int
 	dequantMin   int
 	dq           *dequantAhead
+	// bf16Act is scratch of bf16ActBytes for a product's activations as
+	// bf16: gemm_wg multiplies BF16 weights by bf16 (prefill_bf16.go); a
+	// product whose activations do not fit takes gemm.cu's large tile.
+	bf16Act      cu.DevicePtr
+	bf16ActBytes int
 	// attnCluster is the blocks per cluster of the attention kernel for
 	// contexts run whole (attention_cl; 0: the split kernel), set by
 	// Backend.capture for the graph of short contexts.

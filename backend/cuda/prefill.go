@@ -121,6 +121,10 @@ func (b *Backend) setupPrefill(l launcher) error {
 		p.l.dequantBytes, p.l.dequantMin = n, dequantMinRows
 		bufs = append(bufs, buf{&p.l.dequant, n}, buf{&ahead, n})
 	}
+	if n := b.bf16ActScratch(p.chunk); n > 0 && p.l.wgGemm {
+		p.l.bf16ActBytes = n
+		bufs = append(bufs, buf{&p.l.bf16Act, n})
+	}
 	// One allocation: each of its own is rounded up to the driver's
 	// granularity (2 MiB), which took the 8B shape's workspace past 64 MiB.
 	total := 0

@@ -10,7 +10,7 @@ import (
 )
 
 // On prompts of dequantMinRows rows and more, a product over weights of a
-// quantized or BF16 family runs through F16's wgmma gemm: its rows are
+// quantized family runs through F16's wgmma gemm: its rows are
 // written as f16 into scratch by dequant.cu first. F16's kernel takes its
 // weights by cp.async four stages ahead, where the others wait on their
 // registers' loads and dequantize in the k loop, once for each row tile of

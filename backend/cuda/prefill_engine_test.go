@@ -164,7 +164,6 @@ func TestPrefillDequantized(t *testing.T) {
 	}{
 		{"q4_k_m-like", q4KMLike(wide, 3)},
 		{"q4_0", synth.Options{Shape: wide, Type: quant.Q4_0, EmbedType: quant.Q8_0, Seed: 3}},
-		{"bf16", synth.Options{Shape: wide, Type: quant.BF16, EmbedType: quant.BF16, Seed: 3}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m := genModelWith(t, tc.o)
@@ -221,6 +220,63 @@ func TestPrefillDequantized(t *testing.T) {
 				t.Errorf("f16 copies against the quantized gemms: relative error %.3g > %.1g", e, prefillLogitsTol)
 			}
 		})
+	}
+}
+
+// TestPrefillBF16 checks the prefill of a BF16 model on a shape wide
+// enough for wgmma's tile, whose BF16 products multiply by activations
+// rounded to bf16 (prefill_bf16.go): against token-by-token steps, over
+// chunks, and against gemm.cu's large tile, which reads the same weights
+// against the f16 activations (the path taken when they do not fit the
+// scratch).
+func TestPrefillBF16(t *testing.T) {
+	skipWithoutGPU(t)
+	r := rand.New(rand.NewPCG(29, 29))
+	wide := synth.Shape{Layers: 2, Dim: 2048, Heads: 16, KVHeads: 4, FFN: 4096, Vocab: 512, Context: 1024, RopeBase: 10000}
+	m := genModelWith(t, synth.Options{Shape: wide, Type: quant.BF16, EmbedType: quant.BF16, Seed: 3})
+	g, err := New(m, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	if g.pre == nil || !g.pre.l.wgGemm {
+		t.Skipf("no wgmma tile here (batched prefill: %v)", g.pre != nil)
+	}
+	const n = 300
+	if g.pre.l.bf16ActBytes < 2*n*wide.FFN {
+		t.Fatalf("bf16 activation scratch of %d bytes, want at least %d", g.pre.l.bf16ActBytes, 2*n*wide.FFN)
+	}
+	if ti := g.pre.l.gemmTileFor(n, wide.FFN, wide.Dim, gemmGLU); ti != gemmWG {
+		t.Fatalf("gate/up of a %d-token prompt on tile %d, not wgmma's", n, ti)
+	}
+	prompt := randPrompt(r, n, m.Config.VocabSize)
+	last, next := prefillVsSteps(t, g, prompt, nil, 5)
+	t.Logf("against steps: relative error %.3g at the last position, %.3g after it", last, next)
+	chunk := g.pre.chunk
+	g.pre.chunk = 128
+	prefillVsSteps(t, g, prompt, []int{100}, 7)
+	g.pre.chunk = chunk
+
+	logits := func() []float32 {
+		t.Helper()
+		if _, err := g.Prefill(context.Background(), prompt, 0, nil); err != nil {
+			t.Fatal(err)
+		}
+		l, err := g.readLogits(n - 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	bf16 := logits()
+	bytes := g.pre.l.bf16ActBytes
+	g.pre.l.bf16ActBytes = 0
+	f16 := logits()
+	g.pre.l.bf16ActBytes = bytes
+	if e := relErr(bf16, f64s(f16)); !(e <= prefillLogitsTol) {
+		t.Errorf("bf16 activations against f16 ones: relative error %.3g > %.1g", e, prefillLogitsTol)
+	} else {
+		t.Logf("bf16 activations against f16 ones: relative error %.3g", e)
 	}
 }
 

@@ -30,8 +30,8 @@ var prefillHeadDims = []int{16, 32, 64, 96, 128, 256}
 var gemmTypes = []gpuType{wtQ4_0, wtQ8_0, wtF16, wtBF16, wtMix}
 
 // dequantTypes are the families dequant.cu writes as f16 rows: gemmTypes
-// but F16.
-var dequantTypes = []gpuType{wtQ4_0, wtQ8_0, wtBF16, wtMix}
+// but F16 and BF16 (gemm_wg copies those and widens BF16 in place).
+var dequantTypes = []gpuType{wtQ4_0, wtQ8_0, wtMix}
 
 // prefillKernels are the batched-prefill entry points; gemm is nil for the
 // families not in gemmTypes.
@@ -40,9 +40,10 @@ type prefillKernels struct {
 	gemm   [numGPUTypes][3][len(gemmTiles)]*cu.Function // by weight type, epilogue and tile
 	wgGemm bool                                         // gemm_wg's tile is loaded (9.0 devices)
 	// dequant writes a matrix of the family as f16 rows (dequant.cu); nil
-	// for F32 and F16.
+	// for F32, F16 and BF16.
 	dequant   [numGPUTypes]*cu.Function
-	wgErr     error // why it is not, on a 9.0 device
+	toBF16    *cu.Function // to_bf16.cu: f16 activations as bf16, for gemm_wg's BF16 products
+	wgErr     error        // why it is not, on a 9.0 device
 	norm      *cu.Function
 	rope      *cu.Function
 	qkNorm    *cu.Function         // Q/K norms (prefill_qk_norm)
@@ -166,6 +167,10 @@ func (k *kernelSet) loadPrefill(c *cu.Context, dir string) error {
 		p.dequant[t] = fs[i]
 	}
 
+	if fs, err = load("to_bf16", "to_bf16"); err != nil {
+		return err
+	}
+	p.toBF16 = fs[0]
 	if fs, err = load("prefill_norm", "prefill_norm"); err != nil {
 		return err
 	}

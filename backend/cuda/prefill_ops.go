@@ -40,13 +40,13 @@ const (
 // three activation and two weight stages of 64 halves a row, rows 72
 // halves apart (GEMM_LD). gemm_wg.cu (wg_cfg): buffers of 128 rows of
 // 128 bytes, and 1 KB to align them to 1,024 bytes (its swizzle): six for
-// the activations (copied four stages ahead), as many for F16 weights
-// (copied alongside), three for the other types' (dequantized).
+// the activations (copied four stages ahead), as many for F16 and BF16
+// weights (copied alongside), three for the other types' (dequantized).
 func (t gemmTile) smem(typ gpuType) int {
 	if !t.wg {
 		return (3*t.m + 2*t.n) * 72 * 2
 	}
-	if typ == wtF16 {
+	if typ == wtF16 || typ == wtBF16 {
 		return (6+6)*128*128 + 1024
 	}
 	return (6+3)*128*128 + 1024
@@ -139,6 +139,12 @@ func (l *launcher) gemmInto(a cu.DevicePtr, m int, w, w2 *deviceMatrix, act mode
 	ti := gemmSmall
 	if !(l.splitK && epi == gemmAdd && m <= gemmTiles[gemmSmall].m) {
 		ti = l.gemmTileFor(m, w.Rows, w.Cols, epi)
+	}
+	if gemmTiles[ti].wg && w.Type == wtBF16 {
+		var err error
+		if a, ti, err = l.bf16Activations(a, m, w.Cols); err != nil {
+			return err
+		}
 	}
 	tile := gemmTiles[ti]
 	if l.dequantizes(m, w, epi) {

@@ -135,10 +135,18 @@ func TestGemmKernels(t *testing.T) {
 			dw, dw2 := g.matrix(hs[0]), g.matrix(hs[1])
 			c := refGemm(a, m, k, refF16Rows(w))
 			u := refGemm(a, m, k, refF16Rows(w2))
+			// gemm_wg multiplies BF16 weights as they are by the
+			// activations rounded to bf16 (prefill_bf16.go).
+			var cB, uB []float64
+			if typ == quant.BF16 {
+				cB, uB = refGemm(refBF16(a), m, k, w), refGemm(refBF16(a), m, k, w2)
+				g.l.bf16Act, g.l.bf16ActBytes = g.halves(m*k), 2*m*k
+			}
 			// Every tile, then wgmma's with the weights dequantized to f16
 			// first (launcher.gemmDequantized): into scratch for the pair,
 			// then into scratch for one tile's rows at a time (slices).
 			scratch := g.floats(nil, 2*n*k/2)
+			cF16 := c
 			for ti := range len(gemmTiles) + 2 {
 				dequant, sliced := ti >= len(gemmTiles), ti > len(gemmTiles)
 				if dequant {
@@ -150,6 +158,10 @@ func TestGemmKernels(t *testing.T) {
 				}
 				g.l.gemmTile = ti + 1
 				name := fmt.Sprintf("%s/m%d/n%d/k%d/tile%dx%d%s", typ, m, n, k, tile.m, tile.n, tile.suffix)
+				c, u := c, u
+				if cB != nil && tile.wg {
+					c, u = cB, uB
+				}
 				if dequant {
 					if g.l.k.pre.dequant[dw.Type] == nil {
 						continue
@@ -207,6 +219,13 @@ func TestGemmKernels(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
+				if cB != nil && tile.wg && m <= gemmTiles[gemmSmall].m {
+					// Split-K runs one row tile on the small tile, whatever
+					// the fixed one: f16 activations.
+					for i := range want {
+						want[i] = cF16[i] + float64(y0[i])
+					}
+				}
 				check(t, name+" add split-K", g.read(yb, m*n), want, gemmTol)
 
 				for _, act := range []model.Activation{model.SiLU, model.GELUTanh} {
@@ -238,7 +257,52 @@ func TestGemmKernels(t *testing.T) {
 				g.l.dequant, g.l.dequantBytes, g.l.dequantMin = 0, 0, 0
 			}
 			g.l.gemmTile = 0
+			g.l.bf16Act, g.l.bf16ActBytes = 0, 0
 		}
+	}
+}
+
+// TestToBF16Kernel checks to_bf16.cu's rounding of f16 activations to bf16
+// bit for bit against quant.F32ToBF16, on random halves of every
+// magnitude, subnormals, infinities and ties: a tie to even needs a half
+// with more than eight significant bits.
+func TestToBF16Kernel(t *testing.T) {
+	g := newGPU(t)
+	r := rand.New(rand.NewPCG(17, 17))
+	const n = 1<<16 + 8 // past one grid row of blocks, a multiple of eight
+	in := make([]byte, 2*n)
+	for i := range n {
+		h := uint16(r.Uint32())
+		if h&0x7c00 == 0x7c00 && h&0x3ff != 0 {
+			h &^= 0x3ff // NaN: its payload's rounding is not specified
+		}
+		in[2*i], in[2*i+1] = byte(h), byte(h>>8)
+	}
+	out := g.halves(n)
+	l := g.l
+	l.bf16Act, l.bf16ActBytes = out, 2*n
+	if _, _, err := l.bf16Activations(g.bytes(in), 1, n); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.c.SyncStream(g.l.stream); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, 2*n)
+	if err := g.c.CopyDtoH(got, out); err != nil {
+		t.Fatal(err)
+	}
+	bad := 0
+	for i := range n {
+		h := uint16(in[2*i]) | uint16(in[2*i+1])<<8
+		want := quant.F32ToBF16(quant.F16ToF32(h))
+		if b := uint16(got[2*i]) | uint16(got[2*i+1])<<8; b != want {
+			if bad++; bad <= 5 {
+				t.Errorf("f16 %#04x: bf16 %#04x, want %#04x", h, b, want)
+			}
+		}
+	}
+	if bad > 0 {
+		t.Errorf("%d of %d values differ", bad, n)
 	}
 }
 
@@ -718,6 +782,7 @@ func TestGemmTileFor(t *testing.T) {
 		{(6+3)*128*128 + 1024, wtMix},
 		{(6+3)*128*128 + 1024, wtQ4_0},
 		{(6+6)*128*128 + 1024, wtF16},
+		{(6+6)*128*128 + 1024, wtBF16},
 	} {
 		if got := gemmTiles[gemmWG].smem(tc.typ); got != tc.want {
 			t.Errorf("wgmma tile's shared memory for %s: %d, want %d", tc.typ.suffix(), got, tc.want)

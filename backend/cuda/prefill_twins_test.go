@@ -49,6 +49,15 @@ func refF16Rows(w [][]float64) [][]float64 {
 	return out
 }
 
+// refBF16 is to_bf16.cu's twin: each value rounded to bf16.
+func refBF16(a []float64) []float64 {
+	out := make([]float64, len(a))
+	for i, v := range a {
+		out[i] = float64(quant.BF16ToF32(quant.F32ToBF16(float32(v))))
+	}
+	return out
+}
+
 // refGemm returns A·Wᵀ, a row-major [m][k], as [m][len(w)].
 func refGemm(a []float64, m, k int, w [][]float64) []float64 {
 	c := make([]float64, m*len(w))

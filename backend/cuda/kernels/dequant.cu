@@ -43,5 +43,4 @@ template <int T> __device__ __forceinline__ void dequant(const u8 *wq, const f16
 	}
 DEQUANT(q4_0, WT_Q4_0)
 DEQUANT(q8_0, WT_Q8_0)
-DEQUANT(bf16, WT_BF16)
 DEQUANT(mix, WT_MIX)

@@ -11,7 +11,8 @@
 // (a row's 64 halves of a stage in 128 bytes) in the 128-byte swizzle: the
 // 16-byte chunk c of row r sits at chunk c ^ (r mod 8), so the eight rows
 // of an 8×128-byte core block spread over the banks. The activations
-// arrive by cp.async into that layout, and so do F16 weights; the other
+// arrive by cp.async into that layout, and so do F16 and BF16 weights (a
+// BF16 product's activations are bf16: to_bf16.cu); the other
 // types are dequantized by the threads into it (gemm.cuh's wdst). One
 // fence.proxy.async makes both visible to the tensor cores.
 //
@@ -41,14 +42,23 @@ __device__ __forceinline__ unsigned long long wg_desc(u32 addr) {
 	return d;
 }
 
-// wg_mma: d (+)= A·Bᵀ for 64 rows of A, 128 rows of B and 16 of k.
+// wg_mma: d (+)= A·Bᵀ for 64 rows of A, 128 rows of B and 16 of k, both
+// f16 (BF16: both bf16).
+#define WG_MMA_ASM(TY) \
+	asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n" \
+		             "wgmma.mma_async.sync.aligned.m64n128k16.f32." TY "." TY " " \
+		             "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, " \
+		             "%64, %65, p, 1, 1, 0, 0;\n}\n" \
+		             : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]) \
+		             : "l"(da), "l"(db), "r"(accumulate))
+
+template <bool BF16>
 __device__ __forceinline__ void wg_mma(float d[64], unsigned long long da, unsigned long long db, int accumulate) {
-	asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
-	             "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 "
-	             "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
-	             "%64, %65, p, 1, 1, 0, 0;\n}\n"
-	             : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-	             : "l"(da), "l"(db), "r"(accumulate));
+	if constexpr (BF16) {
+		WG_MMA_ASM("bf16");
+	} else {
+		WG_MMA_ASM("f16");
+	}
 }
 
 __device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
@@ -83,8 +93,16 @@ __device__ __forceinline__ void fence_async_smem() { asm volatile("fence.proxy.a
 // the F16 weights in registers like the others, F16 gate/up took 615 µs;
 // copied, PF 4: 283 (PF 5: the same). The ring of LB 2 took Q4_K's
 // gate/up from 512 to 457 µs and Q4_0's from 560 to 475; LB 4: 487 and 463.
+//
+// BF16 weights are copied like F16's and multiplied by bf16 activations
+// (to_bf16.cu rounds them): wgmma takes no f16 by bf16. Widening them to
+// f16 in shared memory instead, in place after the copy, took Llama-8B's
+// gate/up (512 rows, H200, 2026-11-28) from F16's 283 µs to 360: those
+// reads and writes of each stage compete with the products' own reads of
+// shared memory. Through dequant.cu's f16 copies, pp512 was 21.1k tok/s
+// against F16's 27.3k.
 template <int T> struct wg_cfg {
-	static constexpr bool direct = T == WT_F16;
+	static constexpr bool direct = T == WT_F16 || T == WT_BF16;
 	static constexpr int PF = 4;                // stages copied ahead
 	static constexpr int LB = 2;                // stages of weights in registers ahead (not direct)
 	static constexpr int NA = PF + 2;           // activation buffers
@@ -196,7 +214,7 @@ __device__ __forceinline__ void gemm_wg(const f16 *a, int m, int k, const u8 *wq
 		wg_hold(acc);
 		wg_fence();
 #pragma unroll
-		for (int kk = 0; kk < GEMM_BK / 16; kk++) wg_mma(acc, wg_desc(ta + kk * 32), wg_desc(tb + kk * 32), 1);
+		for (int kk = 0; kk < GEMM_BK / 16; kk++) wg_mma<T == WT_BF16>(acc, wg_desc(ta + kk * 32), wg_desc(tb + kk * 32), 1);
 		wg_commit();
 		wg_hold(acc);
 		load_stage(s + C::PF);
