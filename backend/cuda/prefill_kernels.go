@@ -30,7 +30,8 @@ var prefillHeadDims = []int{16, 32, 64, 96, 128, 256}
 var gemmTypes = []gpuType{wtQ4_0, wtQ8_0, wtF16, wtBF16, wtMix}
 
 // dequantTypes are the families dequant.cu writes as f16 rows: gemmTypes
-// but F16 and BF16 (gemm_wg copies those and widens BF16 in place).
+// but F16 and BF16 (gemm_wg copies those as they are; BF16 multiplies
+// bf16 activations, prefill_bf16.go).
 var dequantTypes = []gpuType{wtQ4_0, wtQ8_0, wtMix}
 
 // prefillKernels are the batched-prefill entry points; gemm is nil for the
