@@ -65,6 +65,13 @@ type layerWeights struct {
 	kCache, vCache  cu.DevicePtr
 }
 
+// products are the matrices of the layer's prefill products, one group a
+// product: the gate/up pair multiplies together (zero matrices where the
+// layer has none: qkv unstacked).
+func (ly *layerWeights) products() [][]*deviceMatrix {
+	return [][]*deviceMatrix{{&ly.qkv}, {&ly.wq}, {&ly.wk}, {&ly.wv}, {&ly.wo}, {&ly.gate, &ly.up}, {&ly.down}}
+}
+
 // tuning holds the decode step's shape choices: fixed by the engine, swept
 // by the benchmark test.
 type tuning struct {

@@ -17,10 +17,9 @@ func (b *Backend) bf16ActScratch(rows int) int {
 		cols = b.output.Cols
 	}
 	for i := range b.layers {
-		ly := &b.layers[i]
-		for _, w := range []*deviceMatrix{&ly.qkv, &ly.wq, &ly.wk, &ly.wv, &ly.wo, &ly.gate, &ly.up, &ly.down} {
-			if w.Type == wtBF16 {
-				cols = max(cols, w.Cols)
+		for _, ws := range b.layers[i].products() {
+			if ws[0].Type == wtBF16 { // a gate/up pair is of one type
+				cols = max(cols, ws[0].Cols)
 			}
 		}
 	}

@@ -35,8 +35,7 @@ const dequantScratchMax = 128 << 20
 func (b *Backend) dequantScratch() int {
 	n := 0
 	for i := range b.layers {
-		ly := &b.layers[i]
-		for _, ws := range [][]*deviceMatrix{{&ly.qkv}, {&ly.wq}, {&ly.wk}, {&ly.wv}, {&ly.wo}, {&ly.gate, &ly.up}, {&ly.down}} {
+		for _, ws := range b.layers[i].products() {
 			if b.k.pre.dequant[ws[0].Type] == nil {
 				continue
 			}
