@@ -15,11 +15,11 @@ import (
 func cudaAvailable() bool { return cu.Available() == nil }
 
 func newCUDA(mm *model.Model, o Options, log *slog.Logger) (backend.Backend, error) {
-	kv, err := o.kvType("cuda")
+	kv, err := o.kvType()
 	if err != nil {
 		return nil, err
 	}
-	if kv != quant.F32 {
+	if kv != quant.F16 {
 		return nil, fmt.Errorf("%w (KV cache type %q)", errCUDAKVType, o.KVType)
 	}
 	b, err := cuda.New(mm, cuda.Options{ContextLen: o.ContextLen})
@@ -35,13 +35,13 @@ func newCUDA(mm *model.Model, o Options, log *slog.Logger) (backend.Backend, err
 	// Generations run together when asked for several (a server); alone,
 	// the decode graphs are the fast path.
 	if o.Sequences > 1 {
-		kv := o.kvTokens(&mm.Config, b.ContextLen(), quant.F32.BlockBytes())
+		kv := o.kvTokens(&mm.Config, b.ContextLen(), quant.F16.BlockBytes())
 		bb, err := b.EnableBatching(kv, o.Sequences)
 		if err != nil {
 			log.Info("GPU generations take turns", "reason", err)
 			return b, nil
 		}
-		log.Debug("GPU KV cache pool", "tokens", kv, "bytes", mib(int64(kv)*int64(mm.Config.NumLayers)*int64(mm.Config.KVDim())*8))
+		log.Debug("GPU KV cache pool", "tokens", kv, "bytes", mib(int64(kv)*int64(mm.Config.NumLayers)*int64(mm.Config.KVDim())*2*cuda.KVElemBytes))
 		return bb, nil
 	}
 	return b, nil

@@ -56,20 +56,16 @@ type Options struct {
 	// decode up to a third slower (a TLB miss every 4 KiB page streamed).
 	Mmap bool
 	// KVType is the KV cache's element type: "f16" or "f32"; "" is the
-	// device's default, f16 on the CPU (half the memory and bandwidth of
-	// f32, llama.cpp's default) and f32 on CUDA (its only type, for now).
+	// device's default: f16 (half the memory and bandwidth of f32,
+	// llama.cpp's default), on CUDA its only type.
 	KVType string
 }
 
-// kvType is the KV cache's element type on device ("cpu" or "cuda"):
-// Options.KVType, or that device's default.
-func (o Options) kvType(device string) (quant.Type, error) {
+// kvType is the KV cache's element type: Options.KVType, or the default.
+func (o Options) kvType() (quant.Type, error) {
 	switch o.KVType {
 	case "":
-		if device == "cpu" {
-			return quant.F16, nil
-		}
-		return quant.F32, nil
+		return quant.F16, nil
 	case "f32":
 		return quant.F32, nil
 	case "f16":
@@ -124,7 +120,7 @@ var ErrNoCUDA = errors.New("CUDA is not available")
 
 // errCUDAKVType is newCUDA's refusal of a KV cache type the CUDA engine
 // lacks: CUDA may well be here.
-var errCUDAKVType = errors.New("the CUDA engine's KV cache is f32 only")
+var errCUDAKVType = errors.New("the CUDA engine's KV cache is f16 only")
 
 // Load opens a GGUF model and prepares a backend for it.
 func Load(path string, o Options) (*Model, error) {
@@ -187,7 +183,7 @@ func Load(path string, o Options) (*Model, error) {
 
 // newBackend loads mm on o.Device and says which KV cache type it took.
 func newBackend(mm *model.Model, o Options, log *slog.Logger) (backend.Backend, quant.Type, error) {
-	kv, err := o.kvType("cpu")
+	kv, err := o.kvType()
 	if err != nil {
 		return nil, 0, err
 	}
@@ -196,10 +192,11 @@ func newBackend(mm *model.Model, o Options, log *slog.Logger) (backend.Backend, 
 		be, err := newCUDA(mm, o, log)
 		if err == nil {
 			log.Info("running on the GPU", "device", be.Name())
-			return be, quant.F32, nil
+			return be, quant.F16, nil
 		}
-		if errors.Is(err, errCUDAKVType) {
-			// Asked for what only the CPU engine has: say so louder.
+		if errors.Is(err, errCUDAKVType) && cudaAvailable() {
+			// Asked for what only the CPU engine has, on a GPU: say so
+			// louder.
 			log.Warn("running on the CPU", "reason", err)
 		} else {
 			log.Info("running on the CPU", "reason", err)
@@ -212,7 +209,7 @@ func newBackend(mm *model.Model, o Options, log *slog.Logger) (backend.Backend, 
 		if err != nil {
 			return nil, 0, fmt.Errorf("%w: %v", ErrNoCUDA, err)
 		}
-		return be, quant.F32, nil
+		return be, quant.F16, nil
 	case "cpu":
 	default:
 		return nil, 0, fmt.Errorf("unknown device %q (want cpu, cuda or auto)", o.Device)

@@ -85,22 +85,22 @@ func TestLoadRefusesKVType(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "q8_0") {
 		t.Fatalf("KVType q8_0: error %v, want one naming it", err)
 	}
-	// f16 on CUDA is refused for what it is, whether or not a GPU is here.
-	_, err = Load(filepath.Join(shared, "models", "stories260K.gguf"), Options{Device: "cuda", KVType: "f16"})
-	if err == nil || errors.Is(err, ErrNoCUDA) || !strings.Contains(err.Error(), "f32 only") {
-		t.Fatalf("KVType f16 on CUDA: error %v, want one saying the cache is f32 only", err)
+	// f32 on CUDA is refused for what it is, whether or not a GPU is here.
+	_, err = Load(filepath.Join(shared, "models", "stories260K.gguf"), Options{Device: "cuda", KVType: "f32"})
+	if err == nil || errors.Is(err, ErrNoCUDA) || !strings.Contains(err.Error(), "f16 only") {
+		t.Fatalf("KVType f32 on CUDA: error %v, want one saying the cache is f16 only", err)
 	}
 }
 
-// TestKVTypeDefault: "" is f16 on the CPU and f32 on CUDA (its only type),
-// and Model.KVType says which the model got.
+// TestKVTypeDefault: "" is f16 (on CUDA its only type), and Model.KVType
+// says which the model got.
 func TestKVTypeDefault(t *testing.T) {
 	for _, tc := range []struct {
-		kv, device string
-		want       quant.Type
-	}{{"", "cpu", quant.F16}, {"", "cuda", quant.F32}, {"f32", "cpu", quant.F32}, {"f16", "cpu", quant.F16}, {"f16", "cuda", quant.F16}} {
-		if got, err := (Options{KVType: tc.kv}).kvType(tc.device); err != nil || got != tc.want {
-			t.Errorf("KVType %q on %s: %v, %v; want %v", tc.kv, tc.device, got, err, tc.want)
+		kv   string
+		want quant.Type
+	}{{"", quant.F16}, {"f32", quant.F32}, {"f16", quant.F16}} {
+		if got, err := (Options{KVType: tc.kv}).kvType(); err != nil || got != tc.want {
+			t.Errorf("KVType %q: %v, %v; want %v", tc.kv, got, err, tc.want)
 		}
 	}
 	path := filepath.Join(sharedDir(t), "models", "stories260K.gguf")
@@ -113,5 +113,14 @@ func TestKVTypeDefault(t *testing.T) {
 			t.Errorf("KVType %q on the CPU: the model has %q, want %q", kv, got, want)
 		}
 		m.Close()
+	}
+	// f32 on device auto: the CPU engine, the only one with it, GPU or not.
+	m, err := Load(path, Options{Device: "auto", KVType: "f32"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	if got := m.KVType(); got != "f32" || !strings.HasPrefix(m.backend.Name(), "cpu") {
+		t.Errorf("KVType f32 on device auto: %q on %s, want f32 on the CPU", got, m.backend.Name())
 	}
 }

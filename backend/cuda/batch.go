@@ -42,7 +42,7 @@ type Batched struct {
 // batch is the batched step's state.
 type batch struct {
 	kv             *backend.KVPool
-	kCache, vCache []cu.DevicePtr // per layer, f32 [n_kv][rows][head_dim]
+	kCache, vCache []cu.DevicePtr // per layer, f16 [n_kv][rows][head_dim]
 	rows           int
 	maxOut         int // head rows a pass: the most sequences a step takes
 	tableMax       int // block table entries a pass holds
@@ -94,7 +94,7 @@ func (b *Backend) EnableBatching(kvTokens, maxSeqs int) (*Batched, error) {
 		return nil, fmt.Errorf("cuda: no batched steps: no gemm for the %s output head", b.output.Type.suffix())
 	}
 	c := &b.cfg
-	if _, err := backend.ContextLen(kvTokens, c); err != nil {
+	if _, err := backend.ContextLenKV(kvTokens, c, KVElemBytes); err != nil {
 		return nil, fmt.Errorf("cuda: KV cache pool: %w", err)
 	}
 	if kvTokens < b.ctxLen {
@@ -133,7 +133,7 @@ func (b *Backend) EnableBatching(kvTokens, maxSeqs int) (*Batched, error) {
 			(&Batched{b}).flushResident() // a failure sets bt.failed
 		}
 	})
-	cache := 4 * bt.rows * c.KVDim()
+	cache := KVElemBytes * bt.rows * c.KVDim()
 	bt.kCache = make([]cu.DevicePtr, c.NumLayers)
 	bt.vCache = make([]cu.DevicePtr, c.NumLayers)
 	for i := range bt.kCache {

@@ -5,6 +5,7 @@ import (
 	"math"
 
 	"gotok/model"
+	"gotok/quant"
 )
 
 // debugEnv turns on the per-layer check: every step runs kernel by kernel,
@@ -108,10 +109,11 @@ func (r *debugRef) layer(i, pos int) {
 	}
 	refRope(q, c.NumHeads, hd, c.Rope.Dim, c.Rope.Neox, r.rope, pos)
 	refRope(k, c.NumKVHeads, hd, c.Rope.Dim, c.Rope.Neox, r.rope, pos)
+	// The cache holds f16 (kernels/kv.cuh).
 	for h := 0; h < c.NumKVHeads; h++ {
 		for d := 0; d < hd; d++ {
-			r.kc[i][(h*r.ctxLen+pos)*hd+d] = float32(k[h*hd+d])
-			r.vc[i][(h*r.ctxLen+pos)*hd+d] = float32(v[h*hd+d])
+			r.kc[i][(h*r.ctxLen+pos)*hd+d] = quant.F16ToF32(quant.F32ToF16(float32(k[h*hd+d])))
+			r.vc[i][(h*r.ctxLen+pos)*hd+d] = quant.F16ToF32(quant.F32ToF16(float32(v[h*hd+d])))
 		}
 	}
 	att := refAttention(f32s(q), r.kc[i], r.vc[i], c.NumHeads, c.NumKVHeads, hd, r.ctxLen, pos+1, 0, float32(1/math.Sqrt(float64(hd))), 0)

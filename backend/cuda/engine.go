@@ -401,7 +401,7 @@ func New(m *model.Model, o Options) (_ *Backend, err error) {
 		return nil, err
 	}
 	cfg := &b.cfg
-	if b.ctxLen, err = backend.ContextLen(o.ContextLen, cfg); err != nil {
+	if b.ctxLen, err = backend.ContextLenKV(o.ContextLen, cfg, KVElemBytes); err != nil {
 		return nil, fmt.Errorf("cuda: %w", err)
 	}
 	if err := b.checkConfig(); err != nil {
@@ -865,11 +865,16 @@ func (ly *layerWeights) splitQKV(c *model.Config) {
 	ly.wv = ly.qkv.rowsFrom(q+kv, kv)
 }
 
+// KVElemBytes is the bytes of a key or value element in the KV cache: f16
+// (kernels/kv.cuh), llama.cpp's default, half a float cache's bytes for
+// the attention's reads at long contexts and for the cache's size.
+const KVElemBytes = 2
+
 func (b *Backend) allocState() error {
 	c := &b.cfg
 	// The KV cache in one allocation: 2·layers separate ones would each be
 	// rounded up to the driver's granularity.
-	kvBytes := 4 * c.NumKVHeads * b.ctxLen * c.HeadDim
+	kvBytes := KVElemBytes * c.NumKVHeads * b.ctxLen * c.HeadDim
 	kv, err := b.alloc(2 * len(b.layers) * alignUp(kvBytes))
 	if err != nil {
 		return fmt.Errorf("cuda: KV cache: %w", err)
@@ -896,7 +901,7 @@ func (b *Backend) allocState() error {
 		p *cu.DevicePtr
 		n int // 4-byte words
 	}{
-		{&b.res[0], 2 * c.Dim}, {&b.res[1], 2 * c.Dim}, {&b.q, c.QDim()}, {&b.logits, c.VocabSize}, {&b.ffnH, c.FFNDim}, {&b.heads, c.QDim()},
+		{&b.res[0], 2 * c.Dim}, {&b.res[1], 2 * c.Dim}, {&b.q, c.QDim() + c.KVDim()}, {&b.logits, c.VocabSize}, {&b.ffnH, c.FFNDim}, {&b.heads, c.QDim()},
 		{&b.heads8, h8Words(c.QDim())},
 		{&b.partAcc, acc}, {&b.partML, ml}, {&b.partV, parts}, {&b.partI, parts}, {&b.x8, actF32Words(c.Dim)},
 		{&b.ropeCS, len(rope)}, {&b.localRopeCS, len(localRope)}, {&b.temp, len(temp)},
@@ -998,7 +1003,9 @@ func (b *Backend) recordStep(l *launcher, k stepKind, afterLayer func(i int) err
 			qa.x8, qa.xf = b.x8, b.tune.qkvXF
 		}
 		if ly.qNorm != 0 {
-			qa.ropeDim, qa.temp = 0, 0 // qk_norm rotates and scales after the norms
+			// qk_norm rotates and scales after the norms, and writes the
+			// keys, staged after the queries, to the cache.
+			qa.ropeDim, qa.temp, qa.kCache = 0, 0, 0
 		}
 		if err := l.qkvRope(qa); err != nil {
 			return err
@@ -1152,7 +1159,7 @@ func (b *Backend) Stats() Stats {
 	}
 	c := &b.cfg
 	return Stats{KernelsPerToken: b.launches, SampledKernelsPerToken: b.sampleLaunches, GraphNodes: b.graphs[0][stepGreedy].Nodes,
-		WeightBytes: b.weightBytes, KVBytes: int64(8 * len(b.layers) * c.NumKVHeads * b.ctxLen * c.HeadDim),
+		WeightBytes: b.weightBytes, KVBytes: int64(2 * KVElemBytes * len(b.layers) * c.NumKVHeads * b.ctxLen * c.HeadDim),
 		DeviceBytes: b.deviceBytes}
 }
 

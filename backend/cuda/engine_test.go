@@ -181,7 +181,7 @@ func compareWithCPU(t *testing.T, m *model.Model, steps int, tol float64, seed u
 		}
 		recapture(t, g)
 	}
-	c, err := cpu.New(m, cpu.Options{ContextLen: 256})
+	c, err := cpu.New(m, cpu.Options{ContextLen: 256, KVType: quant.F16})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -213,11 +213,17 @@ func TestEngineMatchesCPU(t *testing.T) {
 	// The CPU engine multiplies Q4_0/Q8_0 weights by activations rounded
 	// to Q8_0; the GPU's decode kernels round Q8_0's to int8 their own
 	// way (QKV, gate/up and the head; kernels/decode.cuh, xq8) and keep
-	// Q4_0's in float32: hence the looser bound there.
+	// Q4_0's in float32: hence the looser bound there. Both engines keep
+	// f16 caches; this tiny random model amplifies the cache's rounding
+	// where activations are rounded to 8 bits (on the CPU alone, an f32
+	// cache against an f16 one: F32 weights 7.6e-4, Q8_0 0.020, Q4_0
+	// 0.032), and the engines' caches, which round values a few ulps of
+	// float32 apart, can land a half apart: the Q4_0 bound sits above
+	// that (0.030 seen, 0.022 on f32 caches).
 	for _, tc := range []struct {
 		typ quant.Type
 		tol float64
-	}{{quant.F32, 1e-4}, {quant.F16, 1e-4}, {quant.Q8_0, 3e-2}, {quant.Q4_0, 3e-2}} {
+	}{{quant.F32, 1e-4}, {quant.F16, 1e-4}, {quant.Q8_0, 3e-2}, {quant.Q4_0, 4e-2}} {
 		m := genModel(t, tiny, tc.typ, 3)
 		worst := compareWithCPU(t, m, 40, tc.tol, 9)
 		t.Logf("%s: worst logits relative error over 40 steps %.3g (bound %.1g)", tc.typ, worst, tc.tol)
@@ -521,7 +527,12 @@ func stories260K(t *testing.T) *model.Model {
 func TestStories260KGreedy(t *testing.T) {
 	skipWithoutGPU(t)
 	m := stories260K(t)
-	worst := compareWithCPU(t, m, 60, 1e-4, 1)
+	// 5e-4: the engines' f16 caches round values a few ulps of float32
+	// apart, and now and then to neighbouring halves (2^-11 of the value):
+	// 1e-4 seen at position 48, where f32 caches agreed to 5.8e-7. An f32
+	// cache against an f16 one moves these logits by 1.8e-3 (CPU alone),
+	// so the bound still tells a cache rounded otherwise.
+	worst := compareWithCPU(t, m, 60, 5e-4, 1)
 	t.Logf("stories260K: worst logits relative error over 60 steps %.3g", worst)
 
 	ctx := context.Background()
@@ -545,7 +556,7 @@ func TestStories260KGreedy(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer g.Close()
-	c, err := cpu.New(m, cpu.Options{ContextLen: 256})
+	c, err := cpu.New(m, cpu.Options{ContextLen: 256, KVType: quant.F16})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -587,7 +598,7 @@ func TestSampledDecodeMatchesCPU(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer g.Close()
-	c, err := cpu.New(m, cpu.Options{ContextLen: 128})
+	c, err := cpu.New(m, cpu.Options{ContextLen: 128, KVType: quant.F16})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -676,7 +687,7 @@ func TestDecodeSpeed(t *testing.T) {
 	// quantized matrices to 8 bits its own way (the CPU's Q8_0 and Q8_K
 	// blocks, the GPU decode kernels' int8 with a float scale, or none),
 	// which is most of the difference.
-	if c, err := cpu.New(m, cpu.Options{ContextLen: 64}); err == nil && !quick {
+	if c, err := cpu.New(m, cpu.Options{ContextLen: 64, KVType: quant.F16}); err == nil && !quick {
 		ctx := context.Background()
 		const bound = 5e-2
 		r := rand.New(rand.NewPCG(64, 64))
@@ -795,6 +806,7 @@ func TestDecodeSpeed(t *testing.T) {
 	}
 	profileStep(t, g, 100)
 	profileStep(t, g, 2148)
+	profileStep(t, g, 4000)
 	if only := os.Getenv("GOTOK_BENCH_SWEEP"); only != "" {
 		sweepShapes(t, g, strings.Split(only, ";")) // in place of the whole sweep
 	} else if !quick {
@@ -994,9 +1006,10 @@ func sweepShapes(t *testing.T, g *Backend, only []string) {
 		if err := g.capture(l); err != nil {
 			t.Fatal(err)
 		}
-		// Timed first: the replays rewrite the cache rows at 100 and 2148,
+		// Timed first: the replays rewrite the cache rows at 100, 2148 and 4000,
 		// which the check at 2100 then reads, alike for every shape.
 		t100, t2148 := replayTime(t, g, g.graphFor(100, stepGreedy), 100), replayTime(t, g, g.graphFor(2148, stepGreedy), 2148)
+		t4000 := replayTime(t, g, g.graphFor(4000, stepGreedy), 4000)
 		got, err := g.Logits(ctx, 7, 2100)
 		if err != nil {
 			t.Fatal(err)
@@ -1007,7 +1020,7 @@ func sweepShapes(t *testing.T, g *Backend, only []string) {
 		} else if e = relErr(got, f64s(ref)); !(e < tol) {
 			t.Errorf("%s: logits differ from the default shape's by %.3g", v.name, e)
 		}
-		t.Logf("  %-26s @100 %6.1f   @2148 %6.1f   (logits vs default %.1g)", v.name, t100, t2148, e)
+		t.Logf("  %-26s @100 %6.1f   @2148 %6.1f   @4000 %6.1f   (logits vs default %.1g)", v.name, t100, t2148, t4000, e)
 	}
 	g.tune = def
 	if err := g.k.setCarveout(g.c, cmp.Or(def.carveout, decodeCarveout)); err != nil {

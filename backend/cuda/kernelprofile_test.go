@@ -47,7 +47,7 @@ func TestKernelDurations(t *testing.T) {
 	next, poison := g.int64s(make([]int64, dim)), g.floats([]float32{0}, 0)
 	nw := g.floats(randFloats(r, dim, 1), 0)
 	q := g.floats(nil, nHead*hd)
-	kc, vc := g.floats(randFloats(r, nKV*ctx*hd, 1), 0), g.floats(randFloats(r, nKV*ctx*hd, 1), 0)
+	kc, vc := g.kv(randFloats(r, nKV*ctx*hd, 1)), g.kv(randFloats(r, nKV*ctx*hd, 1))
 	cs := g.floats(refRopeTable(ctx, plainRope(hd)), 0)
 	acc, ml := attnPartials(nHead, hd)
 	partAcc, partML, tickets := g.floats(nil, acc), g.floats(nil, ml), g.floats(make([]float32, 2*nHead), 0)

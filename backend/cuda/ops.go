@@ -200,9 +200,11 @@ type qkvArgs struct {
 	temp       cu.DevicePtr // the queries' temperature by position (tempTable; 0: none)
 	pos        cu.DevicePtr // int32
 	q          cu.DevicePtr
-	kCache     cu.DevicePtr
-	vCache     cu.DevicePtr
-	ctxMax     int
+	// kCache 0 stages the keys in f32 in q after the queries ([nHead+nKV]
+	// rows of headDim), for qkNorm to normalize and write to the cache.
+	kCache cu.DevicePtr
+	vCache cu.DevicePtr
+	ctxMax int
 	// x8, when set (actF32Words(cols) words), takes the activations as
 	// act_q8's int8 blocks where the kernel multiplies int8 ones: act_q8
 	// runs first, and the kernel stages nothing. With xf set, F16 and

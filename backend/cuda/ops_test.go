@@ -72,6 +72,58 @@ func (g *gpu) floats(f []float32, n int) cu.DevicePtr {
 	return p
 }
 
+// kv uploads v as the KV cache holds it, f16 (kernels/kv.cuh), first
+// rounding v in place to the values uploaded.
+func (g *gpu) kv(v []float32) cu.DevicePtr {
+	g.t.Helper()
+	b := make([]byte, 2*len(v))
+	for i, x := range v {
+		h := quant.F32ToF16(x)
+		v[i] = quant.F16ToF32(h)
+		b[2*i], b[2*i+1] = byte(h), byte(h>>8)
+	}
+	return g.bytes(b)
+}
+
+// readKV reads n elements of a KV cache, widened to float32.
+func (g *gpu) readKV(p cu.DevicePtr, n int) []float32 { return g.readHalves(p, n) }
+
+// checkKV checks values written to the KV cache against their float64
+// twin: each must be the twin rounded to f16 or a neighbouring half (the
+// kernel's float32 value and the twin may sit on either side of a rounding
+// boundary, now and then).
+func checkKV(t *testing.T, what string, got []float32, want []float64) {
+	t.Helper()
+	bad, steps := 0, 0
+	for i, w := range want {
+		gh, wh := quant.F32ToF16(got[i]), quant.F32ToF16(float32(w))
+		if d := halfOrder(gh) - halfOrder(wh); d == 0 {
+			continue
+		} else if d == 1 || d == -1 {
+			steps++
+			continue
+		}
+		if bad++; bad <= 3 {
+			t.Errorf("%s: element %d is %g, want %g (its twin %g rounded to f16)", what, i, got[i], f16Round(w), w)
+		}
+	}
+	if bad > 3 {
+		t.Errorf("%s: %d of %d elements off", what, bad, len(want))
+	}
+	if steps > 0 {
+		t.Logf("%s: %d of %d elements a half's step from the twin", what, steps, len(want))
+	}
+}
+
+// halfOrder maps an f16's bits to an integer in the order of the values
+// (±0 to 0).
+func halfOrder(h uint16) int {
+	if h&0x8000 != 0 {
+		return -int(h & 0x7fff)
+	}
+	return int(h)
+}
+
 func (g *gpu) int32s(v ...int32) cu.DevicePtr {
 	g.t.Helper()
 	f := make([]float32, len(v))
@@ -768,8 +820,8 @@ func TestAttentionStep(t *testing.T) {
 					vc[(h*tc.ctx+pos)*tc.headDim+i] = float32(math.NaN())
 				}
 			}
-			dkc, dvc := g.floats(kc, 0), g.floats(vc, 0)
-			dq := g.floats(nil, qd)
+			dkc, dvc := g.kv(kc), g.kv(vc)
+			dq := g.floats(nil, qd+kvd)
 			dpos := g.int32s(int32(pos))
 			eps := float32(1e-5)
 			qa := qkvArgs{res: res, resNext: next, poison: poison, normW: g.floats(nw, 0), eps: eps, wq: dwq, wk: dwk, wv: dwv, bias: dbias,
@@ -779,7 +831,9 @@ func TestAttentionStep(t *testing.T) {
 				qa.normW = 0
 			}
 			if qkMode != model.QKNormNone {
-				qa.ropeDim, qa.temp = 0, 0
+				// qk_norm rotates, scales and writes the keys, staged after
+				// the queries.
+				qa.ropeDim, qa.temp, qa.kCache = 0, 0, 0
 			}
 			// The kernel on act_q8's activations (qkvArgs.x8, where it
 			// multiplies int8 ones), checked below; first the same kernel
@@ -808,12 +862,12 @@ func TestAttentionStep(t *testing.T) {
 				if err := g.l.qkvRope(qa0); err != nil {
 					t.Fatal(err)
 				}
-				q0, k0, v0 = g.read(dq, qd), g.read(dkc, kvd*tc.ctx), g.read(dvc, kvd*tc.ctx)
+				q0, k0, v0 = g.read(dq, qd+kvd), g.readKV(dkc, kvd*tc.ctx), g.readKV(dvc, kvd*tc.ctx)
 			}
 			if err := g.l.qkvRope(qa); err != nil {
 				t.Fatal(err)
 			}
-			if q0 != nil && (!sameBits(g.read(dq, qd), q0) || !sameBits(g.read(dkc, kvd*tc.ctx), k0) || !sameBits(g.read(dvc, kvd*tc.ctx), v0)) {
+			if q0 != nil && (!sameBits(g.read(dq, qd+kvd), q0) || !sameBits(g.readKV(dkc, kvd*tc.ctx), k0) || !sameBits(g.readKV(dvc, kvd*tc.ctx), v0)) {
 				t.Errorf("%s: on act_q8's activations the QKV kernel gave other bits than staging its input", name)
 			}
 			if qkMode != model.QKNormNone {
@@ -858,7 +912,7 @@ func TestAttentionStep(t *testing.T) {
 			}
 			gotQ := g.read(dq, qd)
 			check(t, name+" q", gotQ, q, f32Tol)
-			gotK, gotV := g.read(dkc, kvd*tc.ctx), g.read(dvc, kvd*tc.ctx)
+			gotK, gotV := g.readKV(dkc, kvd*tc.ctx), g.readKV(dvc, kvd*tc.ctx)
 			var rowK, rowV []float32
 			for h := 0; h < tc.nKV; h++ {
 				off := (h*tc.ctx + pos) * tc.headDim
@@ -867,8 +921,8 @@ func TestAttentionStep(t *testing.T) {
 				copy(kc[off:], gotK[off:off+tc.headDim])
 				copy(vc[off:], gotV[off:off+tc.headDim])
 			}
-			check(t, name+" k row", rowK, k, f32Tol)
-			check(t, name+" v row", rowV, v, f32Tol)
+			checkKV(t, name+" k row", rowK, k)
+			checkKV(t, name+" v row", rowV, v)
 			for i := range gotK {
 				if math.Float32bits(gotK[i]) != math.Float32bits(kc[i]) || math.Float32bits(gotV[i]) != math.Float32bits(vc[i]) {
 					t.Fatalf("%s: cache element %d outside the written row changed", name, i)

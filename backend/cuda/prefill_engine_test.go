@@ -329,7 +329,7 @@ func TestPrefillSampled(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer g.Close()
-	c, err := cpu.New(m, cpu.Options{ContextLen: 128})
+	c, err := cpu.New(m, cpu.Options{ContextLen: 128, KVType: quant.F16})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -397,7 +397,7 @@ func TestStories260KPrefillGreedy(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer g.Close()
-	c, err := cpu.New(m, cpu.Options{ContextLen: 256})
+	c, err := cpu.New(m, cpu.Options{ContextLen: 256, KVType: quant.F16})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -433,7 +433,7 @@ func TestPrefillRopeKernel(t *testing.T) {
 		}
 		cs := refRopeTable(tc.ctx, plainRope(max(tc.ropeDim, 2)))
 		kc, vc := randFloats(r, tc.nKV*tc.ctx*tc.hd, 1), randFloats(r, tc.nKV*tc.ctx*tc.hd, 1)
-		dkc, dvc := g.floats(kc, 0), g.floats(vc, 0)
+		dkc, dvc := g.kv(kc), g.kv(vc)
 		qd := tc.nHead * tc.hd
 		dq := g.halves((tc.m + 1) * qd)
 		g.settle()
@@ -452,9 +452,9 @@ func TestPrefillRopeKernel(t *testing.T) {
 		gotQ := g.readHalves(dq, (tc.m+1)*qd)
 		check(t, name+" q", gotQ[:tc.m*qd], q, f16OutTol)
 		untouched(t, name+" q", gotQ[tc.m*qd:])
-		check(t, name+" k cache", g.read(dkc, len(kc)), f64s(wantK), f32Tol)
-		check(t, name+" v cache", g.read(dvc, len(vc)), f64s(wantV), f32Tol)
-		gotK, gotV := g.read(dkc, len(kc)), g.read(dvc, len(vc))
+		gotK, gotV := g.readKV(dkc, len(kc)), g.readKV(dvc, len(vc))
+		checkKV(t, name+" k cache", gotK, f64s(wantK))
+		checkKV(t, name+" v cache", gotV, f64s(wantV))
 		for i := range kc {
 			p := i / tc.hd % tc.ctx
 			if p >= tc.pos0 && p < tc.pos0+tc.m {
@@ -503,8 +503,8 @@ func TestPrefillAttentionKernel(t *testing.T) {
 		out := g.halves((tc.m + 1) * qd)
 		scale := float32(1 / math.Sqrt(float64(tc.hd)))
 		g.settle()
-		err := g.l.prefillAttention(prefillAttnArgs{q: g.bytes(q16), m: tc.m, pos0: tc.pos0, kCache: g.floats(kc, 0),
-			vCache: g.floats(vc, 0), ctxMax: ctx, nHead: tc.nHead, nKV: tc.nKV, hd: tc.hd, scale: scale, window: tc.window,
+		err := g.l.prefillAttention(prefillAttnArgs{q: g.bytes(q16), m: tc.m, pos0: tc.pos0, kCache: g.kv(kc),
+			vCache: g.kv(vc), ctxMax: ctx, nHead: tc.nHead, nKV: tc.nKV, hd: tc.hd, scale: scale, window: tc.window,
 			softcap: tc.cap, out: out})
 		if err != nil {
 			t.Fatal(err)
@@ -576,7 +576,7 @@ func TestPagedAttentionKernel(t *testing.T) {
 		scale := float32(1 / math.Sqrt(float64(tc.hd)))
 		g.settle()
 		err := g.l.prefillAttentionPaged(pagedAttnArgs{q: g.bytes(q16), seg: g.int32s(seg...), segs: len(segs), maxRows: maxRows,
-			tables: g.int32s(tables...), bs: bs, kCache: g.floats(kp, 0), vCache: g.floats(vp, 0), rows: rows,
+			tables: g.int32s(tables...), bs: bs, kCache: g.kv(kp), vCache: g.kv(vp), rows: rows,
 			nHead: tc.nHead, nKV: tc.nKV, hd: tc.hd, scale: scale, window: tc.window, softcap: tc.cap, out: out})
 		if err != nil {
 			t.Fatal(err)

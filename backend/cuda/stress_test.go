@@ -323,7 +323,7 @@ func TestInterleavedOpsMatchCPU(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer g.Close()
-			c, err := cpu.New(m, cpu.Options{ContextLen: ctxLen})
+			c, err := cpu.New(m, cpu.Options{ContextLen: ctxLen, KVType: quant.F16})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -38,7 +38,7 @@ func (l *loadFlags) add(f *pflag.FlagSet) {
 	f.IntVarP(&l.ctx, "ctx", "c", 0, "context length in tokens (0: the model's, at most 4096)")
 	f.IntVarP(&l.threads, "threads", "t", 0, "CPU threads (0: all cores)")
 	f.BoolVar(&l.mmap, "mmap", false, "CPU: map the weights from the file instead of reading them into memory (less memory, slower decode)")
-	f.StringVar(&l.kvType, "kv-type", "", "KV cache elements, f16 or f32 (default: f16 on the CPU, f32 on CUDA, its only type for now)")
+	f.StringVar(&l.kvType, "kv-type", "", "KV cache elements, f16 or f32 (f32: the CPU engine only)")
 	f.BoolVarP(&l.verbose, "verbose", "v", false, "log what happens to stderr")
 }
 

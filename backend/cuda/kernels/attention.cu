@@ -55,6 +55,7 @@
 // projection weights are loaded; only q and the row at pos come from the
 // previous kernel.
 #include "decode.cuh"
+#include "kv.cuh"
 
 #define ATT_SPLITS 32 // splits of the context per head group (the grid's y)
 #define ATT_UNROLL 4  // positions per lane whose rows are loaded at once
@@ -193,7 +194,7 @@ __device__ __forceinline__ void oproj(const float *os, const oshape &o, const u8
 }
 
 template <int T, int NQ, bool CAP>
-__device__ __forceinline__ void attention(const float *q, const float *k_cache, const float *v_cache, int ctx_max,
+__device__ __forceinline__ void attention(const float *q, const kv_t *k_cache, const kv_t *v_cache, int ctx_max,
                                           int head_dim, int n_head, int n_kv_head, int G, int W, int L,
                                           const int *pos_ptr, float scale, int window, float cap, int single,
                                           int min_chunk, int o_blocks, int spin, float *part_acc, float *part_ml,
@@ -226,8 +227,8 @@ __device__ __forceinline__ void attention(const float *q, const float *k_cache, 
 	const bool direct = one || parts == 1;
 	const int s = one ? 0 : y;
 	const int t0 = s * c, cnt = computes ? min(n, t0 + c) - t0 : 0;
-	const float *kc = k_cache + ((long)kvh * ctx_max + lo + t0) * D;
-	const float *vc = v_cache + ((long)kvh * ctx_max + lo + t0) * D;
+	const kv_t *kc = k_cache + ((long)kvh * ctx_max + lo + t0) * D;
+	const kv_t *vc = v_cache + ((long)kvh * ctx_max + lo + t0) * D;
 	// The heads' outputs wait in shared memory past the region the
 	// softmax's combining steps use (host: attnShared).
 	float *os = sm + max(G * W * (D + 4), G * ATT_SPLITS + 4 * max(nthreads, G * D4));
@@ -240,9 +241,9 @@ __device__ __forceinline__ void attention(const float *q, const float *k_cache, 
 	const int r0 = sharing > 1 ? y * rows : 0, r1 = min(dim, r0 + rows);
 	// Ask L2 for this split's K and V rows, 128-byte lines, before the wait,
 	// and load the first projection pass's weights.
-	for (int i = tid; i * 32 < cnt * D; i += nthreads) {
-		asm volatile("prefetch.global.L2 [%0];" ::"l"(kc + i * 32));
-		asm volatile("prefetch.global.L2 [%0];" ::"l"(vc + i * 32));
+	for (int i = tid; i * KV_LINE < cnt * D; i += nthreads) {
+		asm volatile("prefetch.global.L2 [%0];" ::"l"(kc + i * KV_LINE));
+		asm volatile("prefetch.global.L2 [%0];" ::"l"(vc + i * KV_LINE));
 	}
 	wblk<T> first;
 	{
@@ -267,8 +268,8 @@ __device__ __forceinline__ void attention(const float *q, const float *k_cache, 
 #pragma unroll
 			for (int j = 0; j < NQ; j++) {
 				bool ok = t < cnt;
-				k[u][j] = ok ? ((const float4 *)(kc + (long)t * D))[sub + L * j] : make_float4(0.f, 0.f, 0.f, 0.f);
-				v[u][j] = ok ? ((const float4 *)(vc + (long)t * D))[sub + L * j] : make_float4(0.f, 0.f, 0.f, 0.f);
+				k[u][j] = ok ? kv_get4(kc + (long)t * D, sub + L * j) : make_float4(0.f, 0.f, 0.f, 0.f);
+				v[u][j] = ok ? kv_get4(vc + (long)t * D, sub + L * j) : make_float4(0.f, 0.f, 0.f, 0.f);
 			}
 		}
 #pragma unroll
@@ -486,7 +487,7 @@ __device__ __forceinline__ float merge_states(const float *src, int n, int strid
 #endif
 
 template <int T, int NQ, bool CAP>
-__device__ __forceinline__ void attention_cl(const float *q, const float *k_cache, const float *v_cache, int ctx_max,
+__device__ __forceinline__ void attention_cl(const float *q, const kv_t *k_cache, const kv_t *v_cache, int ctx_max,
                                              int head_dim, int n_head, int n_kv_head, int G, int W, int L,
                                              const int *pos_ptr, float scale, int window, float cap, const u8 *wq,
                                              const f16 *wd, int dim, float rs, long long *res, unsigned *poison,
@@ -507,8 +508,8 @@ __device__ __forceinline__ void attention_cl(const float *q, const float *k_cach
 	const int chunk = (n + C - 1) / C;
 	const int t0 = min(n, rank * chunk), cnt = min(n, t0 + chunk) - t0;
 	const int fresh = n - 1 - t0; // the row the previous kernel wrote, when it is in the chunk
-	const float *kc = k_cache + ((long)kvh * ctx_max + lo + t0) * D;
-	const float *vc = v_cache + ((long)kvh * ctx_max + lo + t0) * D;
+	const kv_t *kc = k_cache + ((long)kvh * ctx_max + lo + t0) * D;
+	const kv_t *vc = v_cache + ((long)kvh * ctx_max + lo + t0) * D;
 	// This block's projection rows, and the first pass's weights.
 	const oshape op(h0 * D, G * D, n_head * D);
 	const int rows = (dim + gridDim.y - 1) / gridDim.y;
@@ -528,8 +529,8 @@ __device__ __forceinline__ void attention_cl(const float *q, const float *k_cach
 		bool ok = t < cnt && t != fresh;
 #pragma unroll
 		for (int j = 0; j < NQ; j++) {
-			k[u][j] = ok ? ((const float4 *)(kc + (long)t * D))[sub + L * j] : make_float4(0.f, 0.f, 0.f, 0.f);
-			v[u][j] = ok ? ((const float4 *)(vc + (long)t * D))[sub + L * j] : make_float4(0.f, 0.f, 0.f, 0.f);
+			k[u][j] = ok ? kv_get4(kc + (long)t * D, sub + L * j) : make_float4(0.f, 0.f, 0.f, 0.f);
+			v[u][j] = ok ? kv_get4(vc + (long)t * D, sub + L * j) : make_float4(0.f, 0.f, 0.f, 0.f);
 		}
 	}
 	pdl_wait_and_release();
@@ -546,8 +547,8 @@ __device__ __forceinline__ void attention_cl(const float *q, const float *k_cach
 			if (t < cnt && (base > 0 || t == fresh)) {
 #pragma unroll
 				for (int j = 0; j < NQ; j++) {
-					k[u][j] = ((const float4 *)(kc + (long)t * D))[sub + L * j];
-					v[u][j] = ((const float4 *)(vc + (long)t * D))[sub + L * j];
+					k[u][j] = kv_get4(kc + (long)t * D, sub + L * j);
+					v[u][j] = kv_get4(vc + (long)t * D, sub + L * j);
 				}
 			}
 		}
@@ -639,7 +640,7 @@ __device__ __forceinline__ void attention_cl(const float *q, const float *k_cach
 // dimension per lane; blocks of G·W warps, at most 16.
 #define ATTENTION(name, T, NQ, CAP)                                                                                \
 	extern "C" __global__ void __launch_bounds__(512)                                                              \
-	    name##_##NQ(const float *q, const float *k_cache, const float *v_cache, int ctx_max,           \
+	    name##_##NQ(const float *q, const kv_t *k_cache, const kv_t *v_cache, int ctx_max,           \
 	                            int head_dim, int n_head, int n_kv_head, int G, int W, int L, const int *pos_ptr,  \
 	                            float scale, int window, float cap, int single, int min_chunk, int o_blocks,      \
 	                            int spin, float *part_acc, float *part_ml, unsigned *tickets, const u8 *wq,        \
@@ -662,7 +663,7 @@ FOR_EACH_WEIGHT_TYPE(ATTENTION_NQ)
 // attention_cl_cap_<type>_<NQ> with soft-capped scores.
 #define ATTENTION_CL(name, T, NQ, CAP)                                                                             \
 	extern "C" __global__ void __launch_bounds__(512)                                                              \
-	    name##_##NQ(const float *q, const float *k_cache, const float *v_cache, int ctx_max, int head_dim,          \
+	    name##_##NQ(const float *q, const kv_t *k_cache, const kv_t *v_cache, int ctx_max, int head_dim,          \
 	                int n_head, int n_kv_head, int G, int W, int L, const int *pos_ptr, float scale, int window,   \
 	                float cap, const u8 *wq, const f16 *wd, int dim, float rs, long long *res, unsigned *poison,   \
 	                float *o_out) {                                                                                \

@@ -5,9 +5,9 @@
 //
 // Grouped-query aware: the G = n_head/n_kv query heads that share a KV head
 // are packed into one block's rows, row r = token r/G, head kvh·G + r%G, so
-// each K/V tile is read and converted once per group. A block of 4 warps
+// each K/V tile is read once per group. A block of 4 warps
 // takes 64 such rows (16 a warp) for KV head blockIdx.y and walks the keys in
-// tiles of 64 (32 for heads of 256): K and V (f32 in the cache) are converted to f16 in shared
+// tiles of 64 (32 for heads of 256): K and V (f16 in the cache, kv.cuh) are copied to shared
 // memory, S = Q·Kᵀ by mma.sync, the causal mask, an online softmax in
 // registers (exp2, running max and sum per row), and O += P·V by mma.sync
 // with P straight from the score registers. Keys past the block's last
@@ -30,20 +30,22 @@
 // tables[off + k/bs]·bs + k%bs. The grid's x covers the longest segment;
 // blocks past a shorter one's rows return at once.
 #include "prefill.cuh"
+#include "kv.cuh"
 
 #define ATT_ROWS 64
 #define ATT_THREADS 128
 
 template <int HD, bool EXT, bool PAGED>
-__device__ __forceinline__ void prefill_attention(const f16 *q, int m, int pos0, const float *k_cache,
-                                                  const float *v_cache, int ctx_max, int n_head, int n_kv,
+__device__ __forceinline__ void prefill_attention(const f16 *q, int m, int pos0, const kv_t *k_cache,
+                                                  const kv_t *v_cache, int ctx_max, int n_head, int n_kv,
                                                   float scale, int window, float cap, f16 *out, const int *seg,
                                                   const int *tables, int bs) {
 	// Keys a tile: 64, or 32 for heads of 256, whose K and V tiles of 64
 	// would pass the 48 KiB of static shared memory.
 	constexpr int KEYS = HD > 128 ? 32 : 64;
 	const int LD = HD + 8; // ldmatrix rows in distinct banks
-	// float4s of K (and of V) each thread loads a tile, and how many at once.
+	// Loads of four halves of K (and of V) each thread issues a tile, and
+	// how many at once.
 	const int ATT_LOADS = KEYS * HD / 4 / ATT_THREADS;
 	const int ATT_BATCH = ATT_LOADS < 4 ? ATT_LOADS : 4;
 	__shared__ __attribute__((aligned(16))) f16 sk[KEYS * LD];
@@ -100,39 +102,34 @@ __device__ __forceinline__ void prefill_attention(const f16 *q, int m, int pos0,
 	float mrow[2] = {-INFINITY, -INFINITY}, lrow[2] = {0.f, 0.f};
 	const float sl2 = scale * 1.4426950408889634f; // scores in log2 units
 
-	const float *kbase = k_cache + (long)kvh * ctx_max * HD;
-	const float *vbase = v_cache + (long)kvh * ctx_max * HD;
+	const kv_t *kbase = k_cache + (long)kvh * ctx_max * HD;
+	const kv_t *vbase = v_cache + (long)kvh * ctx_max * HD;
 	int ntiles = (key_end + KEYS - 1) / KEYS;
 	for (int kt = key_lo / KEYS; kt < ntiles; kt++) {
 		int k0 = kt * KEYS;
 		__syncthreads(); // the previous tile's readers are done
-		// The tile's float4s in batches whose loads are all issued before
-		// the first is converted: a few memory round trips a tile, not one
-		// per float4.
+		// The tile's rows, four halves a load, in batches whose loads are
+		// all issued before the first is stored: a few memory round trips
+		// a tile, not one per load.
 #pragma unroll
 		for (int b0 = 0; b0 < ATT_LOADS; b0 += ATT_BATCH) {
-			float4 kv[ATT_BATCH], vv[ATT_BATCH];
+			kv4_t kh[ATT_BATCH], vh[ATT_BATCH];
 #pragma unroll
 			for (int i = 0; i < ATT_BATCH; i++) {
 				int idx = tid + (b0 + i) * ATT_THREADS, r = idx / (HD / 4), c = idx % (HD / 4);
-				kv[i] = vv[i] = make_float4v(0.f, 0.f, 0.f, 0.f);
+				kh[i].x = kh[i].y = vh[i].x = vh[i].y = 0;
 				if (k0 + r < key_end) {
 					int key = k0 + r;
 					long row = PAGED ? (long)table[key / bs] * bs + key % bs : key;
-					kv[i] = ((const float4 *)(kbase + row * HD))[c];
-					vv[i] = ((const float4 *)(vbase + row * HD))[c];
+					kh[i] = ((const kv4_t *)(kbase + row * HD))[c];
+					vh[i] = ((const kv4_t *)(vbase + row * HD))[c];
 				}
 			}
 #pragma unroll
 			for (int i = 0; i < ATT_BATCH; i++) {
 				int idx = tid + (b0 + i) * ATT_THREADS, r = idx / (HD / 4), c = idx % (HD / 4);
-				uint2 kh, vh;
-				kh.x = pack_half2(kv[i].x, kv[i].y);
-				kh.y = pack_half2(kv[i].z, kv[i].w);
-				vh.x = pack_half2(vv[i].x, vv[i].y);
-				vh.y = pack_half2(vv[i].z, vv[i].w);
-				*(uint2 *)(sk + r * LD + 4 * c) = kh;
-				*(uint2 *)(sv + r * LD + 4 * c) = vh;
+				*(kv4_t *)(sk + r * LD + 4 * c) = kh[i];
+				*(kv4_t *)(sv + r * LD + 4 * c) = vh[i];
 			}
 		}
 		__syncthreads();
@@ -228,15 +225,15 @@ __device__ __forceinline__ void prefill_attention(const f16 *q, int m, int pos0,
 
 #define PREFILL_ATTENTION_V(name, HD, EXT)                                                                         \
 	extern "C" __global__ void __launch_bounds__(ATT_THREADS)                                                      \
-	    name##HD(const f16 *q, int m, int pos0, const float *k_cache, const float *v_cache, int ctx_max, int n_head, \
+	    name##HD(const f16 *q, int m, int pos0, const kv_t *k_cache, const kv_t *v_cache, int ctx_max, int n_head, \
 	             int n_kv, float scale, int window, float cap, f16 *out) {                                          \
 		prefill_attention<HD, EXT, false>(q, m, pos0, k_cache, v_cache, ctx_max, n_head, n_kv, scale, window, cap, \
 		                                  out, nullptr, nullptr, 0);                                                \
 	}
 #define PREFILL_ATTENTION_PAGED_V(name, HD, EXT)                                                                   \
 	extern "C" __global__ void __launch_bounds__(ATT_THREADS)                                                      \
-	    name##HD(const f16 *q, const int *seg, const int *tables, int bs, const float *k_cache,                    \
-	             const float *v_cache, int ctx_max, int n_head, int n_kv, float scale, int window, float cap,       \
+	    name##HD(const f16 *q, const int *seg, const int *tables, int bs, const kv_t *k_cache,                    \
+	             const kv_t *v_cache, int ctx_max, int n_head, int n_kv, float scale, int window, float cap,       \
 	             f16 *out) {                                                                                        \
 		prefill_attention<HD, EXT, true>(q, 0, 0, k_cache, v_cache, ctx_max, n_head, n_kv, scale, window, cap,     \
 		                                 out, seg, tables, bs);                                                     \

@@ -4,7 +4,7 @@
 // prefill_qk_norm has added Q's and K's when the model normalizes them),
 // RoPE on Q and K with the
 // host's float64 (cos, sin) table, Q rounded to f16 for prefill_attention,
-// and the K and V rows written into the f32 KV cache at their positions.
+// and the K and V rows written into the KV cache (f16, kv.cuh) at their positions.
 // One thread per rotated pair, paired as qkv_rope pairs them: adjacent
 // elements (2i, 2i+1) for llama's RoPE, (i, i+rope_dim/2) for NeoX; elements
 // past rope_dim are paired adjacently and left unrotated. The queries are
@@ -16,10 +16,11 @@
 // maps the position to); otherwise token t is at position and row pos0+t.
 #include "prefill.cuh"
 #include "rope.cuh"
+#include "kv.cuh"
 
 extern "C" __global__ void prefill_rope(const float *qkv, int m, const float *bias, int bias_h0, int n_head, int n_kv,
                                         int head_dim, const float *rope_cs, int rope_dim, int neox, const float *temp,
-                                        int pos0, f16 *q_out, float *k_cache, float *v_cache,
+                                        int pos0, f16 *q_out, kv_t *k_cache, kv_t *v_cache,
                                         int ctx_max, const int *pos_of, const int *row_of) {
 	pdl_wait_and_release();
 	int half = head_dim >> 1, rhalf = rope_dim >> 1;
@@ -55,8 +56,8 @@ extern "C" __global__ void prefill_rope(const float *qkv, int m, const float *bi
 	} else {
 		int kh = is_v ? h - n_head - n_kv : h - n_head;
 		int row = row_of ? row_of[t] : pos;
-		float *dst = (is_v ? v_cache : k_cache) + ((long)kh * ctx_max + row) * head_dim;
-		dst[a] = v0;
-		dst[b] = v1;
+		kv_t *dst = (is_v ? v_cache : k_cache) + ((long)kh * ctx_max + row) * head_dim;
+		kv_put(dst + a, v0);
+		kv_put(dst + b, v1);
 	}
 }

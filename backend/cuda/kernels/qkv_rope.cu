@@ -8,6 +8,10 @@
 // which it reads. It also zeroes res_next, the buffer the layer's FFN sums its
 // output into: nothing reads it between the previous layer's FFN and that.
 //
+// With k_cache null (a model with Q/K norms) the keys stay in f32, not
+// rotated, in q_out after the queries: qk_norm normalizes and rotates them
+// there and writes them to the f16 cache, rounding them once.
+//
 // With x8 set (the int8 layouts on wide models), the normed activations
 // come as act_q8's int8 blocks instead (act_q8.cu), and nothing is staged.
 //
@@ -21,6 +25,7 @@
 // rope_dim are paired adjacently and left unrotated.
 #include "decode.cuh"
 #include "rope.cuh"
+#include "kv.cuh"
 
 // qkv_w is the three projections' weights.
 struct qkv_w {
@@ -65,7 +70,7 @@ __device__ __forceinline__ void qkv_rope(const long long *res, long long *res_ne
                                          const float *norm_w, float eps, int k, const qkv_w &w,
                                          const float *bias, int n_head, int n_kv_head, int head_dim,
                                          const float *rope_cs, int rope_dim, int neox, const float *temp,
-                                         const int *pos_ptr, float *q_out, float *k_cache, float *v_cache,
+                                         const int *pos_ptr, float *q_out, kv_t *k_cache, kv_t *v_cache,
                                          int ctx_max, const unsigned *x8) {
 	int nb = (k + 31) >> 5, lane = threadIdx.x & 31;
 	int half = head_dim >> 1, rhalf = rope_dim >> 1;
@@ -149,9 +154,14 @@ __device__ __forceinline__ void qkv_rope(const long long *res, long long *res_ne
 		} else {
 			bool is_v = h >= n_head + n_kv_head;
 			int kh = is_v ? h - n_head - n_kv_head : h - n_head;
-			float *dst = (is_v ? v_cache : k_cache) + ((long)kh * ctx_max + pos) * head_dim;
-			dst[a] = t0;
-			dst[b] = t1;
+			if (!is_v && !k_cache) { // staged for qk_norm, after the queries
+				q_out[(long)h * head_dim + a] = t0;
+				q_out[(long)h * head_dim + b] = t1;
+				continue;
+			}
+			kv_t *dst = (is_v ? v_cache : k_cache) + ((long)kh * ctx_max + pos) * head_dim;
+			kv_put(dst + a, t0);
+			kv_put(dst + b, t1);
 		}
 	}
 }
@@ -170,7 +180,7 @@ __device__ __forceinline__ void qkv_rope2(const long long *res, long long *res_n
                                           const float *norm_w, float eps, int k, const qkv_w &w, const float *bias,
                                           int n_head, int n_kv_head, int head_dim, const float *rope_cs, int rope_dim,
                                           int neox, const float *temp, const int *pos_ptr, float *q_out,
-                                          float *k_cache, float *v_cache, int ctx_max, const unsigned *x8) {
+                                          kv_t *k_cache, kv_t *v_cache, int ctx_max, const unsigned *x8) {
 	if (!x8) asm volatile("trap;");
 	const int p = grid_warp();
 	if (p < (n_head + 2 * n_kv_head) * (head_dim >> 1) && p / (head_dim >> 1) >= n_head + n_kv_head)
@@ -189,7 +199,7 @@ __device__ __forceinline__ void qkv_rope2(const long long *res, long long *res_n
 	                    float eps, int k, const u8 *wq, const f16 *wd, const u8 *wkq, const f16 *wkd,             \
 	                    const u8 *wvq, const f16 *wvd, const float *bias, int n_head, int n_kv_head, int head_dim, \
 	                    const float *rope_cs, int rope_dim, int neox, const float *temp,                          \
-	                    const int *pos_ptr, float *q_out, float *k_cache, float *v_cache, int ctx_max,             \
+	                    const int *pos_ptr, float *q_out, kv_t *k_cache, kv_t *v_cache, int ctx_max,             \
 	                    const unsigned *x8) {                                                                      \
 		const qkv_w w = {wq, wkq, wvq, wd, wkd, wvd, n_head, n_kv_head};                                           \
 		fn<TARGS>(res, res_next, poison, norm_w, eps, k, w, bias, n_head, n_kv_head, head_dim, rope_cs, rope_dim,  \
@@ -242,7 +252,7 @@ template <int T, int P>
 __device__ __forceinline__ void qkv_xf(const float *xf, long long *res_next, const unsigned *poison, int norm,
                                        float eps, int k, const qkv_w &w, const float *bias, int head_dim,
                                        const float *rope_cs, int rope_dim, int neox, const float *temp,
-                                       const int *pos_ptr, float *q_out, float *k_cache, float *v_cache,
+                                       const int *pos_ptr, float *q_out, kv_t *k_cache, kv_t *v_cache,
                                        int ctx_max) {
 	const int p = blockIdx.x, wi = threadIdx.x >> 5, lane = threadIdx.x & 31;
 	const int half = head_dim >> 1, rhalf = rope_dim >> 1, pairs = (w.n_head + 2 * w.n_kv_head) * half;
@@ -329,10 +339,13 @@ __device__ __forceinline__ void qkv_xf(const float *xf, long long *res_next, con
 		const float tq = temp ? temp[pos] : 1.f;
 		q_out[(long)h * head_dim + a] = t0 * tq;
 		q_out[(long)h * head_dim + b] = t1 * tq;
+	} else if (h < w.n_head + w.n_kv_head && !k_cache) { // staged for qk_norm, after the queries
+		q_out[(long)h * head_dim + a] = t0;
+		q_out[(long)h * head_dim + b] = t1;
 	} else {
-		float *dst = (h >= w.n_head + w.n_kv_head ? v_cache : k_cache) + ((long)hm * ctx_max + pos) * head_dim;
-		dst[a] = t0;
-		dst[b] = t1;
+		kv_t *dst = (h >= w.n_head + w.n_kv_head ? v_cache : k_cache) + ((long)hm * ctx_max + pos) * head_dim;
+		kv_put(dst + a, t0);
+		kv_put(dst + b, t1);
 	}
 }
 
@@ -341,7 +354,7 @@ __device__ __forceinline__ void qkv_xf(const float *xf, long long *res_next, con
 	    qkv_rope_xf_##name(const float *xf, long long *res_next, const unsigned *poison, int norm, float eps, int k, \
 	                       const u8 *wq, const u8 *wkq, const u8 *wvq, const float *bias, int n_head, int n_kv_head, \
 	                       int head_dim, const float *rope_cs, int rope_dim, int neox, const float *temp,           \
-	                       const int *pos_ptr, float *q_out, float *k_cache, float *v_cache, int ctx_max) {         \
+	                       const int *pos_ptr, float *q_out, kv_t *k_cache, kv_t *v_cache, int ctx_max) {         \
 		const qkv_w w = {wq, wkq, wvq, nullptr, nullptr, nullptr, n_head, n_kv_head};                              \
 		qkv_xf<T, 4>(xf, res_next, poison, norm, eps, k, w, bias, head_dim, rope_cs, rope_dim, neox, temp, pos_ptr, \
 		             q_out, k_cache, v_cache, ctx_max);                                                             \
