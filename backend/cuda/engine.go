@@ -79,6 +79,7 @@ type tuning struct {
 	attnMinChunk int  // attention: past that, the fewest positions one split takes
 	attnOBlocks  int  // attention: blocks of a head group that share a one-split context's output projection
 	attnNoSpin   bool // attention: split contexts merge in the last block even when the grid fits the GPU
+	attnSplits   int  // attention: splits of a context past attnSingle (0: attnSplitsFor)
 	// attnWarpsLong is the attention kernel's warps per head for contexts
 	// past attnSingle, in graphs of their own (0: as for short ones).
 	attnWarpsLong int
@@ -1028,7 +1029,7 @@ func (b *Backend) recordStep(l *launcher, k stepKind, afterLayer func(i int) err
 		a := attnArgs{q: b.q, kCache: ly.kCache, vCache: ly.vCache, ctxMax: b.ctxLen, headDim: c.HeadDim,
 			nHead: c.NumHeads, nKV: c.NumKVHeads, pos: pos, scale: blk.AttnScale, window: c.LayerAttn[i].Window,
 			softcap: blk.AttnSoftcap, rs: attnRS, single: b.tune.attnSingle,
-			minChunk: b.tune.attnMinChunk, oBlocks: b.tune.attnOBlocks, noSpin: b.tune.attnNoSpin, cluster: l.attnCluster,
+			minChunk: b.tune.attnMinChunk, splits: cmp.Or(b.tune.attnSplits, attnSplitsFor(c.NumHeads, c.NumKVHeads, l.sms)), oBlocks: b.tune.attnOBlocks, noSpin: b.tune.attnNoSpin, cluster: l.attnCluster,
 			partAcc: b.partAcc, partML: b.partML, tickets: b.attnTickets, wo: &ly.wo, res: attnOut, poison: b.poison}
 		if b.headsApart(l) {
 			a.heads = b.heads

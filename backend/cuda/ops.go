@@ -484,6 +484,7 @@ type attnArgs struct {
 	rs                float32      // the residual multiplier of the projection
 	single            int          // contexts up to this long take one split (attSingle)
 	minChunk          int          // attMinChunk; tests vary it
+	splits            int          // a context past single takes this many splits, at most attSplits (0: attSplits)
 	oBlocks           int          // attOBlocks
 	noSpin            bool         // merge split contexts in the last block, as when the grid does not fit the GPU
 	cluster           int          // >1: attention_cl, oBlocks (rounded up) in clusters of this many; 0: the split kernel
@@ -527,6 +528,19 @@ func attnLanes(headDim int) (lanes, nq int, ok bool) {
 		}
 	}
 	return 0, 0, false
+}
+
+// attnSplitsFor is the splits of a long context for a model of nHead
+// query heads on nKV KV heads on sms SMs: as many as put one block of
+// every head group's splits on the SMs at once (the attention kernel takes
+// a whole SM's registers a block), at most attSplits. A second wave of
+// blocks would take as long again as the first. H200, Llama-8B shape
+// (8 head groups, 4 layers, Q4_0), µs a token at 2148 / 4000 positions:
+// 32 splits 450.5 / 459.8, 24 456.2 / 485.3, 16 (this rule) 431.5 /
+// 450.9, 12 431.6 / 470.6; the attention kernel alone at 4000, 21.5 µs a
+// layer, where 32 splits of 4 positions a round took 24.0.
+func attnSplitsFor(nHead, nKV, sms int) int {
+	return max(1, min(attSplits, sms/(nHead/attnGroup(nHead, nKV))))
 }
 
 // attnWarps is the warps per query head in an attention block of g heads.
@@ -590,8 +604,13 @@ func (l *launcher) attention(a attnArgs) error {
 		return l.projectHeads(a, err)
 	}
 	oBlocks = min(oBlocks, attSplits)
+	splits := attSplits
+	if a.splits > 0 {
+		splits = min(a.splits, attSplits)
+	}
 	// The splits of a long context wait for each other only when every
-	// block of the grid can be resident at once (one a SM).
+	// block of the grid, those past the splits too, can be resident at
+	// once (one a SM).
 	spin := int32(0)
 	if !a.noSpin && a.heads == 0 && a.nHead/g*attSplits <= l.sms {
 		spin = 1
@@ -605,7 +624,7 @@ func (l *launcher) attention(a attnArgs) error {
 	}
 	err := l.launch(f, cu.Dim3{X: a.nHead / g, Y: attSplits, Z: 1}, threads, shared, cu.Args{
 		a.q, a.kCache, a.vCache, i32(a.ctxMax), i32(a.headDim), i32(a.nHead), i32(a.nKV), i32(g), i32(w), i32(lanes),
-		a.pos, a.scale, i32(a.window), a.softcap, i32(a.single), i32(a.minChunk), i32(oBlocks), spin, a.partAcc, a.partML,
+		a.pos, a.scale, i32(a.window), a.softcap, i32(a.single), i32(a.minChunk), i32(splits), i32(oBlocks), spin, a.partAcc, a.partML,
 		a.tickets, a.wo.Q, a.wo.D, i32(a.wo.Rows), a.rs, a.res, a.poison, a.heads})
 	return l.projectHeads(a, err)
 }

@@ -948,6 +948,8 @@ func TestAttentionStep(t *testing.T) {
 			heads, heads8 := g.floats(nil, qd), g.floats(nil, h8Words(qd))
 			for run := 0; run < 10; run++ {
 				switch run {
+				case 1:
+					a.splits = []int{5, 16, 1}[ci%3] // fewer than attSplits (0)
 				case 2, 5, 8:
 					a.single = tc.ctx
 				case 3, 6, 9:
@@ -974,8 +976,8 @@ func TestAttentionStep(t *testing.T) {
 						wantRun[i] *= float64(rs)
 					}
 				}
-				check(t, fmt.Sprintf("%s attention+out run %d (%d blocks share a split's rows, spin %v, clusters of %d, warps a head %d, heads apart %v, int8 %v)",
-					name, run, oBlocks, !a.noSpin, a.cluster, g.l.attnWarpsPerHead, a.heads != 0, int8Heads), got, wantRun, 1e-5)
+				check(t, fmt.Sprintf("%s attention+out run %d (%d splits, %d blocks share a split's rows, spin %v, clusters of %d, warps a head %d, heads apart %v, int8 %v)",
+					name, run, a.splits, oBlocks, !a.noSpin, a.cluster, g.l.attnWarpsPerHead, a.heads != 0, int8Heads), got, wantRun, 1e-5)
 				g.l.attnWarpsPerHead = 0
 			}
 			if p := math.Float32bits(g.read(poison, 1)[0]); p != 0 {

@@ -58,7 +58,10 @@
 #include "kv.cuh"
 
 #define ATT_SPLITS 32 // splits of the context per head group (the grid's y)
-#define ATT_UNROLL 4  // positions per lane whose rows are loaded at once
+// ATT_UNROLL is the positions per lane whose rows are loaded at once, kept
+// raw (f16) until used: 8 where a lane holds at most two float4s of the
+// head dimension (64 registers of loads, as 4 widened took), else 4.
+#define ATT_UNROLL(NQ) ((NQ) <= 2 ? 8 : 4)
 
 __device__ __forceinline__ float4 ldcg4(const float *p) { return __ldcg((const float4 *)p); }
 
@@ -197,7 +200,7 @@ template <int T, int NQ, bool CAP>
 __device__ __forceinline__ void attention(const float *q, const kv_t *k_cache, const kv_t *v_cache, int ctx_max,
                                           int head_dim, int n_head, int n_kv_head, int G, int W, int L,
                                           const int *pos_ptr, float scale, int window, float cap, int single,
-                                          int min_chunk, int o_blocks, int spin, float *part_acc, float *part_ml,
+                                          int min_chunk, int splits, int o_blocks, int spin, float *part_acc, float *part_ml,
                                           unsigned *tickets, const u8 *wq, const f16 *wd, int dim, float rs,
                                           long long *res, unsigned *poison, float *o_out) {
 	extern __shared__ float4 sm4[];
@@ -211,10 +214,10 @@ __device__ __forceinline__ void attention(const float *q, const kv_t *k_cache, c
 	// The positions lo … pos, n of them.
 	const int lo = window > 0 ? max(0, *pos_ptr + 1 - window) : 0, n = *pos_ptr + 1 - lo;
 	// Contexts up to `single` positions take one split, which each of the
-	// first o_blocks blocks computes whole; longer ones ATT_SPLITS of at
-	// least min_chunk.
+	// first o_blocks blocks computes whole; longer ones `splits` (at most
+	// ATT_SPLITS) of at least min_chunk.
 	const bool one = n <= single;
-	const int c = one ? n : max(min_chunk, (n + ATT_SPLITS - 1) / ATT_SPLITS);
+	const int c = one ? n : max(min_chunk, (n + splits - 1) / splits);
 	const int nvalid = one ? 1 : (n + c - 1) / c;
 	// The blocks that take part: o_blocks with one split; the splits, and
 	// when spinning at least o_blocks blocks to share the merge and the
@@ -257,28 +260,33 @@ __device__ __forceinline__ void attention(const float *q, const kv_t *k_cache, c
 	for (int j = 0; j < NQ; j++) qv[j] = scale4(((const float4 *)(q + (h0 + h) * D))[sub + L * j], scale);
 	softmax_state<NQ> st;
 	st.init();
-	// ATT_UNROLL positions per lane per round, their K and V rows loaded
-	// together: one memory round trip for them all.
+	// U positions per lane per round, their K and V rows loaded together:
+	// one memory round trip for them all.
+	constexpr int U = ATT_UNROLL(NQ);
 	const int step = W * P;
-	for (int base = wi * P + slot; base - slot < cnt; base += ATT_UNROLL * step) { // warp-uniform
-		float4 k[ATT_UNROLL][NQ], v[ATT_UNROLL][NQ];
+	for (int base = wi * P + slot; base - slot < cnt; base += U * step) { // warp-uniform
+		kv4_t k[U][NQ], v[U][NQ];
 #pragma unroll
-		for (int u = 0; u < ATT_UNROLL; u++) {
+		for (int u = 0; u < U; u++) {
 			int t = base + u * step;
 #pragma unroll
 			for (int j = 0; j < NQ; j++) {
 				bool ok = t < cnt;
-				k[u][j] = ok ? kv_get4(kc + (long)t * D, sub + L * j) : make_float4(0.f, 0.f, 0.f, 0.f);
-				v[u][j] = ok ? kv_get4(vc + (long)t * D, sub + L * j) : make_float4(0.f, 0.f, 0.f, 0.f);
+				k[u][j] = ok ? kv_raw4(kc + (long)t * D, sub + L * j) : kv4_t{0u, 0u};
+				v[u][j] = ok ? kv_raw4(vc + (long)t * D, sub + L * j) : kv4_t{0u, 0u};
 			}
 		}
 #pragma unroll
-		for (int u = 0; u < ATT_UNROLL; u++) {
+		for (int u = 0; u < U; u++) {
 			float d = 0.f;
+			float4 vf[NQ];
 #pragma unroll
-			for (int j = 0; j < NQ; j++) d += dot4(k[u][j], qv[j]);
+			for (int j = 0; j < NQ; j++) {
+				d += dot4(kv_widen4(k[u][j]), qv[j]);
+				vf[j] = kv_widen4(v[u][j]);
+			}
 			for (int o = L / 2; o > 0; o >>= 1) d += __shfl_xor_sync(0xffffffffu, d, o);
-			if (base + u * step < cnt) st.add(CAP ? softcap(d, cap) : d, v[u]);
+			if (base + u * step < cnt) st.add(CAP ? softcap(d, cap) : d, vf);
 		}
 	}
 	// The lanes of a warp that share sub hold other positions: combine.
@@ -642,12 +650,12 @@ __device__ __forceinline__ void attention_cl(const float *q, const kv_t *k_cache
 	extern "C" __global__ void __launch_bounds__(512)                                                              \
 	    name##_##NQ(const float *q, const kv_t *k_cache, const kv_t *v_cache, int ctx_max,           \
 	                            int head_dim, int n_head, int n_kv_head, int G, int W, int L, const int *pos_ptr,  \
-	                            float scale, int window, float cap, int single, int min_chunk, int o_blocks,      \
-	                            int spin, float *part_acc, float *part_ml, unsigned *tickets, const u8 *wq,        \
+	                            float scale, int window, float cap, int single, int min_chunk, int splits,        \
+	                            int o_blocks, int spin, float *part_acc, float *part_ml, unsigned *tickets, const u8 *wq,        \
 	                            const f16 *wd, int dim, float rs, long long *res, unsigned *poison,               \
 	                            float *o_out) {                                                                    \
 		attention<T, NQ, CAP>(q, k_cache, v_cache, ctx_max, head_dim, n_head, n_kv_head, G, W, L, pos_ptr, scale,  \
-		                 window, cap, single, min_chunk, o_blocks, spin, part_acc, part_ml, tickets, wq, wd, dim,  \
+		                 window, cap, single, min_chunk, splits, o_blocks, spin, part_acc, part_ml, tickets, wq, wd, dim,  \
 		                 rs, res, poison, o_out);                                                                  \
 	}
 // attention_cap_<type>_<NQ>: the same with soft-capped scores.

@@ -23,9 +23,12 @@ __device__ __forceinline__ void kv_put(kv_t *p, float v) {
 	*p = h;
 }
 
-// kv_get4 is elements 4i … 4i+3 of row p, widened.
-__device__ __forceinline__ float4 kv_get4(const kv_t *p, long i) {
-	const uint2 u = ((const uint2 *)p)[i];
+// kv_raw4 is elements 4i … 4i+3 of row p as stored: loads kept raw until
+// they are used take half the registers of widened ones.
+__device__ __forceinline__ kv4_t kv_raw4(const kv_t *p, long i) { return ((const kv4_t *)p)[i]; }
+
+// kv_widen4 widens kv_raw4's four elements.
+__device__ __forceinline__ float4 kv_widen4(kv4_t u) {
 	float4 f;
 	f.x = f16_to_f32((f16)(u.x & 0xffff));
 	f.y = f16_to_f32((f16)(u.x >> 16));
@@ -33,3 +36,6 @@ __device__ __forceinline__ float4 kv_get4(const kv_t *p, long i) {
 	f.w = f16_to_f32((f16)(u.y >> 16));
 	return f;
 }
+
+// kv_get4 is elements 4i … 4i+3 of row p, widened.
+__device__ __forceinline__ float4 kv_get4(const kv_t *p, long i) { return kv_widen4(kv_raw4(p, i)); }
