@@ -94,17 +94,6 @@ template <int NQ> struct softmax_state {
 		for (int j = 0; j < NQ; j++) acc[j] = make_float4(0.f, 0.f, 0.f, 0.f);
 	}
 
-	__device__ __forceinline__ void add(float s, const float4 v[NQ]) {
-		float m2 = fmaxf(m, s), a = expf(m - m2), e = expf(s - m2); // exp(-inf) = 0 at the first
-		m = m2;
-		l = l * a + e;
-#pragma unroll
-		for (int j = 0; j < NQ; j++) {
-			acc[j] = scale4(acc[j], a);
-			fma4(acc[j], e, v[j]);
-		}
-	}
-
 	// merge folds in another state; either may be empty (m = -inf).
 	__device__ __forceinline__ void merge(float m2, float l2, const float4 acc2[NQ]) {
 		float M = fmaxf(m, m2);
@@ -276,18 +265,40 @@ __device__ __forceinline__ void attention(const float *q, const kv_t *k_cache, c
 				v[u][j] = ok ? kv_raw4(vc + (long)t * D, sub + L * j) : kv4_t{0u, 0u};
 			}
 		}
+		// The round's scores (their lane sums interleaved: U shuffles in
+		// flight a step), then their softmax, merged into the state once:
+		// one rescale of the state a round, where a position at a time
+		// took U dependent ones and two exponentials a position.
+		float sc[U];
 #pragma unroll
 		for (int u = 0; u < U; u++) {
 			float d = 0.f;
-			float4 vf[NQ];
 #pragma unroll
-			for (int j = 0; j < NQ; j++) {
-				d += dot4(kv_widen4(k[u][j]), qv[j]);
-				vf[j] = kv_widen4(v[u][j]);
-			}
-			for (int o = L / 2; o > 0; o >>= 1) d += __shfl_xor_sync(0xffffffffu, d, o);
-			if (base + u * step < cnt) st.add(CAP ? softcap(d, cap) : d, vf);
+			for (int j = 0; j < NQ; j++) d += dot4(kv_widen4(k[u][j]), qv[j]);
+			sc[u] = d;
 		}
+		for (int o = L / 2; o > 0; o >>= 1) {
+#pragma unroll
+			for (int u = 0; u < U; u++) sc[u] += __shfl_xor_sync(0xffffffffu, sc[u], o);
+		}
+		float mr = -INFINITY;
+#pragma unroll
+		for (int u = 0; u < U; u++) {
+			sc[u] = base + u * step < cnt ? (CAP ? softcap(sc[u], cap) : sc[u]) : -INFINITY;
+			mr = fmaxf(mr, sc[u]);
+		}
+		float lr = 0.f;
+		float4 ar[NQ];
+#pragma unroll
+		for (int j = 0; j < NQ; j++) ar[j] = make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll
+		for (int u = 0; u < U; u++) {
+			float e = sc[u] == -INFINITY ? 0.f : expf(sc[u] - mr);
+			lr += e;
+#pragma unroll
+			for (int j = 0; j < NQ; j++) fma4(ar[j], e, kv_widen4(v[u][j]));
+		}
+		st.merge(mr, lr, ar);
 	}
 	// The lanes of a warp that share sub hold other positions: combine.
 	for (int o = L; o < 32; o <<= 1) {
