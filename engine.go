@@ -277,18 +277,21 @@ func (e *engine) loop() {
 			}
 		}
 		setTimer()
+		take := func(r *request) {
+			e.mu.Lock()
+			e.waiting--
+			e.mu.Unlock()
+			if r.score != nil {
+				r.pending = r.score.tokens[:len(r.score.tokens)-1]
+			} else {
+				r.pending = r.g.prompt // read only: fed is a copy
+			}
+			queue = append(queue, r)
+		}
 		for {
 			select {
 			case r := <-e.submit:
-				e.mu.Lock()
-				e.waiting--
-				e.mu.Unlock()
-				if r.score != nil {
-					r.pending = r.score.tokens[:len(r.score.tokens)-1]
-				} else {
-					r.pending = r.g.prompt // read only: fed is a copy
-				}
-				queue = append(queue, r)
+				take(r)
 				// A new request can be admitted: no more waiting.
 				idle = false
 				setTimer()
@@ -299,6 +302,19 @@ func (e *engine) loop() {
 				return
 			}
 			break
+		}
+		// Every request already being handed over joins this iteration:
+		// select picks among its ready cases at random, so with the timer
+		// ready it took about one of a burst's requests a loop, and the
+		// rest came a step at a time (the last of 32 chat requests sent
+		// at once waited many steps for its first token).
+		for drained := false; !drained; {
+			select {
+			case r := <-e.submit:
+				take(r)
+			default:
+				drained = true
+			}
 		}
 
 		// Drop what was cancelled.

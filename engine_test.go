@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"gotok/backend"
 	"gotok/backend/cuda/cu"
 	"gotok/model/synth"
 	"gotok/quant"
@@ -678,5 +679,99 @@ func TestEngineRoomFromStalledReader(t *testing.T) {
 	}
 	if st := m.EngineStats(); st.KVBlocksUsed != 0 {
 		t.Errorf("engine after both: %+v", st)
+	}
+}
+
+// gatedBatcher holds its first step until release is closed, and records
+// how many prompt chunks (entries of more than one token) each step took.
+type gatedBatcher struct {
+	backend.Batcher
+	entered, release chan struct{}
+	once             sync.Once
+	mu               sync.Mutex
+	prompts          []int
+}
+
+func (g *gatedBatcher) Step(ctx context.Context, steps []backend.SeqStep) error {
+	g.once.Do(func() {
+		close(g.entered)
+		<-g.release
+	})
+	n := 0
+	for _, s := range steps {
+		if len(s.Tokens) > 1 {
+			n++
+		}
+	}
+	g.mu.Lock()
+	g.prompts = append(g.prompts, n)
+	g.mu.Unlock()
+	return g.Batcher.Step(ctx, steps)
+}
+
+// TestEngineAdmitsBurstTogether submits requests while a step runs: the
+// next step must read all their prompts together, not one or two a step
+// (a select among the submissions and a ready timer took about one a
+// loop; under a burst of chat requests the last waited many steps for its
+// first token).
+func TestEngineAdmitsBurstTogether(t *testing.T) {
+	m := loadStoriesWith(t, Options{ContextLen: 256, Sequences: 8})
+	be := m.engine.be
+	m.engine.close()
+	g := &gatedBatcher{Batcher: be, entered: make(chan struct{}), release: make(chan struct{})}
+	m.engine = newEngine(m, g, 8)
+	t.Cleanup(func() {
+		select {
+		case <-g.release:
+		default:
+			close(g.release)
+		}
+	})
+	o := GenerateOptions{MaxTokens: 4}
+	const burst = 6
+	var wg sync.WaitGroup
+	errs := make([]error, burst+1)
+	run := func(i int) {
+		defer wg.Done()
+		errs[i] = runPrompt(m, i, o).err
+	}
+	wg.Add(1)
+	go run(0)
+	select {
+	case <-g.entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no step began")
+	}
+	wg.Add(burst)
+	for i := 1; i <= burst; i++ {
+		go run(i % len(enginePrompts))
+	}
+	// Every one of them waiting to be handed to the loop, which is in
+	// the step.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		m.engine.mu.Lock()
+		w := m.engine.waiting
+		m.engine.mu.Unlock()
+		if w == burst {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d requests submitted", w, burst)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	time.Sleep(20 * time.Millisecond) // from the count to the channel send
+	close(g.release)
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("generation %d: %v", i, err)
+		}
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if len(g.prompts) < 2 || g.prompts[1] != burst {
+		t.Errorf("prompt chunks a step %v: the step after the first should read all %d waiting prompts", g.prompts, burst)
 	}
 }
