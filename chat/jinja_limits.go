@@ -37,8 +37,11 @@ import (
 // takes ~3 µs an iteration: 0.3 s).
 const loopStepsMax = 100_000
 
-// outputMax is the most bytes a render writes (a long chat is a few MB).
-const outputMax = 64 << 20
+// outputMax is the most bytes a render writes: a chat filling a context of
+// a million tokens is ~4 MB. A template writing past it fails after ~0.4 s
+// of gonja's loop steps (at 64 MB it took 1.5 s on a loaded 2-core
+// machine, near TestJinjaHostile's bound).
+const outputMax = 16 << 20
 
 // loopBudgetName is the render's loop budget in the template's context;
 // a template that sets a variable of that name only makes its loops fail.
