@@ -260,23 +260,19 @@ func (e *engine) loop() {
 		}
 	}()
 	for {
-		// Take new requests and calls; wait for something to do when idle.
-		idle := len(queue) == 0 && len(running) == 0
-		// One deadline for the wait, however many requests arrive in it.
+		// Wait for something to do: a request, a caller taking a token, a
+		// step to run.
 		var timer <-chan time.Time
-		setTimer := func() {
-			switch {
-			case idle:
-				timer = nil
-			case !e.anyReady(running) && firstReady(queue) < 0:
-				// Every caller is behind: a caller taking a token wakes
-				// the loop; the timer notices cancellations.
-				timer = time.After(2 * time.Millisecond)
-			default:
-				timer = closedTime
-			}
+		switch {
+		case len(queue) == 0 && len(running) == 0:
+			timer = nil // idle
+		case !e.anyReady(running) && firstReady(queue) < 0:
+			// Every caller is behind: a caller taking a token wakes the
+			// loop; the timer notices cancellations.
+			timer = time.After(2 * time.Millisecond)
+		default:
+			timer = closedTime
 		}
-		setTimer()
 		take := func(r *request) {
 			e.mu.Lock()
 			e.waiting--
@@ -288,26 +284,19 @@ func (e *engine) loop() {
 			}
 			queue = append(queue, r)
 		}
-		for {
-			select {
-			case r := <-e.submit:
-				take(r)
-				// A new request can be admitted: no more waiting.
-				idle = false
-				setTimer()
-				continue
-			case <-e.wake:
-			case <-timer:
-			case <-e.quit:
-				return
-			}
-			break
+		select {
+		case r := <-e.submit:
+			take(r)
+		case <-e.wake:
+		case <-timer:
+		case <-e.quit:
+			return
 		}
-		// Every request already being handed over joins this iteration:
-		// select picks among its ready cases at random, so with the timer
-		// ready it took about one of a burst's requests a loop, and the
-		// rest came a step at a time (the last of 32 chat requests sent
-		// at once waited many steps for its first token).
+		// Then every request already being handed over: a select picks
+		// among its ready cases at random, so with the timer ready a
+		// wait took about one of a burst's requests a loop, and the rest
+		// came a step at a time (the last of 32 chat requests sent at
+		// once waited many steps for its first token).
 		for drained := false; !drained; {
 			select {
 			case r := <-e.submit:
