@@ -541,6 +541,13 @@ func TestPagedAttentionKernel(t *testing.T) {
 		{16, 4, 1, []int{9, 50}, 0, 0, 0},
 		{128, 16, 1, []int{60, 30}, 0, 0, 0},  // a group of 16
 		{64, 32, 8, []int{50, 100}, 20, 0, 0}, // a prompt in the pass
+		// Segments of at most 16 rows split their keys over the warps:
+		// a short prompt among decodes, with and without a window, and
+		// a long context (many tiles a warp).
+		{64, 8, 2, []int{50, 100}, 3, 0, 0},
+		{64, 8, 2, []int{200, 45}, 4, 5, 0},
+		{128, 8, 2, []int{700, 16, 17}, 0, 0, 0},
+		{96, 12, 4, []int{1, 2, 33, 250}, 0, 40, 3},
 	}
 	for _, tc := range cases {
 		name := fmt.Sprintf("hd%d/h%d/kv%d/lens%v/prompt%d/win%d/cap%v", tc.hd, tc.nHead, tc.nKV, tc.lens, tc.prompt, tc.window, tc.cap)
