@@ -249,6 +249,14 @@ func tuningFor(c *model.Config, ffn gpuType) tuning {
 			t.ffn = ffnShape{32, 2}
 		}
 	}
+	if c.Block.PostNorm && ffn == wtQ4_0 {
+		// Narrower post-normed models too: their branches then join the
+		// stream in act_q8_post, not in a postnorm kernel each (H200,
+		// SmolLM-135M shape, Q4_0, µs a token @100, staged → act_q8):
+		// Gemma 3 553.0 → 523.0, OLMo 2 553.5 → 524.3; llama's block,
+		// which has no post-norm to fold, 380.9 → 406.4.
+		t.act8 = true
+	}
 	return t
 }
 
