@@ -27,16 +27,20 @@ done
 mv "$out.tmp" "$out"
 echo "wrote $(wc -l <"$out") continuations to $out"
 
-# Other prompts on the new families' files of ../shared/models/arch, for
-# TestArchGolden beside their own golden.jsonl: a longer prompt (past Gemma
-# 3's window of 8) and non-ASCII text.
+# Other prompts on the files of ../shared/models/arch, for TestArchGolden
+# beside their own golden.jsonl: testdata/arch_more_prompts.txt, one a line
+# (\n and \t as printf's %b writes them): longer ones (past Gemma 3's window
+# of 8), non-ASCII text, code, whitespace. OLMo 2's file is left out:
+# llama.cpp refuses it (TestArchSynthGolden has an OLMo 2 it loads).
 out=testdata/arch_more_golden.jsonl
 : >"$out.tmp"
-for f in qwen3 granite gemma3; do
-	for prompt in "Über café naïve — 日本語のテキスト" "In the beginning God created the heaven and the earth. And the earth was without form, and void; and darkness was upon the face of the deep."; do
+while IFS= read -r line; do
+	prompt=$(printf '%b' "$line")
+	json=$(printf '%s' "$prompt" | sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/\t/\\t/g' | awk 'BEGIN { ORS = "" } NR > 1 { print "\\n" } { print }')
+	for f in qwen3 granite gemma3 llama llama3 mistral; do
 		text=$("$LLAMA_COMPLETION" -m "../shared/models/arch/$f.gguf" -p "$prompt" -n 24 --temp 0 -no-cnv --no-display-prompt 2>/dev/null | base64 -w0)
-		printf '{"model": "%s.gguf", "prompt": "%s", "n_predict": 24, "out_b64": "%s"}\n' "$f" "$prompt" "$text" >>"$out.tmp"
+		printf '{"model": "%s.gguf", "prompt": "%s", "n_predict": 24, "out_b64": "%s"}\n' "$f" "$json" "$text" >>"$out.tmp"
 	done
-done
+done <testdata/arch_more_prompts.txt
 mv "$out.tmp" "$out"
 echo "wrote $(wc -l <"$out") continuations to $out"
