@@ -26,6 +26,11 @@ type GenerateOptions struct {
 	// ParseSpecial lets special-token text in the prompt (e.g. "<|im_start|>")
 	// become its token instead of plain text.
 	ParseSpecial bool
+	// Special prints the text of generated control tokens (<|im_start|>,
+	// <file_sep>, ...), as llama.cpp's --special does; without it they
+	// add nothing to the output, as in llama-completion and llama-server.
+	// Token.Text follows it; logprobs list every token's own text.
+	Special bool
 	// IgnoreEOS keeps generating past end-of-generation tokens (not with a
 	// Constraint: there an end-of-generation token always ends it).
 	IgnoreEOS bool
@@ -246,7 +251,7 @@ func (m *Model) newGeneration(prompt []int32, o GenerateOptions, emit func(Token
 		}
 	}
 	g.out = newStopper(o.Stop)
-	g.dec = m.tok.NewStreamDecoder()
+	g.dec = m.tok.NewStreamDecoder(o.Special)
 	// Every generated token but the last is fed back at the next position:
 	// the k-th goes in at len(prompt)+k-1, so ctxLen-len(prompt)+1 fit.
 	g.limit, g.limitReason = o.MaxTokens, StopMaxTokens

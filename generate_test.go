@@ -251,3 +251,49 @@ func cachedPrefix(m *Model, st Stats) int {
 	}
 	return n
 }
+
+// TestGenerateHidesControlTokens samples stories260K past end-of-text
+// (IgnoreEOS) until it generates a control token: its text is empty unless
+// GenerateOptions.Special, as llama.cpp prints generated text.
+func TestGenerateHidesControlTokens(t *testing.T) {
+	m, err := Load(filepath.Join(sharedDir(t), "models", "stories260K.gguf"), Options{Device: "cpu", ContextLen: 512})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	tok := m.Tokenizer()
+	run := func(special bool) (control []Token, text string) {
+		o := GenerateOptions{MaxTokens: 400, IgnoreEOS: true, Special: special, Sample: sample.Params{Temperature: 1, Seed: 1}}
+		var b strings.Builder
+		_, err := m.GenerateTokens(context.Background(), m.PromptTokens("Once", o), o, func(tk Token) error {
+			if tok.IsControl(tk.ID) {
+				control = append(control, tk)
+			}
+			b.WriteString(tk.Text)
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return control, b.String()
+	}
+	hidden, plain := run(false)
+	if len(hidden) == 0 {
+		t.Fatal("no control token in 400 sampled tokens: the test needs another seed")
+	}
+	shown, full := run(true)
+	if len(shown) != len(hidden) {
+		t.Fatalf("%d control tokens with Special, %d without: the runs differ", len(shown), len(hidden))
+	}
+	for i, tk := range hidden {
+		if tk.Text != "" {
+			t.Errorf("control token %d printed %q without Special", tk.ID, tk.Text)
+		}
+		if p := tok.Piece(tk.ID); shown[i].Text != p || !strings.Contains(full, p) {
+			t.Errorf("control token %d printed %q with Special, want %q", tk.ID, shown[i].Text, p)
+		}
+	}
+	if strings.Contains(plain, tok.Piece(hidden[0].ID)) {
+		t.Errorf("the text without Special contains %q", tok.Piece(hidden[0].ID))
+	}
+}

@@ -17,12 +17,24 @@ trap 'rm -rf "$tmp"' EXIT
 go build -o "$tmp/gotok" ./cmd/gotok
 out=testdata/arch_synth_golden.jsonl
 : >"$out.tmp"
+# json_string writes $1 as the inside of a JSON string.
+json_string() {
+	printf '%s' "$1" | sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/\t/\\t/g' | awk 'BEGIN { ORS = "" } NR > 1 { print "\\n" } { print }'
+}
+# The prompts: two of their own, then testdata/arch_more_prompts.txt's, one
+# a line (\n and \t as printf's %b writes them).
+prompts=$tmp/prompts
+{
+	printf '%s\n' "Once upon a time" "1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16"
+	cat testdata/arch_more_prompts.txt
+} >"$prompts"
 for arch in qwen2 qwen3 granite olmo2 gemma2 gemma3 phi3 smollm3 mistral3; do
 	"$tmp/gotok" gen -o "$tmp/$arch.gguf" --preset tiny --layers 4 --arch "$arch" --type f32 --tokenizer "$tok" 2>/dev/null
-	for prompt in "Once upon a time" "1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16"; do
+	while IFS= read -r line; do
+		prompt=$(printf '%b' "$line")
 		text=$("$LLAMA_COMPLETION" -m "$tmp/$arch.gguf" -p "$prompt" -n 24 --temp 0 -no-cnv --no-display-prompt -c 256 2>/dev/null | base64 -w0)
-		printf '{"model": "%s", "prompt": "%s", "n_predict": 24, "out_b64": "%s"}\n' "$arch" "$prompt" "$text" >>"$out.tmp"
-	done
+		printf '{"model": "%s", "prompt": "%s", "n_predict": 24, "out_b64": "%s"}\n' "$arch" "$(json_string "$prompt")" "$text" >>"$out.tmp"
+	done <"$prompts"
 done
 mv "$out.tmp" "$out"
 echo "wrote $(wc -l <"$out") continuations to $out"
@@ -36,7 +48,7 @@ out=testdata/arch_more_golden.jsonl
 : >"$out.tmp"
 while IFS= read -r line; do
 	prompt=$(printf '%b' "$line")
-	json=$(printf '%s' "$prompt" | sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/\t/\\t/g' | awk 'BEGIN { ORS = "" } NR > 1 { print "\\n" } { print }')
+	json=$(json_string "$prompt")
 	for f in qwen3 granite gemma3 llama llama3 mistral; do
 		text=$("$LLAMA_COMPLETION" -m "../shared/models/arch/$f.gguf" -p "$prompt" -n 24 --temp 0 -no-cnv --no-display-prompt 2>/dev/null | base64 -w0)
 		printf '{"model": "%s.gguf", "prompt": "%s", "n_predict": 24, "out_b64": "%s"}\n' "$f" "$json" "$text" >>"$out.tmp"

@@ -268,13 +268,14 @@ func (s *Server) handleCompletion(w http.ResponseWriter, r *http.Request) error 
 		// A token's offset counts the pieces before it, not the text
 		// emitted so far: the engine holds text back (an incomplete
 		// character, a possible stop string) and emits it with a later
-		// token.
+		// token. A control token's piece is not in the text (its
+		// OutputPiece is empty).
 		offset := len(echo)
 		rp := &reply{
 			collect: func(t gotok.Token) {
 				if lps != nil && t.ID >= 0 {
 					lps.add(tok, t, offset)
-					offset += len(tok.Piece(t.ID))
+					offset += len(tok.OutputPiece(t.ID, false))
 				}
 				out.WriteString(t.Text)
 			},
@@ -294,7 +295,7 @@ func (s *Server) handleCompletion(w http.ResponseWriter, r *http.Request) error 
 					lps := &completionLogprobs{}
 					lps.add(tok, t, offset)
 					c.Choices[0].Logprobs = lps
-					offset += len(tok.Piece(t.ID))
+					offset += len(tok.OutputPiece(t.ID, false))
 				}
 				return c, true
 			},

@@ -59,6 +59,16 @@ func (t *Tokenizer) Piece(id int32) string {
 	return t.pieces[id]
 }
 
+// OutputPiece is the text token id adds to generated output: Piece, but ""
+// for a control or unknown token unless special is set (llama.cpp's
+// token_to_piece with that flag).
+func (t *Tokenizer) OutputPiece(id int32, special bool) string {
+	if !special && id >= 0 && int(id) < len(t.attrs) && t.attrs[id]&(attrControl|attrUnknown) != 0 {
+		return ""
+	}
+	return t.Piece(id)
+}
+
 // Decode returns the concatenated pieces of ids, bytes as they are. Like
 // llama.cpp's llama_detokenize(remove_special=false, unparse_special=true),
 // the space that SPM tokenization prefixed is dropped: one leading space of
@@ -83,18 +93,22 @@ func (t *Tokenizer) Decode(ids []int32) string {
 // valid UTF-8 come out as U+FFFD.
 type StreamDecoder struct {
 	t       *Tokenizer
+	special bool
 	pending []byte
 }
 
 // NewStreamDecoder returns a decoder for a stream of generated tokens. Unlike
-// Decode it strips no space: its output continues a prompt.
-func (t *Tokenizer) NewStreamDecoder() *StreamDecoder {
-	return &StreamDecoder{t: t}
+// Decode it strips no space: its output continues a prompt. Control and
+// unknown tokens (<|im_start|>, <file_sep>, <unk>) print as nothing unless
+// special is set, as llama.cpp prints generated text (llama-completion and
+// llama-server without --special: token_to_piece with special = false).
+func (t *Tokenizer) NewStreamDecoder(special bool) *StreamDecoder {
+	return &StreamDecoder{t: t, special: special}
 }
 
 // Next adds one token and returns the text it completes, possibly "".
 func (d *StreamDecoder) Next(id int32) string {
-	d.pending = append(d.pending, d.t.Piece(id)...)
+	d.pending = append(d.pending, d.t.OutputPiece(id, d.special)...)
 	return d.take(false)
 }
 

@@ -41,7 +41,8 @@ func TestStreamDecoder(t *testing.T) {
 				ids = append(ids, tok.ids["▁ab"])
 			}
 		}
-		d := tok.NewStreamDecoder()
+		special := rng.IntN(2) == 0
+		d := tok.NewStreamDecoder(special)
 		var got, all strings.Builder
 		for _, id := range ids {
 			s := d.Next(id)
@@ -49,7 +50,7 @@ func TestStreamDecoder(t *testing.T) {
 				t.Fatalf("Next returned invalid UTF-8 %q for %v", s, ids)
 			}
 			got.WriteString(s)
-			all.WriteString(tok.Piece(id))
+			all.WriteString(tok.OutputPiece(id, special))
 		}
 		tail := d.Flush()
 		if !utf8.ValidString(tail) {
@@ -67,7 +68,7 @@ func TestStreamDecoder(t *testing.T) {
 
 func TestStreamDecoderHoldsSplitCharacter(t *testing.T) {
 	tok := spmTestTokenizer(t)
-	d := tok.NewStreamDecoder()
+	d := tok.NewStreamDecoder(false)
 	euro := "€" // E2 82 AC
 	for i := 0; i < len(euro); i++ {
 		got := d.Next(tok.spm.byteToken[euro[i]])
@@ -111,5 +112,30 @@ func TestPieceOutOfRange(t *testing.T) {
 	}
 	if tok.Piece(1) != "<s>" || tok.Piece(tok.ids["<0x41>"]) != "A" || tok.Piece(tok.ids["▁ab"]) != " ab" {
 		t.Errorf("pieces: %q %q %q", tok.Piece(1), tok.Piece(tok.ids["<0x41>"]), tok.Piece(tok.ids["▁ab"]))
+	}
+}
+
+// TestStreamDecoderSpecial checks that control and unknown tokens print as
+// nothing in generated text unless special is set, as llama.cpp's
+// token_to_piece does, while Piece keeps their text.
+func TestStreamDecoderSpecial(t *testing.T) {
+	tok := spmTestTokenizer(t)
+	ids := []int32{tok.ids["▁ab"], 1, 0, tok.ids["<0x41>"], 2}
+	for _, tc := range []struct {
+		special bool
+		want    string
+	}{{false, " abA"}, {true, " ab<s><unk>A</s>"}} {
+		d := tok.NewStreamDecoder(tc.special)
+		var b strings.Builder
+		for _, id := range ids {
+			b.WriteString(d.Next(id))
+		}
+		b.WriteString(d.Flush())
+		if b.String() != tc.want {
+			t.Errorf("special=%v: %q, want %q", tc.special, b.String(), tc.want)
+		}
+	}
+	if tok.Piece(1) != "<s>" || tok.OutputPiece(1, false) != "" || tok.OutputPiece(1, true) != "<s>" {
+		t.Errorf("pieces of <s>: %q %q %q", tok.Piece(1), tok.OutputPiece(1, false), tok.OutputPiece(1, true))
 	}
 }

@@ -39,7 +39,7 @@ func FuzzEncode(f *testing.F) {
 			}
 			whole := tok.Decode(ids)
 			var raw strings.Builder
-			d := tok.NewStreamDecoder()
+			d := tok.NewStreamDecoder(true)
 			var b strings.Builder
 			for _, id := range ids {
 				raw.WriteString(tok.Piece(id))
@@ -118,7 +118,7 @@ func FuzzFromGGUF(f *testing.F) {
 				}
 			}
 			tok.Decode(ids)
-			d := tok.NewStreamDecoder()
+			d := tok.NewStreamDecoder(true)
 			for _, id := range ids {
 				d.Next(id)
 			}

@@ -479,12 +479,15 @@ func testPrefillMatchesTokenByToken(t *testing.T, typ, kv quant.Type) {
 		}
 		// BF16 weights take activations rounded to bfloat16 where the CPU
 		// has AVX512_BF16 (8 bits of mantissa): a last-bit difference
-		// between the two paths' float32 values can round one element
-		// across a bfloat16 step. Decoding on after the prefill measured
-		// 2.2e-4 of the logits.
+		// between the two paths' float32 values can round an element
+		// across a bfloat16 step (0.4% of it), and the steps add up over
+		// the layers. Decoding on after the prefill measured 2.2e-4 of the
+		// logits on one such machine and the prefill 2.3e-3 on another
+		// (Zen 5), where this path is 9.7e-3 from the float64 reference
+		// (TestLogitsMatchFloat64Reference/bf16).
 		bound := 1e-4
 		if typ == quant.BF16 && quant.MatMulBF16Fast() {
-			bound = 1e-3
+			bound = 1e-2
 		}
 		// The quantized types multiply activations rounded to Q8_0: a
 		// last-bit difference between the paths' float sums (the tiled and

@@ -105,12 +105,12 @@ func (s *sampleFlags) params(ctxLen int) sample.Params {
 
 func newRunCmd() *cobra.Command {
 	var (
-		lf                                 loadFlags
-		sf                                 sampleFlags
-		prompt, promptFile                 string
-		n                                  int
-		stops                              []string
-		ignoreEOS, noSpecial, parseSpecial bool
+		lf                                          loadFlags
+		sf                                          sampleFlags
+		prompt, promptFile                          string
+		n                                           int
+		stops                                       []string
+		ignoreEOS, noSpecial, parseSpecial, special bool
 	)
 	cmd := &cobra.Command{
 		Use:   "run [-m MODEL] -p PROMPT",
@@ -149,7 +149,7 @@ Example:
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt)
 			defer stop()
 			out := cmd.OutOrStdout()
-			opts := gotok.GenerateOptions{MaxTokens: n, Sample: params, Stop: stops, IgnoreEOS: ignoreEOS, NoSpecial: noSpecial, ParseSpecial: parseSpecial}
+			opts := gotok.GenerateOptions{MaxTokens: n, Sample: params, Stop: stops, IgnoreEOS: ignoreEOS, NoSpecial: noSpecial, ParseSpecial: parseSpecial, Special: special}
 			st, err := m.Generate(ctx, prompt, opts, func(text string) error {
 				_, err := io.WriteString(out, text)
 				return err
@@ -174,6 +174,7 @@ Example:
 	f.StringArrayVar(&stops, "stop", nil, "stop when this text is generated (repeatable)")
 	f.BoolVar(&ignoreEOS, "ignore-eos", false, "keep generating past end-of-generation tokens")
 	f.BoolVar(&noSpecial, "no-bos", false, "do not add the BOS/EOS tokens the model asks for")
+	f.BoolVar(&special, "special", false, "print generated control tokens (<|im_start|>, ...) as their text, as llama-cli's --special (default: as nothing)")
 	f.BoolVar(&parseSpecial, "parse-special", false, "turn special-token text in the prompt into special tokens (off by default, unlike llama-cli: raw text stays text)")
 	return cmd
 }
