@@ -124,8 +124,9 @@ func checkGolden(t *testing.T, m *Model, g archGolden) {
 		return
 	}
 	// llama-completion ends its output with a blank line, and prints the
-	// bytes of the tokens as they are; gotok's text is valid UTF-8, each
-	// byte of an invalid sequence one U+FFFD (tokenizer.Decoder).
+	// bytes of the tokens as they are (control tokens as nothing); gotok's
+	// text is valid UTF-8, each byte of an invalid sequence one U+FFFD
+	// (tokenizer.Decoder).
 	raw := strings.TrimSuffix(string(out), "\n\n")
 	want := replaceInvalidUTF8(raw)
 	var sb strings.Builder
@@ -244,9 +245,11 @@ func checkNearTie(t *testing.T, m *Model, g archGolden, got, want string) {
 	}
 	rest := want
 	for step := 0; step < g.NPredict; step++ {
+		// A control token prints nothing, in llama-completion as in
+		// Generate: it continues any text.
 		best := argmax(logits)
-		piece := m.tok.Piece(best)
-		if strings.HasPrefix(rest, piece) && piece != "" {
+		piece := m.tok.OutputPiece(best, false)
+		if strings.HasPrefix(rest, piece) {
 			rest = rest[len(piece):]
 			if logits, err = b.Logits(ctx, best, n+step); err != nil {
 				t.Fatal(err)
@@ -256,7 +259,7 @@ func checkNearTie(t *testing.T, m *Model, g archGolden, got, want string) {
 		// llama.cpp's token: the likeliest whose text continues want.
 		theirs, top := int32(-1), math.Inf(-1)
 		for id, l := range logits {
-			if p := m.tok.Piece(int32(id)); p != "" && strings.HasPrefix(rest, p) && float64(l) > top {
+			if p := m.tok.OutputPiece(int32(id), false); p != "" && strings.HasPrefix(rest, p) && float64(l) > top {
 				theirs, top = int32(id), float64(l)
 			}
 		}
