@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -281,6 +282,10 @@ func (g *generation) accept(tok int32, pos int) (done bool, err error) {
 	g.s.Accept(tok)
 	st.GeneratedTokens++
 	text, stopped := g.out.push(g.dec.Next(tok))
+	if !stopped && g.controlStop(tok) {
+		// The text held back for a stop string is text after all.
+		text, stopped = text+g.out.flush(), true
+	}
 	t := Token{ID: tok, Text: text}
 	if g.h != nil {
 		g.h.fill(&t)
@@ -301,6 +306,14 @@ func (g *generation) accept(tok int32, pos int) (done bool, err error) {
 		return true, flush(g.out, g.dec, g.emit)
 	}
 	return false, nil
+}
+
+// controlStop reports whether tok is a control token whose text is one of
+// the stop strings (a chat template's <|im_start|>, say): it prints
+// nothing without Special, so the text cannot match it, and it stops the
+// generation by its id instead.
+func (g *generation) controlStop(tok int32) bool {
+	return !g.o.Special && g.m.tok.IsControl(tok) && slices.Contains(g.o.Stop, g.m.tok.Piece(tok))
 }
 
 // runAlone runs the generation on the backend by itself (m.mu held),

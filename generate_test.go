@@ -297,3 +297,46 @@ func TestGenerateHidesControlTokens(t *testing.T) {
 		t.Errorf("the text without Special contains %q", tok.Piece(hidden[0].ID))
 	}
 }
+
+// TestGenerateStopsOnControlToken checks that a stop string naming a
+// control token (as chat templates' stops do) still ends the generation
+// when that token is sampled, though it prints nothing.
+func TestGenerateStopsOnControlToken(t *testing.T) {
+	m, err := Load(filepath.Join(sharedDir(t), "models", "stories260K.gguf"), Options{Device: "cpu", ContextLen: 512})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	tok := m.Tokenizer()
+	o := GenerateOptions{MaxTokens: 400, IgnoreEOS: true, Sample: sample.Params{Temperature: 1, Seed: 1}}
+	// Where the stream first samples a control token, run alone.
+	first, n := int32(-1), 0
+	_, err = m.GenerateTokens(context.Background(), m.PromptTokens("Once", o), o, func(tk Token) error {
+		if tk.ID >= 0 {
+			n++
+			if first < 0 && tok.IsControl(tk.ID) {
+				first = tk.ID
+				return errors.New("found")
+			}
+		}
+		return nil
+	})
+	if first < 0 {
+		t.Fatal("no control token in 400 sampled tokens: the test needs another seed")
+	}
+	o.Stop = []string{"no such text", tok.Piece(first)}
+	var b strings.Builder
+	st, err := m.GenerateTokens(context.Background(), m.PromptTokens("Once", o), o, func(tk Token) error {
+		b.WriteString(tk.Text)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.StopReason != StopString || st.GeneratedTokens != n {
+		t.Errorf("stopped by %v after %d tokens, want a stop string at the control token, token %d", st.StopReason, st.GeneratedTokens, n)
+	}
+	if strings.Contains(b.String(), tok.Piece(first)) {
+		t.Errorf("the text holds the stop token's text %q", tok.Piece(first))
+	}
+}

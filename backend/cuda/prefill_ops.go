@@ -269,9 +269,18 @@ type pagedAttnArgs struct {
 	out            cu.DevicePtr
 }
 
+// prefillAttentionPaged launches the paged attention on a batched step's
+// segments. A pass with a segment of several tokens takes the EXT kernel
+// even without a window or a soft-cap: a segment of 2 to 16/group tokens
+// runs split_keys, where a row can see none of a warp's tiles (tokens at
+// 14 and 15 against keys 16-17), and only the EXT kernels' softmax keeps
+// such a row at -inf instead of NaN (exp2(-inf - -inf)). Decode-only
+// passes (one token a segment: every tile a warp takes starts at or
+// before the row's position) keep the plain kernel. To go at the next
+// PTX rebuild, with the guard compiled into the split path itself.
 func (l *launcher) prefillAttentionPaged(a pagedAttnArgs) error {
 	f := l.k.pre.attentionPaged[a.hd]
-	if a.window > 0 || a.softcap != 0 {
+	if a.window > 0 || a.softcap != 0 || a.maxRows > a.nHead/a.nKV {
 		f = l.k.pre.attentionPagedExt[a.hd]
 	}
 	if f == nil {

@@ -1,6 +1,7 @@
 package cuda
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -531,23 +532,28 @@ func TestPagedAttentionKernel(t *testing.T) {
 		prompt         int   // a segment of that many query tokens too (0: a decode pass)
 		window         int
 		cap            float32
+		promptAt       int // the prompt segment's first position (0: 10)
 	}{
-		{64, 32, 8, []int{130, 1, 17, 128, 64, 200, 3, 90}, 0, 0, 0}, // Llama-1B's group
-		{64, 9, 3, []int{5, 300, 129}, 0, 0, 0},                      // SmolLM's
-		{128, 8, 2, []int{40, 513}, 0, 0, 0},
-		{256, 4, 2, []int{33, 70}, 0, 0, 1.5},
-		{96, 8, 2, []int{100, 7}, 0, 16, 0},
-		{32, 4, 4, []int{600, 20}, 0, 300, 2},
-		{16, 4, 1, []int{9, 50}, 0, 0, 0},
-		{128, 16, 1, []int{60, 30}, 0, 0, 0},  // a group of 16
-		{64, 32, 8, []int{50, 100}, 20, 0, 0}, // a prompt in the pass
+		{64, 32, 8, []int{130, 1, 17, 128, 64, 200, 3, 90}, 0, 0, 0, 0}, // Llama-1B's group
+		{64, 9, 3, []int{5, 300, 129}, 0, 0, 0, 0},                      // SmolLM's
+		{128, 8, 2, []int{40, 513}, 0, 0, 0, 0},
+		{256, 4, 2, []int{33, 70}, 0, 0, 1.5, 0},
+		{96, 8, 2, []int{100, 7}, 0, 16, 0, 0},
+		{32, 4, 4, []int{600, 20}, 0, 300, 2, 0},
+		{16, 4, 1, []int{9, 50}, 0, 0, 0, 0},
+		{128, 16, 1, []int{60, 30}, 0, 0, 0, 0},  // a group of 16
+		{64, 32, 8, []int{50, 100}, 20, 0, 0, 0}, // a prompt in the pass
 		// Segments of at most 16 rows split their keys over the warps:
 		// a short prompt among decodes, with and without a window, and
 		// a long context (many tiles a warp).
-		{64, 8, 2, []int{50, 100}, 3, 0, 0},
-		{64, 8, 2, []int{200, 45}, 4, 5, 0},
-		{128, 8, 2, []int{700, 16, 17}, 0, 0, 0},
-		{96, 12, 4, []int{1, 2, 33, 250}, 0, 40, 3},
+		{64, 8, 2, []int{50, 100}, 3, 0, 0, 0},
+		{64, 8, 2, []int{200, 45}, 4, 5, 0, 0},
+		{128, 8, 2, []int{700, 16, 17}, 0, 0, 0, 0},
+		{96, 12, 4, []int{1, 2, 33, 250}, 0, 40, 3, 0},
+		// A short prompt across a 16-key tile: warp 1 takes keys 16-17,
+		// which the rows of positions 14 and 15 do not see.
+		{64, 8, 2, []int{50}, 4, 0, 0, 14},
+		{64, 4, 4, []int{30, 9}, 8, 0, 0, 44},
 	}
 	for _, tc := range cases {
 		name := fmt.Sprintf("hd%d/h%d/kv%d/lens%v/prompt%d/win%d/cap%v", tc.hd, tc.nHead, tc.nKV, tc.lens, tc.prompt, tc.window, tc.cap)
@@ -566,7 +572,8 @@ func TestPagedAttentionKernel(t *testing.T) {
 		for i, n := range lens {
 			m, pos0 := 1, n-1
 			if tc.prompt > 0 && i == len(lens)-1 {
-				m, pos0, n = tc.prompt, 10, 10+tc.prompt
+				at := cmp.Or(tc.promptAt, 10)
+				m, pos0, n = tc.prompt, at, at+tc.prompt
 			}
 			need := (n + bs - 1) / bs
 			seg = append(seg, int32(tokens), int32(m), int32(pos0), int32(len(tables)))
