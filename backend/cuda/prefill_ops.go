@@ -280,7 +280,7 @@ type pagedAttnArgs struct {
 // PTX rebuild, with the guard compiled into the split path itself.
 func (l *launcher) prefillAttentionPaged(a pagedAttnArgs) error {
 	f := l.k.pre.attentionPaged[a.hd]
-	if a.window > 0 || a.softcap != 0 || a.maxRows > a.nHead/a.nKV {
+	if a.window > 0 || a.softcap != 0 || a.hd <= 128 && a.maxRows > a.nHead/a.nKV { // heads past 128: no split path
 		f = l.k.pre.attentionPagedExt[a.hd]
 	}
 	if f == nil {
