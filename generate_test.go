@@ -42,7 +42,14 @@ func TestStopperHoldsBackSplitStops(t *testing.T) {
 
 func loadStories(t *testing.T) *Model {
 	t.Helper()
-	m, err := Load(filepath.Join(sharedDir(t), "models", "stories260K.gguf"), Options{Device: "cpu", ContextLen: 64})
+	return loadStoriesContext(t, 64)
+}
+
+// loadStoriesContext loads stories260K on the CPU with a context of ctx
+// tokens, closed when the test ends.
+func loadStoriesContext(t *testing.T, ctx int) *Model {
+	t.Helper()
+	m, err := Load(filepath.Join(sharedDir(t), "models", "stories260K.gguf"), Options{Device: "cpu", ContextLen: ctx})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -256,11 +263,7 @@ func cachedPrefix(m *Model, st Stats) int {
 // (IgnoreEOS) until it generates a control token: its text is empty unless
 // GenerateOptions.Special, as llama.cpp prints generated text.
 func TestGenerateHidesControlTokens(t *testing.T) {
-	m, err := Load(filepath.Join(sharedDir(t), "models", "stories260K.gguf"), Options{Device: "cpu", ContextLen: 512})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
+	m := loadStoriesContext(t, 512)
 	tok := m.Tokenizer()
 	run := func(special bool) (control []Token, text string) {
 		o := GenerateOptions{MaxTokens: 400, IgnoreEOS: true, Special: special, Sample: sample.Params{Temperature: 1, Seed: 1}}
@@ -302,16 +305,13 @@ func TestGenerateHidesControlTokens(t *testing.T) {
 // control token (as chat templates' stops do) still ends the generation
 // when that token is sampled, though it prints nothing.
 func TestGenerateStopsOnControlToken(t *testing.T) {
-	m, err := Load(filepath.Join(sharedDir(t), "models", "stories260K.gguf"), Options{Device: "cpu", ContextLen: 512})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
+	m := loadStoriesContext(t, 512)
 	tok := m.Tokenizer()
 	o := GenerateOptions{MaxTokens: 400, IgnoreEOS: true, Sample: sample.Params{Temperature: 1, Seed: 1}}
 	// Where the stream first samples a control token, run alone.
 	first, n := int32(-1), 0
-	_, err = m.GenerateTokens(context.Background(), m.PromptTokens("Once", o), o, func(tk Token) error {
+	// The stream is cut at its first control token (the error "found").
+	_, _ = m.GenerateTokens(context.Background(), m.PromptTokens("Once", o), o, func(tk Token) error {
 		if tk.ID >= 0 {
 			n++
 			if first < 0 && tok.IsControl(tk.ID) {
